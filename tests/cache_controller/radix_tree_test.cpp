@@ -160,3 +160,20 @@ TEST_CASE("radix_tree: the host set holds host-only leaves", "[tree]") {
   CHECK(tree.size() == 0);
   CHECK(tree.evictable(tier::host) == 0);
 }
+
+TEST_CASE("radix_tree: a block joins the host set aged by its move to host", "[tree]") {
+  radix_tree tree;
+  auto x = device_chain(tree, root_node, {1}, 0);
+  auto y = device_chain(tree, root_node, {2}, 1);
+  hold_and_release(tree, x);  // x became unreferenced before y
+  hold_and_release(tree, y);
+  std::vector<node_id> out;
+  REQUIRE(tree.take_evictable(tier::device, 2, out));
+  CHECK(out == std::vector<node_id>{x[0], y[0]});
+  for (node_id id : {y[0], x[0]}) {  // but y moves to host first
+    tree.set_copy(id, tier::host, copy_state::ready, id);
+    tree.renew_order(id);
+    tree.set_copy(id, tier::device, copy_state::absent);
+  }
+  CHECK(take(tree, tier::host, 2) == std::vector<node_id>{y[0], x[0]});
+}

@@ -1,0 +1,53 @@
+#pragma once
+
+// The subcommands of the kvtier command line. Exit codes: 0 ok, 1 failure (including invariant
+// violations), 2 bad input (command line, config, trace).
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace kvtier {
+
+enum exit_code { exit_ok = 0, exit_failure = 1, exit_bad_input = 2 };
+
+/// Options shared by commands that read a config.
+struct config_args {
+  std::string config_file;
+  std::vector<std::string> sets;
+};
+
+struct replay_args {
+  config_args config;
+  std::vector<std::string> traces;
+  std::string format = "auto";
+  std::string out_dir = "out/replay";
+  std::string mode = "hitrate";
+  bool skip_bad_lines = false;
+  uint64_t check_every = 0;
+  uint64_t seed = 1;
+  bool deterministic = false;
+  bool quiet = false;
+};
+
+/// Adds `replay` to `app`; the returned subcommand runs run_replay(args) when chosen.
+CLI::App* add_replay_command(CLI::App& app, replay_args& args);
+int run_replay(const replay_args& args);
+
+struct bench_replay_args {
+  config_args config;
+  std::vector<std::string> traces;
+  uint32_t repeat = 3;
+  std::string json_out;
+};
+CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
+int run_bench_replay(const bench_replay_args& args);
+
+CLI::App* add_config_command(CLI::App& app, config_args& args);
+int run_config(const config_args& args);
+
+/// The bundled sample trace (an excerpt of the Mooncake conversation trace).
+std::string default_trace_path();
+
+}  // namespace kvtier

@@ -1,0 +1,13 @@
+#pragma once
+
+#include "sim/cli/commands.hpp"
+#include "sim/config/options.hpp"
+
+namespace kvtier {
+
+/// Adds --config and --set to a command.
+void add_config_options(CLI::App& cmd, config_args& args);
+/// Defaults, then --config, then each --set; throws config_error on bad input.
+config load_config(const config_args& args);
+
+}  // namespace kvtier

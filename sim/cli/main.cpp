@@ -1,0 +1,57 @@
+// kvtier: models and drives hierarchical KV-cache management for LLM serving.
+
+#include <iostream>
+
+#include "sim/cli/commands.hpp"
+#include "sim/config/options.hpp"
+#include "sim/trace/trace_reader.hpp"
+
+#ifndef KVTIER_SOURCE_DIR
+#error "KVTIER_SOURCE_DIR must name the source tree (set by CMake)"
+#endif
+
+namespace kvtier {
+
+std::string default_trace_path() {
+  return std::string(KVTIER_SOURCE_DIR) + "/traces/mooncake_conversation_sample.jsonl";
+}
+
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  using namespace kvtier;
+  CLI::App app{"kvtier: hierarchical KV-cache simulator and controller "
+               "(GPU memory -> pinned host memory -> storage)"};
+  app.require_subcommand(1);
+  replay_args replay;
+  auto* replay_cmd = add_replay_command(app, replay);
+  config_args config_only;
+  auto* config_cmd = add_config_command(app, config_only);
+  auto* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  bench_replay_args bench_replay;
+  auto* bench_replay_cmd = add_bench_replay_command(*bench, bench_replay);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? exit_ok : exit_bad_input;
+  }
+  try {
+    if (*replay_cmd)
+      return run_replay(replay);
+    if (*config_cmd)
+      return run_config(config_only);
+    if (*bench_replay_cmd)
+      return run_bench_replay(bench_replay);
+  } catch (const config_error& e) {
+    std::cerr << "kvtier: bad config: " << e.what() << '\n';
+    return exit_bad_input;
+  } catch (const trace_error& e) {
+    std::cerr << "kvtier: bad trace: " << e.what() << '\n';
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    std::cerr << "kvtier: " << e.what() << '\n';
+    return exit_failure;
+  }
+  return exit_failure;
+}

@@ -1,0 +1,72 @@
+#pragma once
+
+// Configuration: every key kvtier understands, with its type, range and meaning, in one table.
+// Values come, in increasing precedence, from configs/default.json (compiled into the binary),
+// a --config file, and --set key=value overrides. Keys are dotted paths ("cache.block_size");
+// files may nest them ({"cache": {"block_size": 64}}) or spell them flat. An unknown key or a
+// value of the wrong type is an error that names the key, the source, and what was expected.
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvtier {
+
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class option_type { integer, number, text, boolean };
+
+struct option_spec {
+  const char* key;
+  option_type type;
+  double min;  ///< for integer and number
+  double max;
+  std::vector<const char*> choices;  ///< for text: the allowed values (empty: any text)
+  bool optional;  ///< may be null (unset), e.g. one of a tokens/blocks pair
+  const char* help;
+};
+
+/// The table of every key.
+const std::vector<option_spec>& option_specs();
+
+class config {
+ public:
+  /// The defaults (configs/default.json as compiled in).
+  config();
+
+  /// Overlays a JSON file. `source` names it in errors.
+  void merge_file(const std::string& path);
+  /// Overlays a JSON object.
+  void merge_json(const nlohmann::json& j, const std::string& source);
+  /// Applies one "key=value" override; the value is read as JSON when it parses (numbers, true,
+  /// null, quoted text) and as plain text otherwise.
+  void set(const std::string& assignment);
+
+  bool is_set(const std::string& key) const;
+  int64_t integer(const std::string& key) const;
+  double number(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+
+  /// All keys and values as one nested object (for summary.json and `kvtier config`).
+  nlohmann::json effective() const;
+
+ private:
+  void assign(const std::string& key, const nlohmann::json& value, const std::string& source);
+  const nlohmann::json& value(const std::string& key) const;
+
+  std::vector<nlohmann::json> values_;  // parallel to option_specs()
+  std::vector<std::string> sources_;    // where each value came from
+};
+
+/// Text listing the valid keys, for error messages.
+std::string valid_keys_text();
+
+}  // namespace kvtier

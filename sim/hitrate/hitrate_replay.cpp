@@ -1,0 +1,119 @@
+#include "sim/hitrate/hitrate_replay.hpp"
+
+#include <algorithm>
+
+#include "actors/check.hpp"
+
+namespace kvtier {
+
+hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every)
+  : config_(config), check_every_(check_every), model_(config.cache) {
+  if (config.storage_blocks > 0)
+    storage_ = std::make_unique<storage_index>(config.storage_blocks, config.storage_nodes);
+}
+
+void hitrate_replay::drain() {
+  // Orders complete in issue order, so a block's earlier reader always finishes before a later
+  // order writes it (transfer_order's contract).
+  for (size_t i = 0; i < orders_.size(); ++i) {
+    transfer_order o = orders_[i];
+    if (o.kind == transfer_kind::store) {
+      KVTIER_ASSERT(storage_);
+      storage_->put(key_of(o.hash));
+    } else if (o.kind == transfer_kind::load) {
+      storage_->touch(key_of(o.hash));
+    }
+    model_.complete(o, orders_);
+  }
+  orders_.clear();
+}
+
+void hitrate_replay::process(const trace_request& r, const std::vector<cache_block>& blocks,
+                             request_outcome& out) {
+  const uint32_t n = static_cast<uint32_t>(blocks.size());
+  out = request_outcome{};
+  out.blocks = n;
+  ++totals_.requests;
+  totals_.blocks += n;
+  totals_.input_tokens += r.input_tokens;
+  totals_.output_tokens += r.output_tokens;
+
+  // -- at arrival: the longest cached prefix over device, host, then storage -------------------
+  model_.match(blocks.data(), n, match_);
+  totals_.lookups += std::min<uint64_t>(n, match_.nodes.size() + 1);
+  model_.acquire_matched(match_.nodes.data(), match_.nodes.size());
+  const uint32_t in_tree = match_.device + match_.host;
+  uint32_t stored = 0;
+  if (storage_) {
+    for (uint32_t i = in_tree; i < n; ++i, ++stored) {
+      ++totals_.lookups;
+      if (!storage_->contains(key_of(blocks[i].hash))
+          || model_.tree().find(blocks[i].hash) != root_node)
+        break;
+    }
+  }
+  out.hit_blocks = {match_.device, match_.host, stored};
+  out.hit_tokens[hit_device] = match_.device_tokens;
+  out.hit_tokens[hit_host] = match_.host_tokens;
+  for (uint32_t i = in_tree; i < in_tree + stored; ++i)
+    out.hit_tokens[hit_storage] += blocks[i].tokens;
+  for (int t = 0; t < hit_tier_count; ++t) {
+    totals_.hit_blocks[t] += out.hit_blocks[t];
+    totals_.hit_tokens[t] += out.hit_tokens[t];
+  }
+
+  // -- then every block goes to the device, as far as it fits ----------------------------------
+  const uint32_t need = n - match_.device;
+  const uint32_t placed = std::min(need, model_.device_available());
+  out.uncached_blocks = need - placed;
+  totals_.uncached_blocks += out.uncached_blocks;
+  fresh_.clear();
+  bool allocated = model_.allocate_device(placed, fresh_, orders_);
+  KVTIER_ASSERT(allocated);
+  drain();
+  path_.assign(match_.nodes.begin(), match_.nodes.end());
+  const uint32_t end = match_.device + placed;
+  size_t next = 0;
+  for (uint32_t i = match_.device; i < end; ++i) {
+    if (i < in_tree) {
+      model_.swap_in(path_[i], fresh_[next++], orders_);
+      continue;
+    }
+    node_id parent = i == 0 ? root_node : path_[i - 1];
+    if (i < in_tree + stored) {
+      if (auto loaded = model_.begin_load(parent, blocks[i], orders_)) {
+        drain();
+        path_.push_back(*loaded);
+        model_.swap_in(*loaded, fresh_[next++], orders_);
+        continue;
+      }
+    }
+    commit_result c = model_.commit(parent, blocks[i], fresh_[next], orders_);
+    if (!c.adopted)
+      model_.free_device(fresh_[next]);
+    ++next;
+    path_.push_back(c.node);
+  }
+  KVTIER_ASSERT(next == fresh_.size());
+  drain();
+  totals_.inserts += end;
+  std::reverse(path_.begin(), path_.end());  // tail first
+  model_.release(path_.data(), path_.size());
+  model_.collect_backups(orders_);
+  drain();
+  if (check_every_ > 0 && totals_.requests % check_every_ == 0) {
+    check_invariants(model_, false, invariants_);
+    ++passes_;
+  }
+}
+
+const invariant_report& hitrate_replay::finish() {
+  check_invariants(model_, true, invariants_);
+  if (storage_)
+    invariants_.expect(storage_->size() <= storage_->capacity(),
+                       [] { return std::string{"storage holds at most its capacity"}; });
+  ++passes_;
+  return invariants_;
+}
+
+}  // namespace kvtier

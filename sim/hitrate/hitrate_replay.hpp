@@ -1,0 +1,90 @@
+#pragma once
+
+// The hit-rate replay: requests in arrival order through the cache model, without timing. At its
+// arrival a request matches the longest cached prefix over the tiers (device, then host, then
+// storage) and the hits are counted per tier; then every block of the request is placed on the
+// device (host hits swapped in, storage hits loaded through host, misses computed) and released.
+// Transfers complete at once. The write policy, evictions and storage writes all happen as in
+// the timed replay, only without clocks.
+//
+// Definition: hit ratio (blocks) = prompt blocks found as a contiguous cached prefix at arrival /
+// all prompt blocks; hit ratio (tokens) = the tokens of those blocks / all prompt tokens. A
+// partial last block counts as a block when the trace lists it (Mooncake); prompt tokens that no
+// listed block covers (agentic traces list full blocks only) count only in the token total.
+// Touch order within a request does not matter: eviction takes leaves only, so a request's
+// blocks always leave tail first.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "actors/cache_controller/cache_model.hpp"
+#include "actors/cache_controller/invariants.hpp"
+#include "actors/storage/storage_index.hpp"
+#include "sim/config/replay_config.hpp"
+#include "sim/trace/trace_request.hpp"
+
+namespace kvtier {
+
+enum hit_tier { hit_device = 0, hit_host = 1, hit_storage = 2 };
+inline constexpr int hit_tier_count = 3;
+
+/// What happened to one request.
+struct request_outcome {
+  uint32_t blocks = 0;
+  std::array<uint32_t, hit_tier_count> hit_blocks{};
+  std::array<uint64_t, hit_tier_count> hit_tokens{};
+  uint32_t uncached_blocks = 0;  ///< blocks that did not fit on the device at all
+};
+
+struct hitrate_totals {
+  uint64_t requests = 0;
+  uint64_t blocks = 0;
+  uint64_t input_tokens = 0;
+  uint64_t output_tokens = 0;
+  std::array<uint64_t, hit_tier_count> hit_blocks{};
+  std::array<uint64_t, hit_tier_count> hit_tokens{};
+  uint64_t uncached_blocks = 0;
+  uint64_t lookups = 0;  ///< block lookups (matching, storage probes)
+  uint64_t inserts = 0;  ///< blocks placed or touched
+};
+
+class hitrate_replay {
+ public:
+  /// `check_every`: run the invariant checker after every this many requests (0: at the end
+  /// only).
+  hitrate_replay(const replay_config& config, uint64_t check_every);
+
+  void process(const trace_request& r, const std::vector<cache_block>& blocks,
+               request_outcome& out);
+  /// Final invariant check; returns every check run so far.
+  const invariant_report& finish();
+
+  const hitrate_totals& totals() const { return totals_; }
+  const cache_model& model() const { return model_; }
+  const storage_index* storage() const { return storage_.get(); }
+  const invariant_report& invariants() const { return invariants_; }
+  uint64_t invariant_passes() const { return passes_; }
+
+ private:
+  void drain();
+  storage_key key_of(block_hash h) const {
+    return make_storage_key(config_.storage_namespace, h);
+  }
+
+  replay_config config_;
+  uint64_t check_every_;
+  cache_model model_;
+  std::unique_ptr<storage_index> storage_;
+  hitrate_totals totals_;
+  invariant_report invariants_;
+  uint64_t passes_ = 0;
+  // scratch, reused across requests
+  prefix_match match_;
+  std::vector<transfer_order> orders_;
+  std::vector<block_id> fresh_;
+  std::vector<node_id> path_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,41 @@
+#include "sim/request_blocks.hpp"
+
+#include "sim/config/options.hpp"
+
+namespace kvtier {
+
+request_blocks::request_blocks(uint32_t cache_block_size, std::vector<std::string> files)
+  : block_size_(cache_block_size), files_(std::move(files)), checked_(files_.size(), 0) {
+  // nop
+}
+
+void request_blocks::map(const trace_request& r, std::vector<cache_block>& out) {
+  out.clear();
+  if (!r.ids.empty()) {
+    if (r.file >= checked_.size())
+      checked_.resize(r.file + 1, 0);
+    if (checked_[r.file] != r.trace_block_size) {
+      if (auto err = check_block_sizes(r.trace_block_size, block_size_)) {
+        std::string file = r.file < files_.size() ? files_[r.file] : "trace";
+        throw config_error(file + ": " + *err);
+      }
+      checked_[r.file] = r.trace_block_size;
+    }
+    map_trace_blocks(r.id_space, r.ids.data(), r.ids.size(), r.input_tokens, r.trace_block_size,
+                     block_size_, out);
+    return;
+  }
+  if (!r.tokens.empty()) {
+    map_token_blocks(r.tokens.data(), r.tokens.size(), block_size_, out);
+    return;
+  }
+  // No prefix information: blocks of this request alone, named by (file, seq, index).
+  uint64_t n = (uint64_t{r.input_tokens} + block_size_ - 1) / block_size_;
+  scratch_.resize(n);
+  for (uint64_t i = 0; i < n; ++i)
+    scratch_[i] = i;
+  uint64_t space = hash_trace_block(0, ~uint64_t{r.file}, r.seq, 0);
+  map_trace_blocks(space, scratch_.data(), n, r.input_tokens, block_size_, block_size_, out);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,92 @@
+#include "sim/config/options.hpp"
+#include "sim/config/replay_config.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace kvtier;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("config: the defaults cover every key and resolve", "[config]") {
+  config c;
+  auto eff = c.effective();
+  for (const auto& s : option_specs()) {
+    std::string key = s.key;
+    auto dot = key.find('.');
+    INFO(key);
+    CHECK(eff[key.substr(0, dot)].contains(key.substr(dot + 1)));
+  }
+  replay_config r = resolve(c);
+  CHECK(r.block_size == 64);
+  CHECK(r.cache.device_blocks == 800000 / 64);
+  CHECK(r.model.bytes_per_token() == 2ull * 32 * 8 * 128 * 2);
+}
+
+TEST_CASE("config: --set overrides with typed values", "[config]") {
+  config c;
+  c.set("cache.block_size=16");
+  c.set("cache.device_tokens=1e9");
+  c.set("cache.write_policy=write_back");
+  c.set("cache.eviction=\"lfu\"");
+  replay_config r = resolve(c);
+  CHECK(r.block_size == 16);
+  CHECK(r.cache.device_blocks == 62500000);
+  CHECK(r.cache.policy == write_policy::write_back);
+  CHECK(r.cache.eviction == eviction_policy::lfu);
+}
+
+TEST_CASE("config: a capacity set in blocks replaces the default in tokens", "[config]") {
+  config c;
+  c.set("cache.host_blocks=10");
+  CHECK_FALSE(c.is_set("cache.host_tokens"));
+  CHECK(resolve(c).cache.host_blocks == 10);
+  nlohmann::json both = {{"cache", {{"device_tokens", 64}, {"device_blocks", 2}}}};
+  CHECK(error_of([&] { c.merge_json(both, "x.json"); }).find("only one of") != std::string::npos);
+}
+
+TEST_CASE("config: unknown keys and bad values are errors naming the key", "[config]") {
+  config c;
+  std::string e = error_of([&] { c.set("cache.blok_size=16"); });
+  CHECK(e.find("unknown config key 'cache.blok_size'") != std::string::npos);
+  CHECK(e.find("cache.block_size") != std::string::npos);  // the valid keys are listed
+  e = error_of([&] { c.set("cache.block_size=abc"); });
+  CHECK(e.find("cache.block_size: expected an integer") != std::string::npos);
+  e = error_of([&] { c.set("cache.block_size=0"); });
+  CHECK(e.find("expected an integer in [1, 65536]") != std::string::npos);
+  e = error_of([&] { c.set("cache.write_policy=sometimes"); });
+  CHECK(e.find("one of write_through, write_through_selective, write_back") != std::string::npos);
+  e = error_of([&] { c.set("cache.block_size"); });
+  CHECK(e.find("expected key=value") != std::string::npos);
+  e = error_of([&] { c.merge_file("/nonexistent/kvtier.json"); });
+  CHECK(e.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("config: inconsistent settings are refused when resolved", "[config]") {
+  config c;
+  c.set("cache.host_tokens=0");
+  CHECK(error_of([&] { resolve(c); }).find("needs a host tier") != std::string::npos);
+  c.set("storage.capacity_tokens=0");
+  CHECK(resolve(c).storage_blocks == 0);
+  c.set("cache.device_tokens=10");  // less than one block
+  CHECK(error_of([&] { resolve(c); }).find("at least one block") != std::string::npos);
+}
+
+TEST_CASE("config: storage keys differ by model and dtype", "[config]") {
+  config a, b, c;
+  b.set("model.name=other");
+  c.set("model.kv_dtype=fp8");
+  CHECK(resolve(a).storage_namespace != resolve(b).storage_namespace);
+  CHECK(resolve(a).storage_namespace != resolve(c).storage_namespace);
+  CHECK(resolve(c).model.dtype_bytes == 1);
+}

@@ -1,0 +1,227 @@
+#include "sim/hitrate/hitrate_replay.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+
+#include "sim/request_blocks.hpp"
+
+using namespace kvtier;
+
+namespace {
+
+trace_request request(uint64_t seq, std::vector<uint64_t> ids, uint32_t block_size = 16) {
+  trace_request r;
+  r.seq = seq;
+  r.ids = std::move(ids);
+  r.trace_block_size = block_size;
+  r.id_space = 1;
+  r.input_tokens = static_cast<uint32_t>(r.ids.size()) * block_size;
+  return r;
+}
+
+replay_config small_config(uint32_t device, uint32_t host, write_policy p, uint64_t storage,
+                           storage_write sw = storage_write::always) {
+  replay_config c;
+  c.block_size = 16;
+  c.cache.device_blocks = device;
+  c.cache.host_blocks = host;
+  c.cache.policy = p;
+  c.cache.storage = sw;
+  c.cache.storage_tier = storage > 0;
+  c.storage_blocks = storage;
+  c.storage_namespace = 99;
+  return c;
+}
+
+struct runner {
+  hitrate_replay replay;
+  request_blocks mapper;
+  std::vector<cache_block> blocks;
+  uint64_t seq = 0;
+
+  runner(const replay_config& c, uint64_t check_every)
+    : replay(c, check_every), mapper(c.block_size, {"test"}) {}
+
+  request_outcome serve(std::vector<uint64_t> ids, uint32_t trace_block_size = 16) {
+    trace_request r = request(seq++, std::move(ids), trace_block_size);
+    mapper.map(r, blocks);
+    request_outcome o;
+    replay.process(r, blocks, o);
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("hitrate: a worked example across device, host and storage", "[hitrate]") {
+  // 4 device blocks, 4 host blocks, write_through, 8 storage blocks written on every backup.
+  runner x(small_config(4, 4, write_policy::write_through, 8), 1);
+  // R1 [1,2,3]: nothing cached. All three are backed up to host and stored.
+  auto r1 = x.serve({1, 2, 3});
+  CHECK(r1.hit_blocks == std::array<uint32_t, 3>{0, 0, 0});
+  // R2 [1,2,4,5]: device hits 1,2. Two new blocks, one free: leaf 3 leaves the device (its host
+  // copy stays); backing up 4,5 needs host room: host-only leaf 3 leaves host (it is stored).
+  auto r2 = x.serve({1, 2, 4, 5});
+  CHECK(r2.hit_blocks == std::array<uint32_t, 3>{2, 0, 0});
+  // R3 [1,2,3]: device hits 1,2; 3 is only in storage. The device evicts leaf 5 to host, loading
+  // 3 into host evicts host-only 5 from host, then 3 is swapped in.
+  auto r3 = x.serve({1, 2, 3});
+  CHECK(r3.hit_blocks == std::array<uint32_t, 3>{2, 0, 1});
+  CHECK(r3.hit_tokens == std::array<uint64_t, 3>{32, 0, 16});
+  // R4 [1,2,4,5]: device hits 1,2,4; 5 comes from storage the same way (3 makes room).
+  auto r4 = x.serve({1, 2, 4, 5});
+  CHECK(r4.hit_blocks == std::array<uint32_t, 3>{3, 0, 1});
+
+  const hitrate_totals& t = x.replay.totals();
+  CHECK(t.blocks == 14);
+  CHECK(t.hit_blocks == std::array<uint64_t, 3>{7, 0, 2});
+  const cache_counters& c = x.replay.model().counters();
+  CHECK(c.device_evictions == 3);
+  CHECK(c.host_evictions == 3);
+  CHECK(c.backups == 5);
+  CHECK(c.swap_ins == 2);
+  CHECK(c.loads == 2);
+  CHECK(c.stores == 5);
+  CHECK(c.write_backs == 0);
+  CHECK(x.replay.storage()->size() == 5);
+  CHECK(x.replay.model().tree().size() == 4);
+  const invariant_report& inv = x.replay.finish();
+  CHECK(inv.ok());
+  CHECK(x.replay.invariant_passes() == 5);
+}
+
+TEST_CASE("hitrate: host hits come back from host and count per tier", "[hitrate]") {
+  runner x(small_config(2, 8, write_policy::write_back, 0), 1);
+  x.serve({1, 2});
+  x.serve({3, 4});  // 1, 2 written back to host
+  auto r = x.serve({1, 2});
+  CHECK(r.hit_blocks == std::array<uint32_t, 3>{0, 2, 0});
+  CHECK(x.replay.model().counters().write_backs == 4);  // 1,2 then 3,4
+  CHECK(x.replay.finish().ok());
+}
+
+TEST_CASE("hitrate: a request larger than the device caches what fits", "[hitrate]") {
+  runner x(small_config(3, 0, write_policy::write_through_selective, 0), 1);
+  auto r = x.serve({1, 2, 3, 4, 5});
+  CHECK(r.uncached_blocks == 2);
+  auto again = x.serve({1, 2, 3, 4, 5});
+  CHECK(again.hit_blocks[0] == 3);
+  CHECK(x.replay.finish().ok());
+}
+
+// A reference for the device-only case: a plain map of blocks, leaf-only LRU by linear scan.
+// Eviction keys follow the model's rule: a node's order is set when it is created and each time
+// it becomes unreferenced, from one counter.
+struct reference_cache {
+  struct block {
+    block_hash parent = 0;
+    uint64_t order = 0;
+    uint32_t children = 0;
+  };
+  uint32_t capacity;
+  std::map<block_hash, block> blocks;
+  uint64_t next_order = 1;
+
+  uint32_t serve(const std::vector<cache_block>& req) {
+    uint32_t hits = 0;
+    while (hits < req.size() && blocks.count(req[hits].hash))
+      ++hits;
+    std::vector<block_hash> held;
+    for (uint32_t i = 0; i < hits; ++i)
+      held.push_back(req[i].hash);
+    auto is_held = [&](block_hash h) {
+      return std::find(held.begin(), held.end(), h) != held.end();
+    };
+    uint32_t need = static_cast<uint32_t>(req.size()) - hits;
+    uint32_t unheld = static_cast<uint32_t>(blocks.size()) - hits;
+    uint32_t free = capacity - static_cast<uint32_t>(blocks.size());
+    uint32_t placed = std::min(need, free + unheld);
+    for (uint32_t k = placed > free ? placed - free : 0; k > 0; --k) {
+      auto victim = blocks.end();
+      for (auto it = blocks.begin(); it != blocks.end(); ++it)
+        if (it->second.children == 0 && !is_held(it->first)
+            && (victim == blocks.end() || it->second.order < victim->second.order))
+          victim = it;
+      REQUIRE(victim != blocks.end());
+      if (victim->second.parent)
+        --blocks[victim->second.parent].children;
+      blocks.erase(victim);
+    }
+    for (uint32_t i = hits; i < hits + placed; ++i) {
+      block_hash parent = i ? req[i - 1].hash : 0;
+      blocks[req[i].hash] = block{parent, next_order++, 0};
+      if (parent)
+        ++blocks[parent].children;
+      held.push_back(req[i].hash);
+    }
+    for (auto it = held.rbegin(); it != held.rend(); ++it)
+      blocks[*it].order = next_order++;
+    return hits;
+  }
+};
+
+std::vector<uint64_t> random_request(std::mt19937_64& rng, std::vector<std::vector<uint64_t>>& past,
+                                     uint64_t& next_id, uint32_t max_len) {
+  std::vector<uint64_t> ids;
+  if (!past.empty() && rng() % 4 != 0) {
+    const auto& base = past[rng() % past.size()];
+    ids.assign(base.begin(), base.begin() + static_cast<long>(rng() % (base.size() + 1)));
+  }
+  uint32_t extra = 1 + static_cast<uint32_t>(rng() % max_len);
+  for (uint32_t i = 0; i < extra && ids.size() < max_len; ++i)
+    ids.push_back(next_id++);
+  past.push_back(ids);
+  return ids;
+}
+
+TEST_CASE("hitrate: device-only LRU agrees with a naive reference", "[hitrate][reference]") {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    uint32_t capacity = 6 + static_cast<uint32_t>(rng() % 30);
+    runner x(small_config(capacity, 0, write_policy::write_through_selective, 0), 0);
+    reference_cache ref{capacity, {}};
+    std::vector<std::vector<uint64_t>> past;
+    uint64_t next_id = 1;
+    for (int i = 0; i < 400; ++i) {
+      auto ids = random_request(rng, past, next_id, 12);
+      auto o = x.serve(ids);
+      REQUIRE(o.hit_blocks[0] == ref.serve(x.blocks));
+    }
+    REQUIRE(x.replay.finish().ok());
+  }
+}
+
+TEST_CASE("hitrate: random workloads keep every invariant under every policy", "[hitrate][fuzz]") {
+  const write_policy policies[] = {write_policy::write_through,
+                                   write_policy::write_through_selective,
+                                   write_policy::write_back};
+  const storage_write writes[] = {storage_write::always, storage_write::on_host_evict,
+                                  storage_write::never};
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    std::mt19937_64 rng(seed * 7919);
+    uint32_t device = 4 + static_cast<uint32_t>(rng() % 40);
+    uint32_t host = static_cast<uint32_t>(rng() % 60);
+    uint64_t storage = host > 0 ? rng() % 100 : 0;
+    replay_config c = small_config(device, host, policies[rng() % 3], storage, writes[rng() % 3]);
+    c.cache.write_through_threshold = 1 + static_cast<uint32_t>(rng() % 3);
+    c.cache.eviction = rng() % 2 ? eviction_policy::lru : eviction_policy::lfu;
+    c.storage_nodes = 1 + static_cast<uint32_t>(rng() % 3);
+    bool split = rng() % 2;  // 32-token trace blocks onto 16-token cache blocks
+    INFO("seed " << seed << " device " << device << " host " << host << " storage " << storage
+                 << " policy " << to_string(c.cache.policy));
+    runner x(c, 1);
+    std::vector<std::vector<uint64_t>> past;
+    uint64_t next_id = 1;
+    for (int i = 0; i < 300; ++i) {
+      auto ids = random_request(rng, past, next_id, 10);
+      x.serve(ids, split ? 32 : 16);
+      const invariant_report& inv = x.replay.invariants();
+      INFO((inv.messages.empty() ? std::string{} : inv.messages.front()));
+      REQUIRE(inv.ok());
+    }
+    REQUIRE(x.replay.finish().ok());
+  }
+}
