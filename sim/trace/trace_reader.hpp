@@ -16,6 +16,7 @@
 // the line is skipped and counted.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -46,6 +47,8 @@ class trace_error : public std::runtime_error {
 
 struct reader_options {
   bool skip_bad_lines = false;
+  /// With skip_bad_lines: called with the error of every skipped line (e.g. to warn about it).
+  std::function<void(const trace_error&)> on_skip;
 };
 
 /// One trace file, read in file order.
@@ -83,8 +86,8 @@ class trace_merger {
 
  private:
   std::vector<std::unique_ptr<trace_source>> sources_;
-  std::vector<trace_request> heads_;
-  std::vector<bool> has_head_;
+  std::vector<trace_request> heads_;  // the next request of each source
+  std::vector<uint32_t> heap_;         // sources that have a head, earliest head on top
   uint64_t next_seq_ = 0;
 };
 

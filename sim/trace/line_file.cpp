@@ -1,0 +1,101 @@
+#include "sim/trace/line_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "sim/trace/trace_reader.hpp"
+
+namespace kvtier {
+
+namespace {
+
+// Large enough that a trace costs a handful of reads, small enough to stream any size.
+constexpr size_t chunk_bytes = size_t{1} << 20;
+
+}  // namespace
+
+std::FILE* open_trace_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr)
+    throw trace_error(path, 0, "", std::string("cannot open: ") + std::strerror(errno));
+  return file;
+}
+
+line_file::line_file(const std::string& path)
+    : path_(path),
+      file_(open_trace_file(path)),
+      buf_(std::make_unique<char[]>(chunk_bytes + line_padding)),
+      capacity_(chunk_bytes) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  total_ = ec ? 0 : size;  // unknown for pipes and the like: progress just says so
+}
+
+line_file::~line_file() {
+  std::fclose(file_);
+}
+
+bool line_file::fill() {
+  if (eof_)
+    return false;
+  if (begin_ > 0) {
+    std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == capacity_) {  // one line fills the buffer: make room for the rest of it
+    auto bigger = std::make_unique<char[]>(2 * capacity_ + line_padding);
+    std::memcpy(bigger.get(), buf_.get(), end_);
+    buf_ = std::move(bigger);
+    capacity_ *= 2;
+  }
+  size_t want = capacity_ - end_;
+  size_t got = std::fread(buf_.get() + end_, 1, want, file_);
+  if (got < want) {
+    if (std::ferror(file_))
+      throw trace_error(path_, line_number_ + 1, "",
+                        std::string("cannot read: ") + std::strerror(errno));
+    eof_ = true;
+  }
+  end_ += got;
+  return got > 0;
+}
+
+bool line_file::next(std::string_view& line) {
+  size_t scanned = 0;  // bytes after begin_ known to hold no newline
+  size_t length;
+  bool newline;
+  for (;;) {
+    const char* from = buf_.get() + begin_ + scanned;
+    const void* found = std::memchr(from, '\n', end_ - begin_ - scanned);
+    if (found != nullptr) {
+      length = static_cast<const char*>(found) - (buf_.get() + begin_);
+      newline = true;
+      break;
+    }
+    scanned = end_ - begin_;
+    if (!fill()) {
+      if (begin_ == end_)
+        return false;
+      length = end_ - begin_;  // the last line has no end of line
+      newline = false;
+      break;
+    }
+  }
+  line = std::string_view(buf_.get() + begin_, length);
+  begin_ += length + (newline ? 1 : 0);
+  consumed_ += length + (newline ? 1 : 0);
+  ++line_number_;
+  if (!line.empty() && line.back() == '\r')
+    line.remove_suffix(1);
+  if (line_number_ == 1 && line.substr(0, 3) == "\xEF\xBB\xBF")
+    line.remove_prefix(3);
+  return true;
+}
+
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t") == std::string_view::npos;
+}
+
+}  // namespace kvtier

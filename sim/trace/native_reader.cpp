@@ -1,0 +1,178 @@
+// kvtier's own trace format (specified in docs/traces.md): JSONL whose first line is a header
+//   {"kvtier_trace": 1, "block_size": 64, "hash_scope": "file"}
+// and every further line one request
+//   {"arrival_s": 0.5, "input_length": 900, "output_length": 20, "block_hashes": [...],
+//    "session": "chat-7", "think_time_s": 2.5}
+// The format is ours, so it is strict: unknown keys are errors, since a misspelt optional key
+// would otherwise be ignored and change a replay without a word.
+
+#include <limits>
+#include <unordered_map>
+
+#include "sim/trace/json_fields.hpp"
+#include "sim/trace/line_source.hpp"
+#include "sim/trace/readers.hpp"
+#include "sim/trace/trace_ids.hpp"
+
+namespace kvtier {
+
+namespace {
+
+constexpr uint32_t max_u32 = std::numeric_limits<uint32_t>::max();
+
+class native_source final : public line_source {
+ public:
+  native_source(const std::string& path, uint32_t file_index, const reader_options& options);
+
+  trace_format format() const override { return trace_format::native; }
+
+ private:
+  struct session_state {
+    uint32_t number;
+    uint32_t turns;
+  };
+
+  void parse(std::string_view line, trace_request& out) override;
+
+  simdjson::dom::parser parser_;
+  uint32_t block_size_ = 0;  // 0: the header gave none, so lines cannot carry block hashes
+  uint64_t id_space_;
+  int64_t last_arrival_ns_ = 0;
+  std::unordered_map<std::string, session_state> sessions_;
+};
+
+native_source::native_source(const std::string& path, uint32_t file_index,
+                             const reader_options& options)
+    : line_source(path, file_index, options), id_space_(file_id_space(file_index)) {
+  std::string_view line;
+  if (!next_line(line))
+    throw trace_error(path, 0, "", "empty file: expected the header {\"kvtier_trace\": 1, ...}");
+  // Header errors are never skipped: without the header no line can be read correctly.
+  json_at at{path, line_number(), {}};
+  bool versioned = false;
+  for (auto [key, value] : json_object_line(parser_, line, at)) {
+    if (key == "kvtier_trace") {
+      uint64_t version = json_uint(at, key, value, 0, max_u32);
+      if (version != 1)
+        at.fail(key, "unsupported version " + std::to_string(version) + " (this reader knows 1)");
+      versioned = true;
+    } else if (key == "block_size") {
+      block_size_ = static_cast<uint32_t>(json_uint(at, key, value, 1, max_u32));
+    } else if (key == "hash_scope") {
+      std::string_view scope = json_string(at, key, value);
+      if (scope == "global")
+        id_space_ = global_id_space;
+      else if (scope != "file")
+        at.fail(key, "expected \"file\" or \"global\", got " + json_describe(value));
+    } else {
+      at.fail(key, "unknown header field (expected kvtier_trace, block_size, hash_scope)");
+    }
+  }
+  if (!versioned)
+    at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
+}
+
+void native_source::parse(std::string_view line, trace_request& out) {
+  enum field : uint32_t {
+    arrival_s, input_length, output_length, block_hashes, tokens, session, think_time_s
+  };
+  json_at at{path(), line_number(), {}};
+  uint32_t seen = 0;
+  std::string session_key;
+  for (auto [key, value] : json_object_line(parser_, line, at)) {
+    if (key == "arrival_s") {
+      json_mark_seen(at, key, seen, arrival_s);
+      out.arrival_ns = json_seconds_ns(at, key, value);
+    } else if (key == "input_length") {
+      json_mark_seen(at, key, seen, input_length);
+      out.input_tokens = static_cast<uint32_t>(json_uint(at, key, value, 1, max_u32));
+    } else if (key == "output_length") {
+      json_mark_seen(at, key, seen, output_length);
+      out.output_tokens = static_cast<uint32_t>(json_uint(at, key, value, 0, max_u32));
+    } else if (key == "block_hashes") {
+      json_mark_seen(at, key, seen, block_hashes);
+      json_ids(at, key, value, out.ids);
+    } else if (key == "tokens") {
+      json_mark_seen(at, key, seen, tokens);
+      json_tokens(at, key, value, out.tokens);
+    } else if (key == "session") {
+      json_mark_seen(at, key, seen, session);
+      auto type = value.type();
+      if (type == simdjson::dom::element_type::STRING)
+        session_key = value.get_string().value_unsafe();
+      else if (type == simdjson::dom::element_type::INT64 ||
+               type == simdjson::dom::element_type::UINT64)
+        session_key = json_describe(value);  // 7 and "7" name the same session
+      else
+        at.fail(key, "expected a string or an integer, got " + json_describe(value));
+    } else if (key == "think_time_s") {
+      json_mark_seen(at, key, seen, think_time_s);
+      out.think_ns = json_seconds_ns(at, key, value);
+    } else {
+      at.fail(key, "unknown field (expected arrival_s, input_length, output_length, "
+                   "block_hashes, tokens, session, think_time_s)");
+    }
+  }
+  auto has = [&](field f) { return (seen & (uint32_t{1} << f)) != 0; };
+  for (auto [f, name] : {std::pair{arrival_s, "arrival_s"}, std::pair{input_length, "input_length"},
+                         std::pair{output_length, "output_length"}})
+    if (!has(f))
+      at.fail(name, "missing");
+  if (has(block_hashes) && has(tokens))
+    at.fail("tokens", "a line carries block_hashes or tokens, not both");
+  if (has(block_hashes)) {
+    if (block_size_ == 0)
+      at.fail("block_hashes", "needs \"block_size\" in the header");
+    uint64_t floor = out.input_tokens / block_size_;
+    uint64_t ceil = (uint64_t{out.input_tokens} + block_size_ - 1) / block_size_;
+    if (out.ids.size() != floor && out.ids.size() != ceil)
+      at.fail("block_hashes", "expected " + std::to_string(floor) +
+                                  (ceil == floor ? "" : " or " + std::to_string(ceil)) +
+                                  " hashes (input_length " + std::to_string(out.input_tokens) +
+                                  " / block_size " + std::to_string(block_size_) + "), got " +
+                                  std::to_string(out.ids.size()));
+    out.trace_block_size = block_size_;
+    out.id_space = id_space_;
+  }
+  if (has(tokens) && out.tokens.size() != out.input_tokens)
+    at.fail("tokens", "expected " + std::to_string(out.input_tokens) +
+                          " token ids (input_length), got " + std::to_string(out.tokens.size()));
+  if (out.arrival_ns < last_arrival_ns_)
+    at.fail("arrival_s", "earlier than the previous line (the file must be sorted by arrival)");
+  if (has(think_time_s) && !has(session))
+    at.fail("think_time_s", "needs \"session\": it is the time after the previous line of the "
+                            "same session finished");
+  session_state* state = nullptr;
+  if (has(session)) {
+    auto found = sessions_.find(session_key);
+    if (found != sessions_.end()) {
+      state = &found->second;
+    } else if (has(think_time_s)) {
+      at.fail("think_time_s", "the first line of session \"" + session_key +
+                                  "\" cannot follow an earlier line");
+    } else {
+      if (sessions_.size() == max_u32)
+        at.fail("session", "more than 4294967295 sessions in one file");
+      auto number = static_cast<uint32_t>(sessions_.size() + 1);
+      state = &sessions_.emplace(session_key, session_state{number, 0}).first->second;
+    }
+    if (state->turns == max_u32)
+      at.fail("session", "more than 4294967295 lines in one session");
+  }
+  // The line is good: only now may it change the state of the file.
+  last_arrival_ns_ = out.arrival_ns;
+  if (state != nullptr) {
+    out.session = file_session_id(file_index(), state->number);
+    out.turn = state->turns++;
+    out.follows_previous = has(think_time_s);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<trace_source> open_native(const std::string& path, uint32_t file_index,
+                                          const reader_options& options) {
+  return std::make_unique<native_source>(path, file_index, options);
+}
+
+}  // namespace kvtier
