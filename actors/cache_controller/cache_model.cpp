@@ -97,10 +97,10 @@ bool cache_model::allocate_host(uint32_t n, std::vector<block_id>& out,
   // to storage, a swap-in); the order that writes it comes after the reader and waits for it.
   uint32_t unowned = host_.free_count() + host_.retired_count();
   if (n > unowned) {
-    std::vector<node_id> victims;
-    if (!tree_.take_evictable(tier::host, n - unowned, victims))
+    host_victims_.clear();
+    if (!tree_.take_evictable(tier::host, n - unowned, host_victims_))
       return false;
-    for (node_id id : victims)
+    for (node_id id : host_victims_)
       evict_host_node(id, orders);
   }
   bool ok = host_.allocate(n, out, true);
@@ -144,7 +144,10 @@ void cache_model::evict_device_node(node_id id, std::vector<transfer_order>& ord
 void cache_model::drop_subtree(node_id id) {
   // Children of a node without a device copy have none either (prefix closure), and its ref is 0,
   // so theirs are too: the whole subtree can go without orphaning anything.
-  std::vector<node_id> stack{id}, order;
+  std::vector<node_id>& stack = subtree_stack_;
+  std::vector<node_id>& order = subtree_order_;
+  stack.assign(1, id);
+  order.clear();
   while (!stack.empty()) {
     node_id x = stack.back();
     stack.pop_back();
@@ -221,9 +224,8 @@ commit_result cache_model::commit(node_id parent, const cache_block& block,
                                   block_id device_block, std::vector<transfer_order>&) {
   KVTIER_ASSERT(parent == root_node || tree_.node(parent).has(tier::device));
   commit_result r;
-  r.node = tree_.find(block.hash);
-  if (r.node == root_node)
-    r.node = tree_.add(parent, block.hash, block.tokens);
+  bool added = false;
+  r.node = tree_.find_or_add(parent, block.hash, block.tokens, added);
   const tree_node& x = tree_.node(r.node);
   KVTIER_ASSERT(x.parent == parent);  // chained hashes name their parent
   if (!x.has(tier::device)) {

@@ -172,6 +172,9 @@ class cache_model {
   absl::flat_hash_map<uint64_t, transfer_order> outstanding_;
   uint64_t next_order_id_ = 1;
   std::vector<node_id> victims_;  // scratch
+  std::vector<node_id> host_victims_;
+  std::vector<node_id> subtree_stack_;
+  std::vector<node_id> subtree_order_;
   std::vector<block_id> blocks_;  // scratch
 };
 

@@ -61,17 +61,24 @@ std::vector<node_id> radix_tree::live_nodes() const {
 }
 
 node_id radix_tree::add(node_id parent, block_hash hash, uint32_t tokens) {
+  bool added = false;
+  node_id id = find_or_add(parent, hash, tokens, added);
+  KVTIER_ASSERT(added);
+  return id;
+}
+
+node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens, bool& added) {
   KVTIER_ASSERT(nodes_[parent].live);
-  node_id id;
-  if (!free_slots_.empty()) {
-    id = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    id = static_cast<node_id>(nodes_.size());
+  KVTIER_ASSERT(tokens <= UINT16_MAX);
+  node_id id = free_slots_.empty() ? static_cast<node_id>(nodes_.size()) : free_slots_.back();
+  auto [it, inserted] = by_hash_.try_emplace(hash, id);
+  added = inserted;
+  if (!inserted)
+    return it->second;
+  if (id == nodes_.size())
     nodes_.emplace_back();
-  }
-  auto [it, inserted] = by_hash_.emplace(hash, id);
-  KVTIER_ASSERT(inserted);
+  else
+    free_slots_.pop_back();
   tree_node& n = nodes_[id];
   KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1]);
   uint32_t generation = n.generation + 1;
@@ -82,7 +89,7 @@ node_id radix_tree::add(node_id parent, block_hash hash, uint32_t tokens) {
   n.set_stamp[1] = stamps[1];
   n.hash = hash;
   n.parent = parent;
-  n.tokens = tokens;
+  n.tokens = static_cast<uint16_t>(tokens);
   n.hit_count = 1;
   n.release_order = next_order_++;  // keys stay unique even for a node never held
   n.live = true;
@@ -237,7 +244,7 @@ node_id radix_tree::peek_victim(tier t) const {
   const heap_entry* best = nullptr;
   for (const heap_entry& e : heap_[ti]) {
     const tree_node& x = nodes_[e.id];
-    if (x.in_set[ti] && x.set_stamp[ti] == e.stamp && (!best || heap_after(*best, e)))
+    if (x.in_set[ti] && x.set_stamp[ti] == e.stamp && (!best || heap_after{}(*best, e)))
       best = &e;
   }
   return best ? best->id : root_node;
@@ -245,11 +252,6 @@ node_id radix_tree::peek_victim(tier t) const {
 
 bool radix_tree::belongs_in_set(node_id id, tier t) const {
   return wants_set(nodes_[id], static_cast<int>(t));
-}
-
-bool radix_tree::heap_after(const heap_entry& a, const heap_entry& b) {
-  // std::push_heap builds a max-heap; ordering "after" puts the smallest key on top.
-  return a.k1 != b.k1 ? a.k1 > b.k1 : a.k2 > b.k2;
 }
 
 void radix_tree::push(node_id id, int t) {
@@ -265,7 +267,7 @@ void radix_tree::push(node_id id, int t) {
     e.k2 = n.release_order;
   }
   heap_[t].push_back(e);
-  std::push_heap(heap_[t].begin(), heap_[t].end(), heap_after);
+  std::push_heap(heap_[t].begin(), heap_[t].end(), heap_after{});
   if (heap_[t].size() > 2 * size_t{set_count_[t]} + 1024)
     compact(t);
 }
@@ -274,7 +276,7 @@ bool radix_tree::pop(int t, node_id& out) {
   auto& h = heap_[t];
   while (!h.empty()) {
     heap_entry top = h.front();
-    std::pop_heap(h.begin(), h.end(), heap_after);
+    std::pop_heap(h.begin(), h.end(), heap_after{});
     h.pop_back();
     const tree_node& n = nodes_[top.id];
     if (n.in_set[t] && n.set_stamp[t] == top.stamp) {
@@ -292,7 +294,7 @@ void radix_tree::compact(int t) {
     return !n.in_set[t] || n.set_stamp[t] != e.stamp;
   };
   h.erase(std::remove_if(h.begin(), h.end(), stale), h.end());
-  std::make_heap(h.begin(), h.end(), heap_after);
+  std::make_heap(h.begin(), h.end(), heap_after{});
   KVTIER_ASSERT(h.size() == set_count_[t]);
 }
 

@@ -46,6 +46,7 @@ const char* to_string(eviction_policy p);
 
 struct tree_node {
   block_hash hash = 0;
+  uint64_t release_order = 0;    // LRU key, see T5
   node_id parent = root_node;
   node_id first_child = root_node;  // root_node = none (the root is nobody's child)
   node_id next_sibling = root_node;
@@ -54,20 +55,20 @@ struct tree_node {
   uint32_t device_children = 0;  // children whose device copy is filling or ready
   uint32_t ref_count = 0;
   uint32_t hit_count = 0;        // 1 when created, +1 per match that holds it (FastDeploy)
-  uint32_t tokens = 0;
   uint32_t generation = 0;       // bumps when the slot is reused for another block
-  uint64_t release_order = 0;    // LRU key, see T5
   block_id block[tier_count] = {0, 0};  // meaningful while copy[t] != absent
+  uint32_t set_stamp[tier_count] = {0, 0};
+  uint16_t tokens = 0;
   copy_state copy[tier_count] = {copy_state::absent, copy_state::absent};
   bool in_set[tier_count] = {false, false};
   bool taken[tier_count] = {false, false};  // chosen for eviction, not yet dropped
-  uint32_t set_stamp[tier_count] = {0, 0};
   bool live = false;
 
   bool has(tier t) const { return copy[static_cast<int>(t)] != copy_state::absent; }
   bool ready(tier t) const { return copy[static_cast<int>(t)] == copy_state::ready; }
   block_id block_in(tier t) const { return block[static_cast<int>(t)]; }
 };
+static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bound");
 
 class radix_tree {
  public:
@@ -109,6 +110,9 @@ class radix_tree {
 
   /// Adds a node for `hash` under `parent`, with no copies and no refs. The hash must be new.
   node_id add(node_id parent, block_hash hash, uint32_t tokens);
+  /// The node of `hash`, added under `parent` if the tree has none (one hash probe either way).
+  /// `added` tells which.
+  node_id find_or_add(node_id parent, block_hash hash, uint32_t tokens, bool& added);
   /// Removes a node that has no children, no copies and no refs.
   void remove(node_id id);
 
@@ -139,7 +143,12 @@ class radix_tree {
     node_id id;
     uint32_t stamp;
   };
-  static bool heap_after(const heap_entry& a, const heap_entry& b);
+  /// Orders the heap so that the smallest key is on top (std heaps keep the largest on top).
+  struct heap_after {
+    bool operator()(const heap_entry& a, const heap_entry& b) const {
+      return a.k1 != b.k1 ? a.k1 > b.k1 : a.k2 > b.k2;
+    }
+  };
   bool wants_set(const tree_node& n, int t) const;
   void refresh(node_id id, int t);
   void refresh_both(node_id id);

@@ -16,7 +16,7 @@ constexpr double max_u32 = 4294967295.0;
 
 const std::vector<option_spec> specs = {
   // -- cache tiers -------------------------------------------------------------------------------
-  {"cache.block_size", option_type::integer, 1, 65536, {}, false,
+  {"cache.block_size", option_type::integer, 1, 32768, {}, false,
    "tokens per cache block; trace blocks map onto whole cache blocks"},
   {"cache.device_tokens", option_type::integer, 0, 1e15, {}, true,
    "device (GPU) tier capacity in tokens (rounded down to blocks); or set cache.device_blocks"},

@@ -63,7 +63,7 @@ TEST_CASE("config: unknown keys and bad values are errors naming the key", "[con
   e = error_of([&] { c.set("cache.block_size=abc"); });
   CHECK(e.find("cache.block_size: expected an integer") != std::string::npos);
   e = error_of([&] { c.set("cache.block_size=0"); });
-  CHECK(e.find("expected an integer in [1, 65536]") != std::string::npos);
+  CHECK(e.find("expected an integer in [1, 32768]") != std::string::npos);
   e = error_of([&] { c.set("cache.write_policy=sometimes"); });
   CHECK(e.find("one of write_through, write_through_selective, write_back") != std::string::npos);
   e = error_of([&] { c.set("cache.block_size"); });
