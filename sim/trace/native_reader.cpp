@@ -49,13 +49,14 @@ native_source::native_source(const std::string& path, uint32_t file_index,
     throw trace_error(path, 0, "", "empty file: expected the header {\"kvtier_trace\": 1, ...}");
   // Header errors are never skipped: without the header no line can be read correctly.
   json_at at{path, line_number(), {}};
-  bool versioned = false;
-  for (auto [key, value] : json_object_line(parser_, line, at)) {
+  auto header = json_object_line(parser_, line, at);
+  if (header["kvtier_trace"].error())
+    at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
+  for (auto [key, value] : header) {
     if (key == "kvtier_trace") {
       uint64_t version = json_uint(at, key, value, 0, max_u32);
       if (version != 1)
         at.fail(key, "unsupported version " + std::to_string(version) + " (this reader knows 1)");
-      versioned = true;
     } else if (key == "block_size") {
       block_size_ = static_cast<uint32_t>(json_uint(at, key, value, 1, max_u32));
     } else if (key == "hash_scope") {
@@ -68,8 +69,6 @@ native_source::native_source(const std::string& path, uint32_t file_index,
       at.fail(key, "unknown header field (expected kvtier_trace, block_size, hash_scope)");
     }
   }
-  if (!versioned)
-    at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
 }
 
 void native_source::parse(std::string_view line, trace_request& out) {
