@@ -96,14 +96,20 @@ void native_source::parse(std::string_view line, trace_request& out) {
       json_tokens(at, key, value, out.tokens);
     } else if (key == "session") {
       json_mark_seen(at, key, seen, session);
-      auto type = value.type();
-      if (type == simdjson::dom::element_type::STRING)
-        session_key = value.get_string().value_unsafe();
-      else if (type == simdjson::dom::element_type::INT64 ||
-               type == simdjson::dom::element_type::UINT64)
-        session_key = json_describe(value);  // 7 and "7" name the same session
-      else
-        at.fail(key, "expected a string or an integer, got " + json_describe(value));
+      // 7 and "7" name the same session.
+      switch (value.type()) {
+        case simdjson::dom::element_type::STRING:
+          session_key = value.get_string().value_unsafe();
+          break;
+        case simdjson::dom::element_type::INT64:
+          session_key = std::to_string(value.get_int64().value_unsafe());
+          break;
+        case simdjson::dom::element_type::UINT64:
+          session_key = std::to_string(value.get_uint64().value_unsafe());
+          break;
+        default:
+          at.fail(key, "expected a string or an integer, got " + json_describe(value));
+      }
     } else if (key == "think_time_s") {
       json_mark_seen(at, key, seen, think_time_s);
       out.think_ns = json_seconds_ns(at, key, value);
