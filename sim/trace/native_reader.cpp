@@ -147,28 +147,26 @@ void native_source::parse(std::string_view line, trace_request& out) {
   if (has(think_time_s) && !has(session))
     at.fail("think_time_s", "needs \"session\": it is the time after the previous line of the "
                             "same session finished");
-  session_state* state = nullptr;
   if (has(session)) {
     auto found = sessions_.find(session_key);
-    if (found != sessions_.end()) {
-      state = &found->second;
-    } else if (has(think_time_s)) {
-      at.fail("think_time_s", "the first line of session \"" + session_key +
-                                  "\" cannot follow an earlier line");
-    } else {
+    if (found == sessions_.end()) {
+      if (has(think_time_s))
+        at.fail("think_time_s", "the first line of session \"" + session_key +
+                                    "\" cannot follow an earlier line");
       if (sessions_.size() == max_u32)
         at.fail("session", "more than 4294967295 sessions in one file");
-      auto number = static_cast<uint32_t>(sessions_.size() + 1);
-      state = &sessions_.emplace(session_key, session_state{number, 0}).first->second;
-    }
-    if (state->turns == max_u32)
+    } else if (found->second.turns == max_u32) {
       at.fail("session", "more than 4294967295 lines in one session");
+    }
   }
   // The line is good: only now may it change the state of the file.
   last_arrival_ns_ = out.arrival_ns;
-  if (state != nullptr) {
-    out.session = file_session_id(file_index(), state->number);
-    out.turn = state->turns++;
+  if (has(session)) {
+    auto number = static_cast<uint32_t>(sessions_.size() + 1);  // used if the session is new
+    session_state& state =
+        sessions_.try_emplace(session_key, session_state{number, 0}).first->second;
+    out.session = file_session_id(file_index(), state.number);
+    out.turn = state.turns++;
     out.follows_previous = has(think_time_s);
   }
 }

@@ -16,7 +16,8 @@ TEST_CASE("detect: each format is told from its first bytes", "[trace][detect]")
   temp_trace one_line(R"({"block_size": 64, "requests": []})", ".json");
   CHECK(detect_format(one_line.path()) == trace_format::agentic);
   // Blank lines and a byte order mark before the first line do not matter.
-  temp_trace padded("\xEF\xBB\xBF\n\n" R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0]})");
+  temp_trace padded("\xEF\xBB\xBF\n\n"
+                    R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0]})");
   CHECK(detect_format(padded.path()) == trace_format::mooncake);
 }
 
@@ -40,7 +41,8 @@ TEST_CASE("detect: an unknown format says what was tried", "[trace][detect]") {
     std::string reason;
   };
   const bad_case cases[] = {
-      {"other CSV", "time,tokens\n1,2\n", "its first line is neither a CSV header nor a JSON object"},
+      {"other CSV", "time,tokens\n1,2\n",
+       "its first line is neither a CSV header nor a JSON object"},
       {"other JSON lines", R"({"timestamp": 0, "input_length": 5})" "\n",
        "its first line is a JSON object without those keys"},
       {"JSON document without requests", "{\n\"conversations\": []\n}",

@@ -81,7 +81,8 @@ TEST_CASE("mooncake: a bad line stops the read, naming file, line and field", "[
        R"({"timestamp": "0", "input_length": 1000, "output_length": 7, "hash_ids": [0, 1]})",
        "timestamp", "field 'timestamp': expected an integer, got \"0\""},
       {"hash list too short",
-       R"({"timestamp": 0, "input_length": 6758, "output_length": 7, "hash_ids": [0,1,2,3,4,5,6,7,8,9,10,11,12]})",
+       R"({"timestamp": 0, "input_length": 6758, "output_length": 7, )"
+       R"("hash_ids": [0,1,2,3,4,5,6,7,8,9,10,11,12]})",
        "hash_ids", "field 'hash_ids': expected 14 ids (ceil(6758/512)), got 13"},
       {"hash list too long",
        R"({"timestamp": 0, "input_length": 512, "output_length": 7, "hash_ids": [0, 1]})",
@@ -90,7 +91,8 @@ TEST_CASE("mooncake: a bad line stops the read, naming file, line and field", "[
        R"({"timestamp": 0, "input_length": 1000, "output_length": 7, "hash_ids": [0, -2]})",
        "hash_ids", "field 'hash_ids': element 1: expected an integer >= 0, got -2"},
       {"duplicate key",
-       R"({"timestamp": 0, "timestamp": 5, "input_length": 1000, "output_length": 7, "hash_ids": [0, 1]})",
+       R"({"timestamp": 0, "timestamp": 5, "input_length": 1000, "output_length": 7, )"
+       R"("hash_ids": [0, 1]})",
        "timestamp", "field 'timestamp': appears twice"},
       {"unsorted timestamps", good(0), "timestamp",
        "field 'timestamp': 0 is earlier than the previous line's 3000 (the file must be sorted "
@@ -120,7 +122,8 @@ TEST_CASE("mooncake: with skip_bad_lines, bad lines are skipped, counted and rep
                   good(1000) + "\n" +                                 // 3 good
                   R"({"timestamp": 1000, "input_length": 1000, "output_length": 7})" "\n" +
                   good(500) + "\n" +                                  // 5 goes back in time
-                  R"({"timestamp": 2000, "input_length": 1000, "output_length": 7, "hash_ids": [0]})"
+                  R"({"timestamp": 2000, "input_length": 1000, "output_length": 7, )"
+                  R"("hash_ids": [0]})"
                   "\n" +                                              // 6 short hash list
                   good(2000) + "\n");                                 // 7 good
   reader_options options;
@@ -153,7 +156,8 @@ TEST_CASE("mooncake: blank lines, CRLF, unknown keys and a missing final newline
           "[trace][mooncake]") {
   // Blank lines carry no request and are ignored, but they still count as lines.
   temp_trace file("\n" + good(0) + "\r\n  \t\n" +
-                  R"({"timestamp": 5, "input_length": 1, "output_length": 0, "hash_ids": [9], "model": "x"})");
+                  R"({"timestamp": 5, "input_length": 1, "output_length": 0, "hash_ids": [9], )"
+                  R"("model": "x"})");
   auto source = open_trace(file.path(), trace_format::mooncake, 0, {});
   auto all = read_all(*source);
   REQUIRE(all.size() == 2);

@@ -121,7 +121,8 @@ TEST_CASE("native: a bad line stops the read, naming the field", "[trace][native
       {"arrival going back", R"({"arrival_s": 0.5, "input_length": 40, "output_length": 1})",
        "arrival_s", "earlier than the previous line (the file must be sorted by arrival)"},
       {"hashes and tokens",
-       R"({"arrival_s": 1, "input_length": 1, "output_length": 1, "block_hashes": [], "tokens": [1]})",
+       R"({"arrival_s": 1, "input_length": 1, "output_length": 1, "block_hashes": [], )"
+       R"("tokens": [1]})",
        "tokens", "a line carries block_hashes or tokens, not both"},
       {"wrong hash count",
        R"({"arrival_s": 1, "input_length": 40, "output_length": 1, "block_hashes": [1]})",
@@ -143,7 +144,8 @@ TEST_CASE("native: a bad line stops the read, naming the field", "[trace][native
        "think_time_s",
        "needs \"session\": it is the time after the previous line of the same session finished"},
       {"first line of a session follows",
-       R"({"arrival_s": 1, "input_length": 1, "output_length": 1, "session": "b", "think_time_s": 1})",
+       R"({"arrival_s": 1, "input_length": 1, "output_length": 1, "session": "b", )"
+       R"("think_time_s": 1})",
        "think_time_s", "the first line of session \"b\" cannot follow an earlier line"},
   };
   for (const bad_case& c : cases) {
@@ -160,7 +162,8 @@ TEST_CASE("native: a bad line stops the read, naming the field", "[trace][native
 
 TEST_CASE("native: block hashes need a block size in the header", "[trace][native]") {
   temp_trace file(R"({"kvtier_trace": 1})" "\n"
-                  R"({"arrival_s": 0, "input_length": 16, "output_length": 1, "block_hashes": [5]})");
+                  R"({"arrival_s": 0, "input_length": 16, "output_length": 1, )"
+                  R"("block_hashes": [5]})");
   trace_error e = read_error(file.path(), trace_format::native);
   CHECK(std::string(e.what()) ==
         file.path() + ":2: field 'block_hashes': needs \"block_size\" in the header");
