@@ -12,7 +12,7 @@
 //
 // A merge opens every file at once, so the flattened requests stay in memory together: their ids
 // are kept as deltas against the previous request of the same session (consecutive requests of
-// a conversation share ~95% of their blocks), which makes that affordable for hundreds of files.
+// a conversation share most of their blocks): the 9.6M ids of the 83 bundled files keep 0.5M.
 
 #include <algorithm>
 #include <limits>
@@ -136,8 +136,8 @@ agentic_source::agentic_source(const std::string& path, uint32_t file_index,
       at.fail("hash_id_scope", "only \"local\" is supported, got " + json_describe(*scope));
   }
   auto requests = json_array(at, "requests", required_field(at, object, "requests"));
-  conversation main{++sessions_};
-  flatten(requests, "requests", 0, main, std::nullopt);
+  conversation top{++sessions_};
+  flatten(requests, "requests", 0, top, std::nullopt);
   // Stable: ties keep document order, and so does every session, whose times never go back.
   std::stable_sort(requests_.begin(), requests_.end(),
                    [](const request& a, const request& b) { return a.arrival_ns < b.arrival_ns; });

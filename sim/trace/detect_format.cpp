@@ -42,7 +42,7 @@ trace_format detect_format(const std::string& path) {
       if (auto format = format_of(object))
         return *format;
       why = "its first line is a JSON object without those keys";
-    } else if (first.front() != '{') {
+    } else if (first[first.find_first_not_of(" \t")] != '{') {
       why = "its first line is neither a CSV header nor a JSON object";
     } else if (lines.bytes_total() > max_document_bytes) {
       why = "its first line is not a whole JSON object";

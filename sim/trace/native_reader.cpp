@@ -49,13 +49,14 @@ native_source::native_source(const std::string& path, uint32_t file_index,
     throw trace_error(path, 0, "", "empty file: expected the header {\"kvtier_trace\": 1, ...}");
   // Header errors are never skipped: without the header no line can be read correctly.
   json_at at{path, line_number(), {}};
-  bool versioned = false;
-  for (auto [key, value] : json_object_line(parser_, line, at)) {
+  auto header = json_object_line(parser_, line, at);
+  if (header["kvtier_trace"].error())
+    at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
+  for (auto [key, value] : header) {
     if (key == "kvtier_trace") {
       uint64_t version = json_uint(at, key, value, 0, max_u32);
       if (version != 1)
         at.fail(key, "unsupported version " + std::to_string(version) + " (this reader knows 1)");
-      versioned = true;
     } else if (key == "block_size") {
       block_size_ = static_cast<uint32_t>(json_uint(at, key, value, 1, max_u32));
     } else if (key == "hash_scope") {
@@ -68,8 +69,6 @@ native_source::native_source(const std::string& path, uint32_t file_index,
       at.fail(key, "unknown header field (expected kvtier_trace, block_size, hash_scope)");
     }
   }
-  if (!versioned)
-    at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
 }
 
 void native_source::parse(std::string_view line, trace_request& out) {
@@ -97,14 +96,20 @@ void native_source::parse(std::string_view line, trace_request& out) {
       json_tokens(at, key, value, out.tokens);
     } else if (key == "session") {
       json_mark_seen(at, key, seen, session);
-      auto type = value.type();
-      if (type == simdjson::dom::element_type::STRING)
-        session_key = value.get_string().value_unsafe();
-      else if (type == simdjson::dom::element_type::INT64 ||
-               type == simdjson::dom::element_type::UINT64)
-        session_key = json_describe(value);  // 7 and "7" name the same session
-      else
-        at.fail(key, "expected a string or an integer, got " + json_describe(value));
+      // 7 and "7" name the same session.
+      switch (value.type()) {
+        case simdjson::dom::element_type::STRING:
+          session_key = value.get_string().value_unsafe();
+          break;
+        case simdjson::dom::element_type::INT64:
+          session_key = std::to_string(value.get_int64().value_unsafe());
+          break;
+        case simdjson::dom::element_type::UINT64:
+          session_key = std::to_string(value.get_uint64().value_unsafe());
+          break;
+        default:
+          at.fail(key, "expected a string or an integer, got " + json_describe(value));
+      }
     } else if (key == "think_time_s") {
       json_mark_seen(at, key, seen, think_time_s);
       out.think_ns = json_seconds_ns(at, key, value);
@@ -142,28 +147,26 @@ void native_source::parse(std::string_view line, trace_request& out) {
   if (has(think_time_s) && !has(session))
     at.fail("think_time_s", "needs \"session\": it is the time after the previous line of the "
                             "same session finished");
-  session_state* state = nullptr;
   if (has(session)) {
     auto found = sessions_.find(session_key);
-    if (found != sessions_.end()) {
-      state = &found->second;
-    } else if (has(think_time_s)) {
-      at.fail("think_time_s", "the first line of session \"" + session_key +
-                                  "\" cannot follow an earlier line");
-    } else {
+    if (found == sessions_.end()) {
+      if (has(think_time_s))
+        at.fail("think_time_s", "the first line of session \"" + session_key +
+                                    "\" cannot follow an earlier line");
       if (sessions_.size() == max_u32)
         at.fail("session", "more than 4294967295 sessions in one file");
-      auto number = static_cast<uint32_t>(sessions_.size() + 1);
-      state = &sessions_.emplace(session_key, session_state{number, 0}).first->second;
-    }
-    if (state->turns == max_u32)
+    } else if (found->second.turns == max_u32) {
       at.fail("session", "more than 4294967295 lines in one session");
+    }
   }
   // The line is good: only now may it change the state of the file.
   last_arrival_ns_ = out.arrival_ns;
-  if (state != nullptr) {
-    out.session = file_session_id(file_index(), state->number);
-    out.turn = state->turns++;
+  if (has(session)) {
+    auto number = static_cast<uint32_t>(sessions_.size() + 1);  // used if the session is new
+    session_state& state =
+        sessions_.try_emplace(session_key, session_state{number, 0}).first->second;
+    out.session = file_session_id(file_index(), state.number);
+    out.turn = state.turns++;
     out.follows_previous = has(think_time_s);
   }
 }
