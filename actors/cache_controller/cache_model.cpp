@@ -62,6 +62,11 @@ void cache_model::acquire_matched(const node_id* nodes, size_t n) {
   }
 }
 
+void cache_model::hold(const node_id* nodes, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    tree_.acquire(nodes[i], false);
+}
+
 void cache_model::release(const node_id* nodes, size_t n) {
   for (size_t i = 0; i < n; ++i)
     tree_.release(nodes[i]);
@@ -322,6 +327,29 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
       host_.unpin(o.host_block);
       return;
   }
+}
+
+void cache_model::fail(const transfer_order& order) {
+  auto it = outstanding_.find(order.id);
+  KVTIER_ASSERT(it != outstanding_.end());
+  transfer_order o = it->second;
+  outstanding_.erase(it);
+  KVTIER_ASSERT(o.kind == transfer_kind::load);
+  host_.unpin(o.host_block);
+  const tree_node& x = tree_.node(o.node);
+  if (x.live && x.generation == o.generation && x.copy[1] == copy_state::filling
+      && x.block[1] == o.host_block) {
+    tree_.set_copy(o.node, tier::host, copy_state::absent);
+    host_.release(o.host_block);
+  }
+}
+
+void cache_model::discard_if_bare(node_id id, uint32_t generation) {
+  const tree_node& x = tree_.node(id);
+  if (!x.live || x.generation != generation || x.has(tier::device) || x.has(tier::host)
+      || x.ref_count > 0 || x.children > 0)
+    return;
+  tree_.remove(id);
 }
 
 void cache_model::reset() {

@@ -117,6 +117,8 @@ class cache_model {
   void match(const cache_block* blocks, size_t n, prefix_match& out) const;
   /// Holds matched nodes for a request: ref+1 and hit+1 each.
   void acquire_matched(const node_id* nodes, size_t n);
+  /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under).
+  void hold(const node_id* nodes, size_t n);
   /// Drops one hold on each node, in the order given.
   void release(const node_id* nodes, size_t n);
 
@@ -147,6 +149,13 @@ class cache_model {
   /// Settles an order: unpins its blocks and marks its target copy ready (if the node still
   /// exists). May emit follow-up orders (a store after a host copy became ready).
   void complete(const transfer_order& order, std::vector<transfer_order>& orders);
+
+  /// An order that could not be carried out (a load whose block storage evicted since it was
+  /// found): unpins its blocks and drops the copy it was filling.
+  void fail(const transfer_order& order);
+  /// Removes node `id` (if it is still that node) once it has no copy, no holder and no child:
+  /// what a failed load leaves behind.
+  void discard_if_bare(node_id id, uint32_t generation);
 
   /// Empties everything; requires no outstanding orders.
   void reset();

@@ -38,7 +38,7 @@ void radix_tree::reset() {
   free_slots_.clear();
   by_hash_.clear();
   for (int t = 0; t < tier_count; ++t) {
-    heap_[t].clear();
+    queue_[t].clear();
     set_count_[t] = 0;
     reclaimable_[t] = 0;
   }
@@ -85,7 +85,7 @@ node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens
   uint32_t stamps[tier_count] = {n.set_stamp[0], n.set_stamp[1]};
   n = tree_node{};
   n.generation = generation;
-  n.set_stamp[0] = stamps[0];  // stamps only grow, so old heap entries stay stale
+  n.set_stamp[0] = stamps[0];  // stamps only grow, so old queue entries stay stale
   n.set_stamp[1] = stamps[1];
   n.hash = hash;
   n.parent = parent;
@@ -219,7 +219,7 @@ void radix_tree::refresh(node_id id, int t) {
   if (want) {
     push(id, t);
   } else {
-    n.in_set[t] = false;  // its heap entry goes stale
+    n.in_set[t] = false;  // its queue entry goes stale
     --set_count_[t];
   }
 }
@@ -232,21 +232,17 @@ void radix_tree::refresh_both(node_id id) {
 uint32_t radix_tree::live_entries(tier t) const {
   int ti = static_cast<int>(t);
   uint32_t n = 0;
-  for (const heap_entry& e : heap_[ti]) {
-    const tree_node& x = nodes_[e.id];
-    n += x.in_set[ti] && x.set_stamp[ti] == e.stamp;
-  }
+  queue_[ti].for_each([&](const evictable_queue::entry& e) { n += current(e, ti); });
   return n;
 }
 
 node_id radix_tree::peek_victim(tier t) const {
   int ti = static_cast<int>(t);
-  const heap_entry* best = nullptr;
-  for (const heap_entry& e : heap_[ti]) {
-    const tree_node& x = nodes_[e.id];
-    if (x.in_set[ti] && x.set_stamp[ti] == e.stamp && (!best || heap_after{}(*best, e)))
+  const evictable_queue::entry* best = nullptr;
+  queue_[ti].for_each([&](const evictable_queue::entry& e) {
+    if (current(e, ti) && (!best || evictable_queue::before(e, *best)))
       best = &e;
-  }
+  });
   return best ? best->id : root_node;
 }
 
@@ -259,43 +255,29 @@ void radix_tree::push(node_id id, int t) {
   n.in_set[t] = true;
   ++n.set_stamp[t];
   ++set_count_[t];
-  heap_entry e{0, 0, id, n.set_stamp[t]};
+  evictable_queue::entry e{0, 0, id, n.set_stamp[t]};
   if (policy_ == eviction_policy::lru) {
     e.k1 = n.release_order;
   } else {
     e.k1 = n.hit_count;
     e.k2 = n.release_order;
   }
-  heap_[t].push_back(e);
-  std::push_heap(heap_[t].begin(), heap_[t].end(), heap_after{});
-  if (heap_[t].size() > 2 * size_t{set_count_[t]} + 1024)
+  queue_[t].push(e);
+  if (queue_[t].size() > 2 * size_t{set_count_[t]} + 1024)
     compact(t);
 }
 
 bool radix_tree::pop(int t, node_id& out) {
-  auto& h = heap_[t];
-  while (!h.empty()) {
-    heap_entry top = h.front();
-    std::pop_heap(h.begin(), h.end(), heap_after{});
-    h.pop_back();
-    const tree_node& n = nodes_[top.id];
-    if (n.in_set[t] && n.set_stamp[t] == top.stamp) {
-      out = top.id;
-      return true;
-    }
-  }
-  return false;
+  evictable_queue::entry e;
+  if (!queue_[t].pop([&](const evictable_queue::entry& x) { return current(x, t); }, e))
+    return false;
+  out = e.id;
+  return true;
 }
 
 void radix_tree::compact(int t) {
-  auto& h = heap_[t];
-  auto stale = [&](const heap_entry& e) {
-    const tree_node& n = nodes_[e.id];
-    return !n.in_set[t] || n.set_stamp[t] != e.stamp;
-  };
-  h.erase(std::remove_if(h.begin(), h.end(), stale), h.end());
-  std::make_heap(h.begin(), h.end(), heap_after{});
-  KVTIER_ASSERT(h.size() == set_count_[t]);
+  queue_[t].compact([&](const evictable_queue::entry& e) { return current(e, t); });
+  KVTIER_ASSERT(queue_[t].size() == set_count_[t]);
 }
 
 bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {

@@ -27,6 +27,7 @@
 
 #include "actors/cache_controller/block_hash.hpp"
 #include "actors/cache_controller/block_pool.hpp"
+#include "actors/cache_controller/evictable_queue.hpp"
 
 namespace kvtier {
 
@@ -138,23 +139,16 @@ class radix_tree {
   void reset();
 
  private:
-  struct heap_entry {
-    uint64_t k1, k2;
-    node_id id;
-    uint32_t stamp;
-  };
-  /// Orders the heap so that the smallest key is on top (std heaps keep the largest on top).
-  struct heap_after {
-    bool operator()(const heap_entry& a, const heap_entry& b) const {
-      return a.k1 != b.k1 ? a.k1 > b.k1 : a.k2 > b.k2;
-    }
-  };
   bool wants_set(const tree_node& n, int t) const;
   void refresh(node_id id, int t);
   void refresh_both(node_id id);
   void push(node_id id, int t);
   bool pop(int t, node_id& out);
   void compact(int t);
+  bool current(const evictable_queue::entry& e, int t) const {
+    const tree_node& n = nodes_[e.id];
+    return n.in_set[t] && n.set_stamp[t] == e.stamp;
+  }
   void count_reclaimable(const tree_node& n, int delta);
   void untake(node_id id, int t);
 
@@ -162,7 +156,7 @@ class radix_tree {
   std::vector<tree_node> nodes_;
   std::vector<node_id> free_slots_;
   absl::flat_hash_map<block_hash, node_id> by_hash_;
-  std::vector<heap_entry> heap_[tier_count];
+  evictable_queue queue_[tier_count];
   uint32_t set_count_[tier_count] = {0, 0};
   uint32_t reclaimable_[tier_count] = {0, 0};
   uint32_t live_count_ = 0;

@@ -23,7 +23,9 @@ struct replay_args {
   std::vector<std::string> traces;
   std::string format = "auto";
   std::string out_dir = "out/replay";
-  std::string mode = "hitrate";
+  std::string mode = "full";
+  std::string clock = "virtual";
+  double speed = 1.0;
   bool skip_bad_lines = false;
   uint64_t check_every = 0;
   uint64_t seed = 1;

@@ -5,6 +5,8 @@
 #include "sim/cli/load_config.hpp"
 #include "sim/cli/progress.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/full_replay.hpp"
+#include "sim/report/full_report.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/hitrate_report.hpp"
@@ -89,6 +91,90 @@ int replay_hitrate(const replay_args& args, const config& cfg) {
   return exit_ok;
 }
 
+int replay_full(const replay_args& args, const config& cfg) {
+  auto start = clock_type::now();
+  replay_config rc = resolve(cfg);
+  timed_config timed = resolve_timed(cfg, rc);
+  trace_merger merger(open_traces(args));
+  request_blocks mapper(rc.block_size, args.traces);
+  std::vector<uint64_t> per_file(args.traces.size(), 0);
+  uint64_t read = 0;
+  double parse_s = 0;
+  // Inputs are read inside the scheduler actor: their errors are kept and raised here.
+  std::exception_ptr failure;
+  request_source source;
+  source.next = [&](trace_request& r) {
+    if (failure)
+      return false;
+    try {
+      auto t0 = clock_type::now();
+      bool more = merger.next(r);
+      parse_s += seconds_since(t0);
+      if (more) {
+        ++per_file[r.file];
+        ++read;
+      }
+      return more;
+    } catch (...) {
+      failure = std::current_exception();
+      return false;
+    }
+  };
+  source.blocks_of = [&](const trace_request& r, std::vector<cache_block>& out) {
+    try {
+      mapper.map(r, out);
+    } catch (...) {
+      if (!failure)
+        failure = std::current_exception();
+      out.clear();
+    }
+  };
+  progress_bar progress("replay", merger.bytes_total(), !args.quiet);
+  full_run_options options;
+  options.mode = args.clock == "wall" ? clock_mode::wall : clock_mode::virtual_time;
+  options.speed = args.speed;
+  options.progress = [&] { progress.update(merger.bytes_read(), read); };
+  options.stop = [&] { return failure != nullptr; };
+  full_result result = run_full_replay(timed, std::move(source), options);
+  progress.finish();
+  if (failure)
+    std::rethrow_exception(failure);
+
+  std::vector<trace_file_info> files;
+  for (size_t i = 0; i < args.traces.size(); ++i) {
+    const auto& src = merger.sources()[i];
+    files.push_back({args.traces[i], to_string(src->format()), per_file[i], src->skipped()});
+  }
+  run_info run;
+  run.config = cfg.effective();
+  run.seed = args.seed;
+  run.deterministic = args.deterministic;
+  run.parse_s = parse_s;
+  run.wall_s = seconds_since(start);
+  nlohmann::json summary = full_summary(result, run, files);
+  make_directories(args.out_dir);
+  atomic_file csv(args.out_dir + "/requests.csv");
+  write_full_csv(csv.out(), result);
+  csv.commit();
+  atomic_file summary_file(args.out_dir + "/summary.json");
+  summary_file.out() << summary.dump(2) << '\n';
+  summary_file.commit();
+  if (!args.quiet)
+    std::cout << full_text(summary, args.out_dir);
+  int code = exit_ok;
+  if (result.controller.invariant_violations > 0) {
+    std::cerr << "kvtier: " << result.controller.invariant_violations
+              << " invariant violations; first: " << result.controller.invariant_messages.front()
+              << '\n';
+    code = exit_failure;
+  }
+  if (!result.scheduler.drained) {
+    std::cerr << "kvtier: the replay stopped with requests unfinished (see summary.json)\n";
+    code = exit_failure;
+  }
+  return code;
+}
+
 }  // namespace
 
 CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
@@ -101,8 +187,17 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     ->check(CLI::IsMember({"auto", "mooncake", "azure", "agentic", "native"}));
   cmd->add_option("--out", args.out_dir, "output directory (summary.json, requests.csv)")
     ->capture_default_str();
-  cmd->add_option("--mode", args.mode, "hitrate: no timing, cache decisions only")
-    ->check(CLI::IsMember({"hitrate"}))
+  cmd->add_option("--mode", args.mode,
+                  "full: the four actors with timing (latency, traffic); hitrate: cache decisions "
+                  "only, no timing")
+    ->check(CLI::IsMember({"full", "hitrate"}))
+    ->capture_default_str();
+  cmd->add_option("--clock", args.clock,
+                  "full mode: virtual (deterministic simulated time) or wall (real time)")
+    ->check(CLI::IsMember({"virtual", "wall"}))
+    ->capture_default_str();
+  cmd->add_option("--speed", args.speed, "wall clock: virtual seconds per wall second")
+    ->check(CLI::PositiveNumber)
     ->capture_default_str();
   cmd->add_flag("--skip-bad-lines", args.skip_bad_lines,
                 "skip and count malformed trace lines instead of stopping");
@@ -120,7 +215,9 @@ int run_replay(const replay_args& in) {
   if (args.traces.empty())
     args.traces.push_back(default_trace_path());
   config cfg = load_config(args.config);
-  return replay_hitrate(args, cfg);
+  if (args.mode == "hitrate")
+    return replay_hitrate(args, cfg);
+  return replay_full(args, cfg);
 }
 
 }  // namespace kvtier

@@ -1,0 +1,152 @@
+#include "actors/cache_controller/cache_controller.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "actors/check.hpp"
+
+namespace kvtier {
+
+namespace {
+
+struct pending_grant {
+  grant g;
+  caf::typed_response_promise<grant> promise;
+  step_inputs inputs;
+  std::vector<uint64_t> waiting;  // transfer ids not yet done
+  int64_t barrier_done = 0;
+  std::vector<int64_t> layers;    // the swap-in's per-layer times
+};
+
+struct controller_state {
+  static inline const char* name = "cache_controller";
+  std::unique_ptr<controller_core> core;
+  storage_actor storage;
+  transfer_engine_actor engine;
+  std::map<request_id, caf::typed_response_promise<ready>> readying;
+  std::map<uint64_t, pending_grant> grants;  // by step
+};
+
+using self_ptr = cache_controller_actor::stateful_pointer<controller_state>;
+
+void handle_done(self_ptr self, const transfer_done& d);
+
+void send_transfers(self_ptr self, std::vector<transfer>& out) {
+  for (transfer& t : out)
+    self->request(self->state.engine, caf::infinite, std::move(t))
+      .then([=](const transfer_done& d) { handle_done(self, d); });
+  out.clear();
+}
+
+void deliver_grant(self_ptr self, pending_grant& p) {
+  auto& g = p.g;
+  if (!p.layers.empty() || p.barrier_done > 0) {
+    g.layer_ready_ns.assign(self->state.core->options().layers, p.barrier_done);
+    KVTIER_ASSERT(p.layers.empty() || p.layers.size() == g.layer_ready_ns.size());
+    for (size_t i = 0; i < p.layers.size(); ++i)
+      g.layer_ready_ns[i] = std::max(g.layer_ready_ns[i], p.layers[i]);
+  }
+  self->state.core->check_step_start(p.inputs);
+  p.promise.deliver(std::move(g));
+}
+
+void handle_done(self_ptr self, const transfer_done& d) {
+  auto& st = self->state;
+  std::vector<transfer> out;
+  std::vector<request_id> landed;
+  st.core->on_transfer_done(d, out, landed);
+  send_transfers(self, out);
+  for (request_id req : landed) {
+    auto it = st.readying.find(req);
+    KVTIER_ASSERT(it != st.readying.end());
+    it->second.deliver(ready{req, st.core->prefetched(req)});
+    st.readying.erase(it);
+  }
+  for (auto it = st.grants.begin(); it != st.grants.end();) {
+    pending_grant& p = it->second;
+    auto w = std::find(p.waiting.begin(), p.waiting.end(), d.id);
+    if (w == p.waiting.end()) {
+      ++it;
+      continue;
+    }
+    p.waiting.erase(w);
+    if (d.id == p.inputs.swap_in)
+      p.layers = d.layer_done_ns;
+    else
+      p.barrier_done = std::max(p.barrier_done, d.done_ns);
+    if (!p.waiting.empty()) {
+      ++it;
+      continue;
+    }
+    deliver_grant(self, p);
+    it = st.grants.erase(it);
+  }
+}
+
+cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_options cache,
+                                                          controller_options options,
+                                                          storage_actor storage,
+                                                          transfer_engine_actor engine) {
+  auto& st = self->state;
+  st.core = std::make_unique<controller_core>(cache, options);
+  st.storage = std::move(storage);
+  st.engine = std::move(engine);
+  return {
+    [=](arrival& a) -> caf::result<ready> {
+      auto& s = self->state;
+      request_id req = a.req;
+      std::vector<uint64_t> keys = s.core->on_arrival(req, std::move(a.blocks));
+      if (keys.empty())
+        return ready{req, 0};
+      auto promise = self->make_response_promise<ready>();
+      self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
+        .then([=](const exists_reply& r) mutable {
+          auto& s2 = self->state;
+          std::vector<transfer> out;
+          bool loading = s2.core->on_exists(req, r.leading, out);
+          send_transfers(self, out);
+          if (loading)
+            s2.readying.emplace(req, promise);
+          else
+            promise.deliver(ready{req, 0});
+        });
+      return promise;
+    },
+    [=](probe& p) -> probe_reply { return self->state.core->on_probe(p); },
+    [=](commit& c) -> caf::result<grant> {
+      auto& s = self->state;
+      pending_grant p;
+      std::vector<transfer> out;
+      s.core->on_commit(c, p.g, out, p.inputs);
+      send_transfers(self, out);
+      p.waiting = p.inputs.barriers;
+      if (p.inputs.swap_in != 0)
+        p.waiting.push_back(p.inputs.swap_in);
+      if (p.waiting.empty()) {
+        s.core->check_step_start(p.inputs);
+        return std::move(p.g);
+      }
+      p.promise = self->make_response_promise<grant>();
+      auto promise = p.promise;
+      s.grants.emplace(c.step, std::move(p));
+      return promise;
+    },
+    [=](caf::get_atom) -> bool { return self->state.core->idle(); },
+    [=](report_atom) -> controller_report {
+      auto& s = self->state;
+      s.core->check(s.core->idle());
+      return s.core->report();
+    },
+  };
+}
+
+}  // namespace
+
+cache_controller_actor spawn_cache_controller(caf::actor_system& sys, const cache_options& cache,
+                                              const controller_options& options,
+                                              storage_actor storage,
+                                              transfer_engine_actor engine) {
+  return sys.spawn(controller_behavior, cache, options, std::move(storage), std::move(engine));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,361 @@
+#include "actors/cache_controller/controller_core.hpp"
+
+#include <algorithm>
+
+#include "actors/check.hpp"
+
+namespace kvtier {
+
+controller_core::controller_core(const cache_options& cache, const controller_options& options)
+  : model_(cache), options_(options), tracker_(options.storage_namespace) {
+  // nop
+}
+
+// -- arrival and storage prefetch ------------------------------------------------------------------
+
+std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks) {
+  request_state& r = requests_[req];
+  r.blocks = std::move(blocks);
+  r.layout = request_layout(r.blocks, options_.block_size);
+  std::vector<uint64_t> keys;
+  if (!options_.storage)
+    return keys;
+  model_.match(r.blocks.data(), r.blocks.size(), match_);
+  r.probed_from = static_cast<uint32_t>(match_.nodes.size());
+  for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)
+    keys.push_back(tracker_.storage_key_of(r.blocks[i].hash));
+  if (!keys.empty())
+    ++storage_probes_;
+  return keys;
+}
+
+bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<transfer>& out) {
+  request_state& r = requests_.at(req);
+  uint32_t probed_from = r.probed_from;
+  if (leading == 0)
+    return false;
+  // The tree may have changed during the lookup: load only what still follows its prefix.
+  model_.match(r.blocks.data(), r.blocks.size(), match_);
+  size_t end = match_.nodes.size();
+  size_t last = probed_from + size_t{leading};
+  if (end < probed_from || end >= last)
+    return false;
+  r.prefetch_path = match_.nodes;
+  model_.hold(r.prefetch_path.data(), r.prefetch_path.size());
+  std::vector<transfer_order> orders;
+  node_id parent = end > 0 ? match_.nodes.back() : root_node;
+  for (size_t i = end; i < last; ++i) {
+    auto loaded = model_.begin_load(parent, r.blocks[i], orders);
+    if (!loaded)
+      break;
+    r.prefetch_path.push_back(parent = *loaded);
+    ++r.prefetched;
+  }
+  if (r.prefetched == 0) {
+    std::vector<node_id> held(r.prefetch_path.rbegin(), r.prefetch_path.rend());
+    model_.release(held.data(), held.size());
+    r.prefetch_path.clear();
+    tracker_.batch(orders, out);  // stores of host evictions, if any
+    return false;
+  }
+  size_t first = out.size();
+  tracker_.batch(orders, out);
+  for (size_t i = first; i < out.size(); ++i)
+    if (out[i].kind == static_cast<uint8_t>(move_kind::load))
+      load_owner_[r.load_transfer = out[i].id] = req;
+  return true;
+}
+
+// -- steps ------------------------------------------------------------------------------------------
+
+uint32_t controller_core::victim_frees(const request_state& r) const {
+  uint32_t n = 0;
+  for (uint8_t owned : r.owned)
+    n += owned;
+  for (node_id id : r.path) {
+    const tree_node& x = model_.tree().node(id);
+    n += x.ref_count == 1 && x.ready(tier::device);
+  }
+  return n;
+}
+
+probe_reply controller_core::on_probe(const probe& p) {
+  probe_reply reply;
+  reply.step = p.step;
+  reply.available_blocks = model_.device_available();
+  for (request_id id : p.candidates) {
+    const request_state& r = requests_.at(id);
+    model_.match(r.blocks.data(), r.blocks.size(), match_);
+    reply.matches.push_back({id, match_.device, match_.host, match_.device_tokens,
+                             match_.host_tokens});
+  }
+  if (p.grow_blocks > reply.available_blocks) {
+    uint64_t deficit = p.grow_blocks - reply.available_blocks, found = 0;
+    for (size_t i = 0; i < p.victims.size() && found < deficit; ++i) {
+      uint32_t f = victim_frees(requests_.at(p.victims[i]));
+      reply.victim_frees.push_back(f);
+      found += f;
+    }
+  }
+  return reply;
+}
+
+void controller_core::release(request_state& r) {
+  std::vector<node_id> held(r.path.rbegin(), r.path.rend());
+  model_.release(held.data(), held.size());
+  for (size_t i = 0; i < r.table.size(); ++i)
+    if (r.owned[i])
+      model_.free_device(r.table[i]);
+  held.assign(r.prefetch_path.rbegin(), r.prefetch_path.rend());
+  model_.release(held.data(), held.size());
+  r.path.clear();
+  r.table.clear();
+  r.owned.clear();
+  r.prefetch_path.clear();
+  r.prefetched = 0;
+  r.committed = 0;
+  r.admitted = false;
+}
+
+void controller_core::note_written(const std::vector<block_id>& blocks, step_inputs& inputs) const {
+  inputs.written.insert(inputs.written.end(), blocks.begin(), blocks.end());
+}
+
+bool controller_core::admit(request_id id, const token_mark& m, admit_result& res,
+                            std::vector<transfer_order>& orders, step_inputs& inputs) {
+  request_state& r = requests_.at(id);
+  KVTIER_ASSERT(!r.admitted);
+  res.req = id;
+  model_.match(r.blocks.data(), r.blocks.size(), match_);
+  std::vector<node_id> path = match_.nodes;
+  model_.acquire_matched(path.data(), path.size());
+  // Hits beyond the blocks this step covers are not taken (the scheduler planned fewer).
+  uint32_t need = r.layout.blocks_for(m.tokens);
+  uint32_t hits = std::min<uint32_t>(static_cast<uint32_t>(path.size()), need);
+  if (hits < path.size()) {
+    std::vector<node_id> extra(path.rbegin(), path.rend() - hits);
+    model_.release(extra.data(), extra.size());
+    path.resize(hits);
+  }
+  uint32_t device = std::min(match_.device, hits);
+  fresh_.clear();
+  if (!model_.allocate_device(need - device, fresh_, orders)) {
+    std::vector<node_id> held(path.rbegin(), path.rend());
+    model_.release(held.data(), held.size());
+    return false;
+  }
+  uint32_t storage = 0;
+  uint64_t tokens[3] = {0, 0, 0};
+  for (uint32_t i = 0; i < hits; ++i) {
+    bool prefetched = std::find(r.prefetch_path.end() - r.prefetched, r.prefetch_path.end(),
+                                path[i]) != r.prefetch_path.end();
+    int tier_index = i < device ? 0 : prefetched ? 2 : 1;
+    storage += tier_index == 2;
+    tokens[tier_index] += r.layout.tokens_of(i);
+  }
+  std::vector<node_id> prefetch(r.prefetch_path.rbegin(), r.prefetch_path.rend());
+  model_.release(prefetch.data(), prefetch.size());  // the request's own holds replace them
+  r.prefetch_path.clear();
+  r.prefetched = 0;
+  r.path = std::move(path);
+  r.table.clear();
+  r.owned.clear();
+  for (uint32_t i = 0; i < device; ++i) {
+    r.table.push_back(model_.tree().node(r.path[i]).block_in(tier::device));
+    r.owned.push_back(0);
+  }
+  for (uint32_t i = device; i < hits; ++i) {
+    model_.swap_in(r.path[i], fresh_[i - device], orders);
+    r.table.push_back(fresh_[i - device]);
+    r.owned.push_back(0);
+  }
+  std::vector<block_id> computed_into(fresh_.begin() + (hits - device), fresh_.end());
+  for (block_id b : computed_into) {
+    r.table.push_back(b);
+    r.owned.push_back(1);
+  }
+  note_written(computed_into, inputs);
+  r.committed = hits;
+  r.admitted = true;
+  res.admitted = true;
+  res.device_blocks = device;
+  res.host_blocks = hits - device - storage;
+  res.storage_blocks = storage;
+  res.device_tokens = tokens[0];
+  res.host_tokens = tokens[1];
+  res.storage_tokens = tokens[2];
+  return true;
+}
+
+bool controller_core::grow(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders,
+                           step_inputs& inputs) {
+  KVTIER_ASSERT(r.admitted);
+  uint32_t want = r.layout.blocks_for(tokens);
+  if (want <= r.table.size())
+    return true;
+  fresh_.clear();
+  if (!model_.allocate_device(want - static_cast<uint32_t>(r.table.size()), fresh_, orders))
+    return false;
+  for (block_id b : fresh_) {
+    r.table.push_back(b);
+    r.owned.push_back(1);
+  }
+  note_written(fresh_, inputs);
+  return true;
+}
+
+void controller_core::commit_computed(request_state& r, uint32_t tokens,
+                                      std::vector<transfer_order>& orders) {
+  uint32_t complete = std::min<uint32_t>(r.layout.complete_within(tokens),
+                                         static_cast<uint32_t>(r.table.size()));
+  for (uint32_t i = r.committed; i < complete; ++i) {
+    node_id parent = i > 0 ? r.path[i - 1] : root_node;
+    commit_result c = model_.commit(parent, r.blocks[i], r.table[i], orders);
+    if (c.adopted)
+      r.owned[i] = 0;
+    r.path.push_back(c.node);
+  }
+  r.committed = std::max(r.committed, complete);
+}
+
+void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>& out,
+                                step_inputs& inputs) {
+  std::vector<transfer_order> orders;
+  g.step = c.step;
+  ++commits_;
+  // Computed blocks join the tree first, so a finished request's last blocks stay cached.
+  for (const token_mark& m : c.computed)
+    commit_computed(requests_.at(m.req), m.tokens, orders);
+  for (request_id id : c.finished) {
+    release(requests_.at(id));
+    requests_.erase(id);
+  }
+  for (request_id id : c.preempted)
+    release(requests_.at(id));
+  for (const token_mark& m : c.grows)
+    if (!grow(requests_.at(m.req), m.tokens, orders, inputs))
+      g.failed_grows.push_back(m.req);
+  bool admitting = true;
+  for (const token_mark& m : c.admits) {
+    admit_result res;
+    res.req = m.req;
+    admitting = admitting && admit(m.req, m, res, orders, inputs);  // first come first served
+    g.admits.push_back(res);
+  }
+  model_.collect_backups(orders);
+  size_t first = out.size();
+  tracker_.batch(orders, out);
+  for (size_t i = first; i < out.size(); ++i)
+    if (out[i].kind == static_cast<uint8_t>(move_kind::swap_in))
+      inputs.swap_in = out[i].id;
+  for (block_id b : inputs.written)
+    tracker_.users_of_device(b, inputs.barriers);
+  std::sort(inputs.barriers.begin(), inputs.barriers.end());
+  inputs.barriers.erase(std::unique(inputs.barriers.begin(), inputs.barriers.end()),
+                        inputs.barriers.end());
+  g.available_blocks = model_.device_available();
+  if (options_.check_every > 0 && commits_ % options_.check_every == 0)
+    check(false);
+}
+
+void controller_core::check_step_start(const step_inputs& inputs) {
+  for (block_id b : inputs.written)
+    invariants_.expect(model_.pool(tier::device).pins(b) == 0, [&] {
+      return "device block " + std::to_string(b) + " is computed into while a transfer touches it";
+    });
+}
+
+// -- transfers ----------------------------------------------------------------------------------
+
+void controller_core::on_transfer_done(const transfer_done& d, std::vector<transfer>& out,
+                                       std::vector<request_id>& landed) {
+  auto owner = load_owner_.find(d.id);
+  std::vector<transfer_order> orders = tracker_.finish(d.id);
+  if (!d.ok) {
+    // Only a storage load may fail (the block was evicted between lookup and read): the request
+    // goes on without its prefetch, and the nodes that were being filled go.
+    invariants_.expect(owner != load_owner_.end(), [&] {
+      return "transfer " + std::to_string(d.id) + " failed: " + d.error;
+    });
+    for (const transfer_order& o : orders)
+      model_.fail(o);
+    if (owner != load_owner_.end()) {
+      request_state& r = requests_.at(owner->second);
+      std::vector<node_id> held(r.prefetch_path.rbegin(), r.prefetch_path.rend());
+      model_.release(held.data(), held.size());
+      for (auto it = orders.rbegin(); it != orders.rend(); ++it)
+        model_.discard_if_bare(it->node, it->generation);
+      r.prefetch_path.clear();
+      r.prefetched = 0;
+      ++failed_loads_;
+    }
+  } else {
+    std::vector<transfer_order> follow;
+    for (const transfer_order& o : orders)
+      model_.complete(o, follow);
+    tracker_.batch(follow, out);
+  }
+  if (owner != load_owner_.end()) {
+    landed.push_back(owner->second);
+    load_owner_.erase(owner);
+  }
+}
+
+// -- observers -----------------------------------------------------------------------------------
+
+void controller_core::check(bool quiescent) {
+  check_invariants(model_, quiescent, invariants_);
+  absl::flat_hash_map<node_id, uint32_t> holds;
+  uint64_t owned = 0;
+  for (const auto& [id, r] : requests_) {
+    for (node_id n : r.path)
+      ++holds[n];
+    for (node_id n : r.prefetch_path)
+      ++holds[n];
+    for (uint8_t o : r.owned)
+      owned += o;
+  }
+  for (node_id n : model_.tree().live_nodes()) {
+    uint32_t expected = holds.contains(n) ? holds[n] : 0;
+    invariants_.expect(model_.tree().node(n).ref_count == expected, [&] {
+      return "node " + std::to_string(n) + ": ref count " +
+             std::to_string(model_.tree().node(n).ref_count) + " but " +
+             std::to_string(expected) + " request holds";
+    });
+  }
+  invariants_.expect(owned == model_.private_device_blocks(),
+                     [] { return std::string{"private device blocks equal what requests own"}; });
+  if (quiescent) {
+    invariants_.expect(requests_.empty(), [&] {
+      return std::to_string(requests_.size()) + " requests still hold blocks at the end";
+    });
+    invariants_.expect(tracker_.outstanding_count() == 0,
+                       [] { return std::string{"no transfer outstanding at the end"}; });
+  }
+}
+
+controller_report controller_core::report() const {
+  controller_report r;
+  const cache_counters& c = model_.counters();
+  r.device_evictions = c.device_evictions;
+  r.host_evictions = c.host_evictions;
+  r.dropped = c.dropped;
+  r.backups = c.backups;
+  r.backups_skipped = c.backups_skipped;
+  r.write_backs = c.write_backs;
+  r.swap_ins = c.swap_ins;
+  r.loads = c.loads;
+  r.stores = c.stores;
+  r.storage_probes = storage_probes_;
+  r.failed_loads = failed_loads_;
+  r.transfers = tracker_.issued();
+  r.invariant_checked = invariants_.checked;
+  r.invariant_violations = invariants_.violations;
+  r.invariant_messages = invariants_.messages;
+  r.tree_nodes = model_.tree().size();
+  r.device_used = model_.pool(tier::device).used_count();
+  r.host_used = model_.pool(tier::host).used_count();
+  return r;
+}
+
+}  // namespace kvtier

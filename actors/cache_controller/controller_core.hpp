@@ -1,0 +1,130 @@
+#pragma once
+
+// The cache controller's logic without the actor: it owns the cache model and every request's
+// blocks, applies the scheduler's step commits, and turns the model's transfer orders into
+// transfers. The actor (cache_controller.hpp) only moves messages in and out.
+//
+// A request's blocks, in order: the listed prompt blocks (hits are the tree's nodes; misses are
+// private blocks until computed, then committed into the tree), then private blocks for the rest.
+// The request holds (refs) every tree node of its path, so its prefix can't be evicted under it.
+//
+// Storage prefetch happens at arrival, as FastDeploy's and SGLang's do: the blocks right after the
+// tree's match that storage holds (longest leading run, one batch exists) are loaded into host
+// memory, held for the request with the prefix above them, and counted as storage hits when it is
+// admitted. The request is ready for the scheduler when they have landed.
+//
+// Invariants (check(), besides the model's): every node's ref count equals the holds of the
+// requests on it; private device blocks equal what the requests own; a step starts computing into
+// new blocks only once no transfer touches them.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "actors/cache_controller/cache_model.hpp"
+#include "actors/cache_controller/invariants.hpp"
+#include "actors/cache_controller/transfer_tracker.hpp"
+#include "actors/protocol.hpp"
+#include "actors/request_layout.hpp"
+
+namespace kvtier {
+
+struct controller_options {
+  uint32_t block_size = 64;
+  uint64_t storage_namespace = 0;
+  bool storage = false;
+  uint32_t check_every = 0;  ///< run every invariant check after this many commits (0: never)
+  uint32_t layers = 1;       ///< model layers (grants give a ready time per layer)
+};
+
+/// What a commit needs from transfers before the step may compute.
+struct step_inputs {
+  uint64_t swap_in = 0;                 ///< the step's swap-in transfer, 0 if none
+  std::vector<uint64_t> barriers;       ///< transfers still touching blocks the step writes
+  std::vector<block_id> written;        ///< device blocks the step computes into
+};
+
+class controller_core {
+ public:
+  controller_core(const cache_options& cache, const controller_options& options);
+
+  // -- arrival and storage prefetch ------------------------------------------------------------
+
+  /// Registers a request; returns the storage keys of the blocks past the tree's match (empty:
+  /// nothing to look up, the request is ready).
+  std::vector<uint64_t> on_arrival(request_id req, std::vector<cache_block> blocks);
+  /// Storage holds the first `leading` of those keys: loads them (a transfer in `out`) and holds
+  /// them; returns false if nothing loads (the request is ready at once).
+  bool on_exists(request_id req, uint32_t leading, std::vector<transfer>& out);
+
+  // -- steps -------------------------------------------------------------------------------------
+
+  probe_reply on_probe(const probe& p);
+  /// Applies a commit: fills `g` (all but layer times), appends transfers to send, and says what
+  /// the step must wait for.
+  void on_commit(const commit& c, grant& g, std::vector<transfer>& out, step_inputs& inputs);
+  /// Checks, when a step is about to compute, that nothing still reads or writes its new blocks.
+  void check_step_start(const step_inputs& inputs);
+
+  // -- transfers ---------------------------------------------------------------------------------
+
+  /// A transfer finished: settles its orders, appends follow-ups (stores after backups) to `out`,
+  /// and names requests whose prefetch has now landed.
+  void on_transfer_done(const transfer_done& d, std::vector<transfer>& out,
+                        std::vector<request_id>& landed);
+  bool transfer_outstanding(uint64_t id) const { return tracker_.outstanding(id); }
+  /// Prefetches that failed because storage evicted a block before it was read.
+  uint64_t failed_loads() const { return failed_loads_; }
+  /// Blocks a request got from storage (0 once admitted).
+  uint32_t prefetched(request_id req) const { return requests_.at(req).prefetched; }
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  const cache_model& model() const { return model_; }
+  const controller_options& options() const { return options_; }
+  /// No request holds blocks and no transfer is outstanding.
+  bool idle() const { return requests_.empty() && tracker_.outstanding_count() == 0; }
+  /// Every invariant, now; `quiescent` at the end of a replay.
+  void check(bool quiescent);
+  controller_report report() const;
+
+ private:
+  struct request_state {
+    std::vector<cache_block> blocks;
+    request_layout layout;
+    std::vector<node_id> path;            // held nodes, prefix order
+    std::vector<block_id> table;          // device block of each covered block
+    std::vector<uint8_t> owned;           // table[i] is private to the request
+    uint32_t committed = 0;               // listed blocks in `path`
+    uint32_t probed_from = 0;             // first block the storage lookup asked about
+    std::vector<node_id> prefetch_path;   // held for a storage prefetch (prefix and loads)
+    uint32_t prefetched = 0;
+    uint64_t load_transfer = 0;
+    bool admitted = false;
+  };
+  void release(request_state& r);
+  bool admit(request_id id, const token_mark& m, admit_result& res,
+             std::vector<transfer_order>& orders, step_inputs& inputs);
+  bool grow(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders,
+            step_inputs& inputs);
+  void commit_computed(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders);
+  uint32_t victim_frees(const request_state& r) const;
+  void note_written(const std::vector<block_id>& blocks, step_inputs& inputs) const;
+
+  cache_model model_;
+  controller_options options_;
+  transfer_tracker tracker_;
+  absl::flat_hash_map<request_id, request_state> requests_;
+  absl::flat_hash_map<uint64_t, request_id> load_owner_;
+  invariant_report invariants_;
+  uint64_t commits_ = 0;
+  uint64_t storage_probes_ = 0;
+  uint64_t failed_loads_ = 0;
+  // scratch
+  prefix_match match_;
+  std::vector<block_id> fresh_;
+};
+
+}  // namespace kvtier

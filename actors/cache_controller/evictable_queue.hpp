@@ -1,0 +1,101 @@
+#pragma once
+
+// The members of one tier's evictable set, in eviction order (smallest key first).
+//
+// Deletion is lazy: when a node leaves the set its entry goes stale and is skipped when it
+// reaches the front (a stamp on the node tells), and stale entries are swept out when they pile
+// up. Under LRU nearly every push carries the largest key so far (a node released now is the
+// youngest), so pushes in key order go to a plain queue in O(1); the others (a parent that turns
+// into a leaf when its last child is evicted, carrying its older key; every LFU key) go to a
+// binary heap. The front of the set is the smaller of the two fronts.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace kvtier {
+
+class evictable_queue {
+ public:
+  struct entry {
+    uint64_t k1 = 0;
+    uint64_t k2 = 0;
+    uint32_t id = 0;
+    uint32_t stamp = 0;
+  };
+
+  static bool before(const entry& a, const entry& b) {
+    return a.k1 != b.k1 ? a.k1 < b.k1 : a.k2 < b.k2;
+  }
+
+  void push(const entry& e) {
+    if (head_ == fifo_.size() || !before(e, fifo_.back())) {
+      fifo_.push_back(e);
+      return;
+    }
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), after);
+  }
+
+  /// Removes entries from the front until one passes `valid`, which it returns in `out`.
+  template <class Valid>
+  bool pop(Valid valid, entry& out) {
+    for (;;) {
+      bool from_fifo = head_ < fifo_.size();
+      if (!heap_.empty() && (!from_fifo || before(heap_.front(), fifo_[head_])))
+        from_fifo = false;
+      else if (!from_fifo)
+        return false;
+      if (from_fifo) {
+        out = fifo_[head_++];
+        if (head_ > 4096 && head_ * 2 > fifo_.size()) {
+          fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
+          head_ = 0;
+        }
+      } else {
+        out = heap_.front();
+        std::pop_heap(heap_.begin(), heap_.end(), after);
+        heap_.pop_back();
+      }
+      if (valid(out))
+        return true;
+    }
+  }
+
+  /// Drops every entry that fails `valid`.
+  template <class Valid>
+  void compact(Valid valid) {
+    fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
+    head_ = 0;
+    auto stale = [&](const entry& e) { return !valid(e); };
+    fifo_.erase(std::remove_if(fifo_.begin(), fifo_.end(), stale), fifo_.end());
+    heap_.erase(std::remove_if(heap_.begin(), heap_.end(), stale), heap_.end());
+    std::make_heap(heap_.begin(), heap_.end(), after);
+  }
+
+  /// Calls f(entry) for every entry, stale or not.
+  template <class F>
+  void for_each(F f) const {
+    for (size_t i = head_; i < fifo_.size(); ++i)
+      f(fifo_[i]);
+    for (const entry& e : heap_)
+      f(e);
+  }
+
+  size_t size() const { return fifo_.size() - head_ + heap_.size(); }
+
+  void clear() {
+    fifo_.clear();
+    heap_.clear();
+    head_ = 0;
+  }
+
+ private:
+  static bool after(const entry& a, const entry& b) { return before(b, a); }
+
+  std::vector<entry> fifo_;  // entries in key order from head_
+  size_t head_ = 0;
+  std::vector<entry> heap_;  // std heap with the smallest key on top
+};
+
+}  // namespace kvtier

@@ -1,0 +1,125 @@
+#include "actors/cache_controller/transfer_tracker.hpp"
+
+#include <algorithm>
+
+#include "actors/check.hpp"
+#include "actors/storage/storage_index.hpp"
+
+namespace kvtier {
+
+move_kind transfer_tracker::kind_of(transfer_kind k) {
+  switch (k) {
+    case transfer_kind::swap_in: return move_kind::swap_in;
+    case transfer_kind::backup:
+    case transfer_kind::write_back: return move_kind::d2h;
+    case transfer_kind::load: return move_kind::load;
+    case transfer_kind::store: return move_kind::store;
+  }
+  return move_kind::d2h;
+}
+
+uint64_t transfer_tracker::storage_key_of(block_hash h) const {
+  return make_storage_key(namespace_, h);
+}
+
+transfer_tracker::block_users& transfer_tracker::slot(std::vector<block_users>& v, block_id b) {
+  if (b >= v.size())
+    v.resize(std::max<size_t>(b + 1, v.size() * 2));
+  return v[b];
+}
+
+void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
+  // One transfer per kind, in this order: write-backs (reused blocks wait for them), swap-ins (the
+  // step waits for them), backups, loads, stores.
+  const transfer_kind kinds[] = {transfer_kind::write_back, transfer_kind::swap_in,
+                                 transfer_kind::backup, transfer_kind::load,
+                                 transfer_kind::store};
+  for (auto& g : groups_)
+    g.clear();
+  for (const auto& o : orders)
+    for (int k = 0; k < 5; ++k)
+      if (o.kind == kinds[k])
+        groups_[k].push_back(o);
+  for (int k = 0; k < 5; ++k) {
+    std::vector<transfer_order>& group = groups_[k];
+    if (group.empty())
+      continue;
+    transfer t;
+    t.id = next_id_++;
+    t.kind = static_cast<uint8_t>(kind_of(kinds[k]));
+    t.blocks.reserve(group.size());
+    for (const auto& o : group)
+      t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
+    add_dependencies(t, group);
+    orders_.emplace(t.id, group);
+    out.push_back(std::move(t));
+  }
+}
+
+void transfer_tracker::add_dependencies(transfer& t, const std::vector<transfer_order>& orders) {
+  auto depend = [&](uint64_t id) {
+    if (id != 0 && std::find(t.after.begin(), t.after.end(), id) == t.after.end())
+      t.after.push_back(id);
+  };
+  auto writes = [&](block_users& u) {
+    depend(u.writer);
+    for (uint64_t r : u.readers)
+      depend(r);
+    u.writer = t.id;
+    u.readers.clear();
+  };
+  auto reads = [&](block_users& u) {
+    depend(u.writer);
+    u.readers.push_back(t.id);
+  };
+  for (const auto& o : orders) {
+    switch (o.kind) {
+      case transfer_kind::backup:
+      case transfer_kind::write_back:
+        reads(slot(device_, o.device_block));
+        writes(slot(host_, o.host_block));
+        break;
+      case transfer_kind::swap_in:
+        reads(slot(host_, o.host_block));
+        writes(slot(device_, o.device_block));
+        break;
+      case transfer_kind::load:
+        writes(slot(host_, o.host_block));
+        break;
+      case transfer_kind::store:
+        reads(slot(host_, o.host_block));
+        break;
+    }
+  }
+  std::sort(t.after.begin(), t.after.end());
+}
+
+void transfer_tracker::users_of_device(block_id block, std::vector<uint64_t>& out) const {
+  if (block >= device_.size())
+    return;
+  const block_users& u = device_[block];
+  if (u.writer != 0)
+    out.push_back(u.writer);
+  out.insert(out.end(), u.readers.begin(), u.readers.end());
+}
+
+std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
+  auto it = orders_.find(id);
+  KVTIER_ASSERT(it != orders_.end());
+  std::vector<transfer_order> orders = std::move(it->second);
+  orders_.erase(it);
+  auto forget = [&](std::vector<block_users>& v, block_id b) {
+    block_users& u = v[b];
+    if (u.writer == id)
+      u.writer = 0;
+    u.readers.erase(std::remove(u.readers.begin(), u.readers.end(), id), u.readers.end());
+  };
+  for (const auto& o : orders) {
+    if (o.kind != transfer_kind::load && o.kind != transfer_kind::store)
+      forget(device_, o.device_block);
+    forget(host_, o.host_block);
+  }
+  return orders;
+}
+
+}  // namespace kvtier

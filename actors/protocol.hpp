@@ -1,0 +1,433 @@
+#pragma once
+
+// The messages between kvtier's four actors and their typed interfaces, in one place.
+//
+//              arrival ─► ready                      exists ─► exists_reply
+//   scheduler ────────────────────► cache_controller ─────────────────────► storage
+//              probe ─► probe_reply        │   ▲                              ▲  │
+//              commit ─► grant             │   │ transfer_done                │  │ get/put ─►
+//                                 transfer │   │ (per-layer times)            │  │  get/put_reply
+//                                          ▼   │                              │  ▼
+//                                        transfer_engine ─────────────────────┘
+//
+// The scheduler owns the requests (batching, admission, chunked prefill, preemption); the
+// cache controller owns the block index and decides every block move; the transfer engine
+// moves bytes (modelled links or CUDA); storage keeps the L3 pool. One commit per scheduler
+// step carries all block work of the step (never one message per block); the grant comes back
+// once the step's inputs are in device memory, with the time each layer arrived, so the
+// scheduler runs layer i's compute as soon as layer i is there.
+//
+// Every message is a plain struct of ids and integers with an inspect(), so it can cross a
+// process boundary (registered in the kvtier type-ID block at the end of this file). Times are
+// virtual nanoseconds since the start of the replay (sim_clock.hpp).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+
+#include "actors/cache_controller/block_hash.hpp"
+
+namespace kvtier {
+
+using request_id = uint64_t;
+
+// -- scheduler -> cache controller ----------------------------------------------------------------
+
+/// A request arrived with these prompt blocks. The controller looks for blocks the tiers lack in
+/// storage and prefetches them into host memory; it answers with `ready` once they are there.
+struct arrival {
+  request_id req = 0;
+  std::vector<cache_block> blocks;
+};
+
+struct ready {
+  request_id req = 0;
+  uint32_t prefetched_blocks = 0;  ///< blocks brought from storage to host for it
+};
+
+/// Before planning a step: how do these waiting requests match, how many device blocks could be
+/// had, and (only if `grow_blocks` exceeds that) what would preempting each victim free.
+struct probe {
+  uint64_t step = 0;
+  std::vector<request_id> candidates;  ///< waiting requests, first come first
+  uint32_t grow_blocks = 0;            ///< blocks the running requests need this step
+  std::vector<request_id> victims;     ///< running requests, preemption order (last admitted first)
+};
+
+struct candidate_match {
+  request_id req = 0;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  uint64_t device_tokens = 0;
+  uint64_t host_tokens = 0;
+};
+
+struct probe_reply {
+  uint64_t step = 0;
+  uint32_t available_blocks = 0;
+  std::vector<candidate_match> matches;
+  std::vector<uint32_t> victim_frees;  ///< blocks each victim would free, as far as needed
+};
+
+/// "Request `req` needs blocks for its first `tokens` tokens", or "has computed them".
+struct token_mark {
+  request_id req = 0;
+  uint32_t tokens = 0;
+};
+
+/// All block work of one scheduler step, in the order the controller applies it.
+struct commit {
+  uint64_t step = 0;
+  std::vector<token_mark> computed;   ///< KV now exists for these tokens: commit full blocks
+  std::vector<request_id> finished;   ///< release all their blocks
+  std::vector<request_id> preempted;  ///< release all their blocks (they recompute later)
+  std::vector<token_mark> grows;      ///< running requests: cover this many tokens
+  std::vector<token_mark> admits;     ///< waiting requests to start, first come first
+};
+
+struct admit_result {
+  request_id req = 0;
+  bool admitted = false;
+  uint32_t device_blocks = 0;   ///< hits per tier (storage: prefetched blocks now in host)
+  uint32_t host_blocks = 0;
+  uint32_t storage_blocks = 0;
+  uint64_t device_tokens = 0;
+  uint64_t host_tokens = 0;
+  uint64_t storage_tokens = 0;
+};
+
+/// The answer to a commit, sent when the step's inputs are in device memory.
+struct grant {
+  uint64_t step = 0;
+  std::vector<admit_result> admits;
+  std::vector<request_id> failed_grows;  ///< running requests that got no blocks this step
+  uint32_t available_blocks = 0;         ///< after this commit
+  /// Per layer: when its swapped-in blocks (and every copy that still read reused blocks) were
+  /// in place. Empty: everything was in place at commit time.
+  std::vector<int64_t> layer_ready_ns;
+};
+
+// -- cache controller -> storage --------------------------------------------------------------------
+
+struct exists_query {
+  std::vector<uint64_t> keys;  ///< storage keys, in prompt order
+};
+
+struct exists_reply {
+  uint32_t leading = 0;  ///< how many leading keys are stored
+};
+
+// -- cache controller -> transfer engine -------------------------------------------------------------
+
+enum class move_kind : uint8_t {
+  swap_in = 0,  ///< host -> device, layer by layer
+  d2h = 1,      ///< device -> host, all layers at once (backups and write-backs)
+  load = 2,     ///< storage -> host
+  store = 3,    ///< host -> storage
+};
+
+struct block_move {
+  uint32_t device_block = 0;
+  uint32_t host_block = 0;
+  block_hash hash = 0;
+  uint64_t storage_key = 0;
+};
+
+/// One batched transfer. It starts once every transfer in `after` is done (an earlier copy still
+/// reads a block this one writes).
+struct transfer {
+  uint64_t id = 0;
+  uint8_t kind = 0;  ///< move_kind
+  std::vector<block_move> blocks;
+  std::vector<uint64_t> after;
+};
+
+struct transfer_done {
+  uint64_t id = 0;
+  bool ok = true;
+  int64_t done_ns = 0;
+  std::vector<int64_t> layer_done_ns;  ///< swap-ins: when each layer was in device memory
+  std::string error;
+};
+
+// -- transfer engine -> storage ------------------------------------------------------------------------
+
+/// Reads (get) or writes (put) blocks of `bytes_each` bytes; storage answers after its service
+/// time. A get leases its keys until `storage_release`.
+struct storage_io {
+  std::vector<uint64_t> keys;
+  uint64_t bytes_each = 0;
+};
+
+struct storage_io_reply {
+  uint32_t done = 0;   ///< keys found (get) or stored (put)
+  uint64_t lease = 0;  ///< get: names the keys it leased, for storage_release
+};
+
+struct storage_release {
+  uint64_t lease = 0;
+};
+
+// -- reports (read by the replay driver at the end) ---------------------------------------------------
+
+struct request_record {
+  request_id req = 0;
+  uint32_t file = 0;
+  uint64_t line = 0;
+  int64_t arrival_ns = 0;
+  int64_t ready_ns = -1;        ///< storage prefetch landed; -1 = never
+  int64_t admitted_ns = -1;     ///< first scheduled
+  int64_t first_token_ns = -1;
+  int64_t finish_ns = -1;
+  uint32_t input_tokens = 0;
+  uint32_t output_tokens = 0;
+  uint32_t blocks = 0;
+  std::array<uint32_t, 3> hit_blocks{};  ///< device, host, storage (at the last admission)
+  std::array<uint64_t, 3> hit_tokens{};
+  uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
+  uint32_t preemptions = 0;
+};
+
+struct scheduler_report {
+  std::vector<request_record> requests;
+  uint64_t steps = 0;
+  uint64_t probes = 0;
+  uint64_t preemptions = 0;
+  uint64_t recomputed_tokens = 0;
+  int64_t layer_wait_ns = 0;   ///< compute time lost waiting for swapped-in layers
+  int64_t busy_ns = 0;         ///< time spent computing steps
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+  uint64_t rejected = 0;       ///< requests that could never fit on the device
+  bool drained = false;        ///< every request finished
+};
+
+struct controller_report {
+  uint64_t device_evictions = 0, host_evictions = 0, dropped = 0;
+  uint64_t backups = 0, backups_skipped = 0, write_backs = 0, swap_ins = 0, loads = 0, stores = 0;
+  uint64_t storage_probes = 0;
+  uint64_t failed_loads = 0;  ///< prefetches lost to storage evictions before the read
+  uint64_t transfers = 0;
+  uint64_t invariant_checked = 0;
+  uint64_t invariant_violations = 0;
+  std::vector<std::string> invariant_messages;
+  uint32_t tree_nodes = 0;
+  uint32_t device_used = 0, host_used = 0;
+};
+
+struct link_report {
+  std::string name;
+  uint64_t bytes = 0;
+  int64_t busy_ns = 0;
+  uint64_t transfers = 0;
+};
+
+struct engine_report {
+  std::vector<link_report> links;
+  std::array<uint64_t, 4> transfers{};  ///< by move_kind
+  std::array<uint64_t, 4> bytes{};
+  uint64_t failed = 0;
+};
+
+struct storage_report {
+  uint64_t exists_queries = 0, gets = 0, puts = 0;
+  uint64_t keys_found = 0, keys_stored = 0;
+  uint64_t evictions = 0;
+  uint64_t stored = 0, capacity = 0;
+  std::vector<link_report> nodes;
+};
+
+// -- inspect ---------------------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cache_block& x) {
+  return f(caf::meta::type_name("cache_block"), x.hash, x.tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, arrival& x) {
+  return f(caf::meta::type_name("arrival"), x.req, x.blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ready& x) {
+  return f(caf::meta::type_name("ready"), x.req, x.prefetched_blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, probe& x) {
+  return f(caf::meta::type_name("probe"), x.step, x.candidates, x.grow_blocks, x.victims);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, candidate_match& x) {
+  return f(caf::meta::type_name("candidate_match"), x.req, x.device_blocks, x.host_blocks,
+           x.device_tokens, x.host_tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, probe_reply& x) {
+  return f(caf::meta::type_name("probe_reply"), x.step, x.available_blocks, x.matches,
+           x.victim_frees);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_mark& x) {
+  return f(caf::meta::type_name("token_mark"), x.req, x.tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, commit& x) {
+  return f(caf::meta::type_name("commit"), x.step, x.computed, x.finished, x.preempted, x.grows,
+           x.admits);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
+  return f(caf::meta::type_name("admit_result"), x.req, x.admitted, x.device_blocks,
+           x.host_blocks, x.storage_blocks, x.device_tokens, x.host_tokens, x.storage_tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant& x) {
+  return f(caf::meta::type_name("grant"), x.step, x.admits, x.failed_grows, x.available_blocks,
+           x.layer_ready_ns);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exists_query& x) {
+  return f(caf::meta::type_name("exists_query"), x.keys);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exists_reply& x) {
+  return f(caf::meta::type_name("exists_reply"), x.leading);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, block_move& x) {
+  return f(caf::meta::type_name("block_move"), x.device_block, x.host_block, x.hash,
+           x.storage_key);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer& x) {
+  return f(caf::meta::type_name("transfer"), x.id, x.kind, x.blocks, x.after);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_done& x) {
+  return f(caf::meta::type_name("transfer_done"), x.id, x.ok, x.done_ns, x.layer_done_ns,
+           x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_io& x) {
+  return f(caf::meta::type_name("storage_io"), x.keys, x.bytes_each);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_io_reply& x) {
+  return f(caf::meta::type_name("storage_io_reply"), x.done, x.lease);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_release& x) {
+  return f(caf::meta::type_name("storage_release"), x.lease);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_record& x) {
+  return f(caf::meta::type_name("request_record"), x.req, x.file, x.line, x.arrival_ns,
+           x.ready_ns, x.admitted_ns, x.first_token_ns, x.finish_ns, x.input_tokens,
+           x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.computed_tokens,
+           x.preemptions);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
+  return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
+           x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
+           x.decode_tokens, x.rejected, x.drained);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
+  return f(caf::meta::type_name("controller_report"), x.device_evictions, x.host_evictions,
+           x.dropped, x.backups, x.backups_skipped, x.write_backs, x.swap_ins, x.loads, x.stores,
+           x.storage_probes, x.failed_loads, x.transfers, x.invariant_checked, x.invariant_violations,
+           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, link_report& x) {
+  return f(caf::meta::type_name("link_report"), x.name, x.bytes, x.busy_ns, x.transfers);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_report& x) {
+  return f(caf::meta::type_name("engine_report"), x.links, x.transfers, x.bytes, x.failed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
+  return f(caf::meta::type_name("storage_report"), x.exists_queries, x.gets, x.puts,
+           x.keys_found, x.keys_stored, x.evictions, x.stored, x.capacity, x.nodes);
+}
+
+}  // namespace kvtier
+
+// -- type IDs and atoms ------------------------------------------------------------------------------------
+
+CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::cache_block))
+  CAF_ADD_TYPE_ID(kvtier, (std::vector<kvtier::cache_block>))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::arrival))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::ready))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::probe))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::candidate_match))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::probe_reply))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::token_mark))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::commit))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::admit_result))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::grant))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::exists_query))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::exists_reply))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::block_move))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::transfer))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::transfer_done))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_io))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_io_reply))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_release))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::request_record))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::scheduler_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::controller_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::link_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::engine_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_report))
+  CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
+  CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
+  CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
+  CAF_ADD_ATOM(kvtier, kvtier, step_atom, "step")
+  CAF_ADD_ATOM(kvtier, kvtier, arrive_atom, "arrive")
+  CAF_ADD_ATOM(kvtier, kvtier, gpu_done_atom, "gpu_done")
+CAF_END_TYPE_ID_BLOCK(kvtier)
+
+namespace kvtier {
+
+// -- typed interfaces -----------------------------------------------------------------------------------
+// Each actor also accepts (wake_atom, generation) from itself: its timers. A timer whose generation
+// is stale (superseded by a later plan) is ignored.
+
+using storage_actor = caf::typed_actor<
+  caf::replies_to<exists_query>::with<exists_reply>,
+  caf::replies_to<caf::get_atom, storage_io>::with<storage_io_reply>,
+  caf::replies_to<caf::put_atom, storage_io>::with<storage_io_reply>,
+  caf::reacts_to<storage_release>,
+  caf::replies_to<report_atom>::with<storage_report>,
+  caf::reacts_to<wake_atom, uint64_t>>;
+
+using transfer_engine_actor = caf::typed_actor<
+  caf::replies_to<transfer>::with<transfer_done>,
+  caf::replies_to<report_atom>::with<engine_report>,
+  caf::reacts_to<wake_atom, uint64_t>,
+  caf::reacts_to<gpu_done_atom, uint64_t>>;  ///< the CUDA backend finished a transfer
+
+using cache_controller_actor = caf::typed_actor<
+  caf::replies_to<arrival>::with<ready>,
+  caf::replies_to<probe>::with<probe_reply>,
+  caf::replies_to<commit>::with<grant>,
+  caf::replies_to<report_atom>::with<controller_report>,  ///< runs every invariant check
+  caf::replies_to<caf::get_atom>::with<bool>>;            ///< idle: nothing held or moving
+
+using scheduler_actor = caf::typed_actor<
+  caf::reacts_to<arrive_atom, uint64_t>,  ///< timer: requests are due to arrive
+  caf::reacts_to<step_atom, uint64_t>,    ///< timer: the running step ends
+  caf::replies_to<report_atom>::with<scheduler_report>>;
+
+/// Registers every message type of this header with an actor system config.
+inline void add_kvtier_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::kvtier>();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,31 @@
+#include "actors/scheduler/request_book.hpp"
+
+#include "actors/check.hpp"
+
+namespace kvtier {
+
+live_request& request_book::add(const trace_request& r, std::vector<cache_block> blocks,
+                                uint32_t block_size) {
+  if (r.seq >= requests_.size())
+    requests_.resize(r.seq + 1);
+  live_request& x = requests_[r.seq];
+  KVTIER_ASSERT(x.prompt == 0);  // each request once
+  x.trace = r;
+  x.trace.ids.clear();
+  x.trace.ids.shrink_to_fit();
+  x.trace.tokens.clear();
+  x.trace.tokens.shrink_to_fit();
+  x.layout = request_layout(blocks, block_size);
+  x.prompt = r.input_tokens > 0 ? r.input_tokens : 1;
+  x.output = r.output_tokens > 0 ? r.output_tokens : 1;
+  x.record.req = r.seq;
+  x.record.file = r.file;
+  x.record.line = r.line;
+  x.record.arrival_ns = r.arrival_ns;
+  x.record.input_tokens = r.input_tokens;
+  x.record.output_tokens = r.output_tokens;
+  x.record.blocks = x.layout.listed();
+  return x;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,226 @@
+#include "actors/scheduler/scheduler.hpp"
+
+#include <memory>
+
+#include "actors/check.hpp"
+#include "actors/scheduler/layer_pipeline.hpp"
+#include "actors/scheduler/workload.hpp"
+
+namespace kvtier {
+
+namespace {
+
+struct scheduler_state {
+  static inline const char* name = "scheduler";
+  scheduler_config config;
+  request_source source;
+  std::unique_ptr<workload> load;
+  std::unique_ptr<output_reserve> reserve;
+  cache_controller_actor controller;
+  request_book book;
+  // the step in flight
+  bool busy = false;
+  uint64_t step = 0;
+  step_plan plan;
+  std::vector<work_item> items;
+  int64_t step_start = 0;
+  uint32_t known_available = 0;
+  // what the next commit reports
+  std::vector<token_mark> computed;
+  std::vector<request_id> finished;
+  bool bookkeeping_sent = false;  // the commit in flight released or committed blocks
+  // arrivals
+  int64_t arrival_wake = workload::never;
+  uint64_t awaiting_ready = 0;
+  scheduler_report report;
+};
+
+using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+int64_t now_of(self_ptr self) {
+  return self->state.config.clock.now(self->clock());
+}
+
+void maybe_step(self_ptr self);
+
+void schedule_arrivals(self_ptr self) {
+  auto& st = self->state;
+  int64_t t = st.load->next_arrival();
+  if (t == workload::never || t >= st.arrival_wake)
+    return;
+  st.arrival_wake = t;
+  self->delayed_send(self, st.config.clock.until(self->clock(), t), arrive_atom_v, uint64_t{0});
+}
+
+void on_ready(self_ptr self, const ready& r) {
+  auto& st = self->state;
+  --st.awaiting_ready;
+  st.book.at(r.req).record.ready_ns = now_of(self);
+  st.book.waiting.push_back(r.req);
+  maybe_step(self);
+}
+
+void on_arrivals(self_ptr self) {
+  auto& st = self->state;
+  int64_t now = now_of(self);
+  if (st.arrival_wake <= now)
+    st.arrival_wake = workload::never;
+  std::vector<trace_request> due;
+  st.load->take_due(now, due);
+  std::vector<cache_block> blocks;
+  for (trace_request& r : due) {
+    st.source.blocks_of(r, blocks);
+    live_request& x = st.book.add(r, blocks, st.config.options.block_size);
+    if (x.layout.blocks_for(x.prompt + uint64_t{x.output}) > st.config.device_blocks) {
+      ++st.report.rejected;  // it could never be held on the device whole
+      st.load->finished(x.trace, now);
+      continue;
+    }
+    ++st.awaiting_ready;
+    self->request(st.controller, caf::infinite, arrival{r.seq, std::move(blocks)})
+      .then([=](const ready& rd) { on_ready(self, rd); });
+    blocks.clear();
+  }
+  schedule_arrivals(self);
+}
+
+void on_grant(self_ptr self, const grant& g) {
+  auto& st = self->state;
+  st.items = apply_grant(st.book, st.config.options, st.plan, g, st.step_start);
+  st.known_available = g.available_blocks;
+  if (!st.plan.preempted.empty()) {
+    st.reserve->after_preemption();
+    st.report.preemptions += st.plan.preempted.size();
+  }
+  if (st.items.empty()) {
+    // Only bookkeeping or preemption happened: plan again, now that blocks were freed. A plan
+    // that changed nothing waits for the next event instead.
+    st.busy = false;
+    bool changed = !st.plan.preempted.empty() || !st.plan.admits.empty() || st.bookkeeping_sent;
+    if (changed)
+      maybe_step(self);
+    return;
+  }
+  batch_shape shape;
+  for (const work_item& w : st.items) {
+    const live_request& r = st.book.at(w.req);
+    if (r.decoding() && w.tokens == 1)
+      shape.add_decode(w.start + 1);
+    else
+      shape.add_prefill(w.start, w.tokens);
+  }
+  step_cost cost = cost_of(st.config.compute, shape);
+  pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
+  st.report.layer_wait_ns += p.stall_ns;
+  st.report.busy_ns += p.end_ns - st.step_start;
+  ++st.report.steps;
+  st.reserve->after_step();
+  self->delayed_send(self, st.config.clock.until(self->clock(), p.end_ns), step_atom_v, st.step);
+}
+
+void send_commit(self_ptr self) {
+  auto& st = self->state;
+  commit c;
+  c.step = ++st.step;
+  st.bookkeeping_sent = !st.finished.empty() || !st.computed.empty();
+  c.finished = std::move(st.finished);
+  c.computed = std::move(st.computed);
+  c.preempted = st.plan.preempted;
+  c.grows = st.plan.grows;
+  c.admits = st.plan.admits;
+  st.finished.clear();
+  st.computed.clear();
+  st.step_start = now_of(self);
+  self->request(st.controller, caf::infinite, std::move(c))
+    .then([=](const grant& g) { on_grant(self, g); });
+}
+
+void continue_plan(self_ptr self, const probe_reply* reply) {
+  auto& st = self->state;
+  uint32_t available = reply ? reply->available_blocks : st.known_available;
+  plan_rest(st.book, st.config.options, *st.reserve, available, reply, st.plan);
+  bool work = !st.plan.items.empty() || !st.plan.preempted.empty();
+  if (!work && st.finished.empty() && st.computed.empty()) {
+    st.busy = false;  // nothing fits now: wait for an arrival or a finished step
+    return;
+  }
+  send_commit(self);
+}
+
+void maybe_step(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy)
+    return;
+  st.plan = plan_running(st.book, st.config.options);
+  probe p;
+  bool ask = needs_probe(st.book, st.config.options, st.plan, st.known_available,
+                         st.reserve->blocks(), p);
+  if (!ask && st.plan.items.empty() && st.finished.empty() && st.computed.empty())
+    return;
+  st.busy = true;
+  if (!ask) {
+    continue_plan(self, nullptr);
+    return;
+  }
+  p.step = st.step + 1;
+  ++st.report.probes;
+  self->request(st.controller, caf::infinite, std::move(p))
+    .then([=](const probe_reply& r) {
+      note_matches(self->state.book, r, self->state.plan.budget_left);
+      continue_plan(self, &r);
+    });
+}
+
+void on_step_end(self_ptr self, uint64_t step) {
+  auto& st = self->state;
+  KVTIER_ASSERT(st.busy && step == st.step);
+  int64_t now = now_of(self);
+  step_outcome out = finish_step(st.book, st.items, now);
+  st.items.clear();
+  st.report.prefill_tokens += out.prefill_tokens;
+  st.report.decode_tokens += out.decode_tokens;
+  st.report.recomputed_tokens += out.recomputed_tokens;
+  st.computed.insert(st.computed.end(), out.computed.begin(), out.computed.end());
+  st.finished.insert(st.finished.end(), out.finished.begin(), out.finished.end());
+  for (request_id id : out.finished)
+    st.load->finished(st.book.at(id).trace, now);
+  schedule_arrivals(self);
+  st.busy = false;
+  maybe_step(self);
+}
+
+scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_config config,
+                                                  request_source source,
+                                                  cache_controller_actor controller) {
+  auto& st = self->state;
+  st.config = config;
+  st.source = std::move(source);
+  st.load = std::make_unique<workload>(st.source.next);
+  st.reserve = std::make_unique<output_reserve>(config.options);
+  st.controller = std::move(controller);
+  st.known_available = config.device_blocks;
+  schedule_arrivals(self);
+  return {
+    [=](arrive_atom, uint64_t) { on_arrivals(self); },
+    [=](step_atom, uint64_t step) { on_step_end(self, step); },
+    [=](report_atom) -> scheduler_report {
+      auto& s = self->state;
+      scheduler_report r = s.report;
+      r.drained = !s.busy && s.load->exhausted() && s.awaiting_ready == 0
+                  && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty();
+      for (const live_request& x : s.book.all())
+        if (x.prompt > 0)
+          r.requests.push_back(x.record);
+      return r;
+    },
+  };
+}
+
+}  // namespace
+
+scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_config& config,
+                                request_source source, cache_controller_actor controller) {
+  return sys.spawn(scheduler_behavior, config, std::move(source), std::move(controller));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,41 @@
+#pragma once
+
+// Virtual time for every actor. In a virtual replay CAF's test coordinator owns the clock: it
+// jumps to the next timer once every mailbox is drained, so time is simulated and exact. In a
+// wall-clock replay time is the steady clock since the start times `speed` (virtual seconds per
+// wall second). Actors read time and wait only through this class, so the same behaviour runs
+// under both clocks.
+
+#include <chrono>
+#include <cstdint>
+
+#include "caf/actor_clock.hpp"
+#include "caf/timespan.hpp"
+
+namespace kvtier {
+
+class sim_clock {
+ public:
+  sim_clock() = default;
+  sim_clock(caf::actor_clock::time_point epoch, double speed) : epoch_(epoch), speed_(speed) {}
+
+  /// Virtual nanoseconds since the start.
+  int64_t now(const caf::actor_clock& clock) const {
+    auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now() - epoch_);
+    return speed_ == 1.0 ? wall.count() : static_cast<int64_t>(wall.count() * speed_);
+  }
+
+  /// The wait until virtual time `t` (zero if it has passed).
+  caf::timespan until(const caf::actor_clock& clock, int64_t t) const {
+    int64_t delta = t - now(clock);
+    if (delta <= 0)
+      return caf::timespan{0};
+    return caf::timespan{speed_ == 1.0 ? delta : static_cast<int64_t>(delta / speed_)};
+  }
+
+ private:
+  caf::actor_clock::time_point epoch_{};
+  double speed_ = 1.0;
+};
+
+}  // namespace kvtier

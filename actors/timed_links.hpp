@@ -1,0 +1,49 @@
+#pragma once
+
+// A link model driven by an actor's timers: the actor starts flows, and timers wake it when the
+// next operation finishes. A timer that finds nothing due (it was set before a later plan) does
+// nothing; at most one timer is set per distinct wake-up time.
+
+#include <cstdint>
+#include <vector>
+
+#include "actors/sim_clock.hpp"
+#include "actors/transfer_engine/link_model.hpp"
+
+namespace kvtier {
+
+class timed_links {
+ public:
+  link_model& links() { return links_; }
+  const link_model& links() const { return links_; }
+
+  /// Advances the model to `now`; finished operations are appended to `out`.
+  void advance(int64_t now, std::vector<link_model::op_done>& out) {
+    links_.advance(now, out);
+    if (next_wake_ <= now)
+      next_wake_ = link_model::never;
+  }
+
+  /// The time a new timer must be set for, or never if the pending one comes soon enough.
+  int64_t wake_needed() {
+    int64_t t = links_.next_event();
+    if (t >= next_wake_)
+      return link_model::never;
+    next_wake_ = t;
+    return t;
+  }
+
+ private:
+  link_model links_;
+  int64_t next_wake_ = link_model::never;
+};
+
+/// Sets the timer `links.wake_needed()` asks for on `self` (any actor accepting wake_atom).
+template <class Self>
+void arm(Self* self, const sim_clock& clock, timed_links& links) {
+  int64_t t = links.wake_needed();
+  if (t != link_model::never)
+    self->delayed_send(self, clock.until(self->clock(), t), wake_atom_v, uint64_t{0});
+}
+
+}  // namespace kvtier

@@ -1,0 +1,129 @@
+#include "actors/transfer_engine/link_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "actors/check.hpp"
+
+namespace kvtier {
+
+namespace {
+
+// Bytes left below this count as through: floating-point residue of a finished operation.
+constexpr double residue = 1e-6;
+
+}  // namespace
+
+link_model::link_id link_model::add_link(std::string name, double gbps) {
+  KVTIER_ASSERT(gbps > 0);
+  capacity_.push_back(gbps);  // 1 GB/s is exactly 1 byte per ns
+  moving_on_.push_back(0);
+  stats_.push_back({std::move(name), gbps, 0, 0, 0});
+  return static_cast<link_id>(capacity_.size() - 1);
+}
+
+link_model::flow_id link_model::start(int64_t now, std::vector<link_id> links,
+                                      std::vector<op> ops) {
+  KVTIER_ASSERT(!ops.empty());
+  KVTIER_ASSERT(now >= now_);
+  KVTIER_ASSERT(next_event() >= now);  // the caller advanced to `now` first
+  settle(now);
+  flow f;
+  f.id = next_id_++;
+  for (link_id l : links) {
+    KVTIER_ASSERT(l < capacity_.size());
+    ++stats_[l].flows;
+  }
+  f.links = std::move(links);
+  f.ops = std::move(ops);
+  f.latency_end = now + f.ops[0].latency_ns;
+  flows_.push_back(std::move(f));
+  return flows_.back().id;
+}
+
+void link_model::update_rates() {
+  std::fill(moving_on_.begin(), moving_on_.end(), 0);
+  for (const flow& f : flows_)
+    if (f.moving)
+      for (link_id l : f.links)
+        ++moving_on_[l];
+  for (flow& f : flows_) {
+    if (!f.moving)
+      continue;
+    double rate = std::numeric_limits<double>::infinity();
+    for (link_id l : f.links)
+      rate = std::min(rate, capacity_[l] / moving_on_[l]);
+    f.rate = rate;
+  }
+}
+
+int64_t link_model::finish_time(const flow& f) const {
+  if (!f.moving)
+    return f.latency_end;
+  if (f.remaining <= residue || std::isinf(f.rate))
+    return now_;
+  return now_ + static_cast<int64_t>(std::ceil(f.remaining / f.rate));
+}
+
+int64_t link_model::next_event() const {
+  int64_t t = never;
+  for (const flow& f : flows_)
+    t = std::min(t, finish_time(f));
+  return t;
+}
+
+void link_model::settle(int64_t to) {
+  if (to <= now_)
+    return;
+  double dt = static_cast<double>(to - now_);
+  for (size_t l = 0; l < moving_on_.size(); ++l)
+    if (moving_on_[l] > 0)
+      stats_[l].busy_ns += to - now_;
+  for (flow& f : flows_)
+    if (f.moving && !std::isinf(f.rate))
+      f.remaining -= f.rate * dt;
+  now_ = to;
+}
+
+void link_model::advance(int64_t now, std::vector<op_done>& out) {
+  KVTIER_ASSERT(now >= now_);
+  for (;;) {
+    int64_t t = next_event();
+    if (t > now)
+      break;
+    settle(t);
+    // Latencies that ended start moving bytes; then every operation whose bytes are through
+    // completes, and its flow waits for the next operation's latency (or ends).
+    for (flow& f : flows_) {
+      if (!f.moving && f.latency_end <= t) {
+        f.moving = true;
+        f.remaining = static_cast<double>(f.ops[f.index].bytes);
+      }
+    }
+    update_rates();
+    for (flow& f : flows_) {
+      if (!f.moving || finish_time(f) > t)
+        continue;
+      const op& done = f.ops[f.index];
+      for (link_id l : f.links)
+        stats_[l].bytes += done.bytes;
+      bool last = f.index + 1 == f.ops.size();
+      out.push_back({f.id, f.index, last, t});
+      if (!last) {
+        ++f.index;
+        f.moving = false;
+        f.latency_end = t + f.ops[f.index].latency_ns;
+      }
+    }
+    flows_.erase(std::remove_if(flows_.begin(), flows_.end(),
+                                [&](const flow& f) {
+                                  return f.moving && f.index + 1 == f.ops.size()
+                                         && finish_time(f) <= t;
+                                }),
+                 flows_.end());
+    update_rates();
+  }
+  settle(now);
+}
+
+}  // namespace kvtier

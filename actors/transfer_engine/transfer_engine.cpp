@@ -1,0 +1,226 @@
+#include "actors/transfer_engine/transfer_engine.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "actors/check.hpp"
+#include "actors/timed_links.hpp"
+
+namespace kvtier {
+
+namespace {
+
+struct running_transfer {
+  transfer msg;
+  caf::typed_response_promise<transfer_done> promise;
+  std::vector<int64_t> layer_done;
+  uint64_t lease = 0;
+  bool started = false;
+};
+
+struct engine_state {
+  static inline const char* name = "transfer_engine";
+  transfer_engine_options options;
+  storage_actor storage;
+  timed_links links;
+  link_model::link_id h2d = 0, d2h = 0, pcie = 0, nic = 0;
+  std::map<uint64_t, running_transfer> transfers;  // received, not done
+  std::map<link_model::flow_id, uint64_t> flow_to_transfer;
+  engine_report report;
+};
+
+using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
+
+int64_t now_of(self_ptr self) {
+  return self->state.options.clock.now(self->clock());
+}
+
+uint64_t bytes_of(const engine_state& st, const transfer& t) {
+  return st.options.block_bytes * t.blocks.size();
+}
+
+void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> links,
+                std::vector<link_model::op> ops) {
+  auto& st = self->state;
+  int64_t now = now_of(self);
+  KVTIER_ASSERT(st.links.links().time() == now);  // every handler syncs first
+  auto f = st.links.links().start(now, std::move(links), std::move(ops));
+  st.flow_to_transfer[f] = id;
+  arm(self, st.options.clock, st.links);
+}
+
+void finish(self_ptr self, uint64_t id);
+void sync(self_ptr self);
+
+void start(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  running_transfer& r = st.transfers.at(id);
+  r.started = true;
+  const transfer& t = r.msg;
+  auto kind = static_cast<move_kind>(t.kind);
+  uint64_t n = t.blocks.size();
+  const link_options& lo = st.options.links;
+  switch (kind) {
+    case move_kind::swap_in: {
+      uint64_t layer_bytes = st.options.block_bytes / st.options.layers * n;
+      std::vector<link_model::op> ops(st.options.layers, {lo.h2d_layer_latency_ns, layer_bytes});
+      start_flow(self, id, {st.h2d, st.pcie}, std::move(ops));
+      return;
+    }
+    case move_kind::d2h:
+      start_flow(self, id, {st.d2h, st.pcie}, {{lo.d2h_latency_ns, bytes_of(st, t)}});
+      return;
+    case move_kind::store:
+      start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
+      return;
+    case move_kind::load: {
+      storage_io io;
+      for (const auto& b : t.blocks)
+        io.keys.push_back(b.storage_key);
+      io.bytes_each = st.options.block_bytes;
+      self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
+        .then([=](const storage_io_reply& reply) {
+          sync(self);
+          auto& s = self->state;
+          running_transfer& rt = s.transfers.at(id);
+          rt.lease = reply.lease;
+          if (reply.done < rt.msg.blocks.size()) {
+            // Evicted since the controller looked: the load fails and the controller drops it.
+            self->send(s.storage, storage_release{reply.lease});
+            rt.lease = 0;
+            finish(self, id);
+            return;
+          }
+          start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
+        });
+      return;
+    }
+  }
+}
+
+bool ready_to_start(const engine_state& st, const transfer& t) {
+  return std::none_of(t.after.begin(), t.after.end(),
+                      [&](uint64_t dep) { return st.transfers.count(dep) > 0; });
+}
+
+void start_unblocked(self_ptr self) {
+  auto& st = self->state;
+  std::vector<uint64_t> now_ready;
+  for (auto& [id, r] : st.transfers)
+    if (!r.started && ready_to_start(st, r.msg))
+      now_ready.push_back(id);
+  for (uint64_t id : now_ready)
+    start(self, id);
+}
+
+void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
+  auto& st = self->state;
+  auto it = st.transfers.find(id);
+  running_transfer& r = it->second;
+  auto kind = r.msg.kind;
+  ++st.report.transfers[kind];
+  if (ok)
+    st.report.bytes[kind] += bytes_of(st, r.msg);
+  else
+    ++st.report.failed;
+  transfer_done d{id, ok, now_of(self), std::move(r.layer_done), error};
+  r.promise.deliver(std::move(d));
+  st.transfers.erase(it);
+  start_unblocked(self);
+}
+
+void finish(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  running_transfer& r = st.transfers.at(id);
+  auto kind = static_cast<move_kind>(r.msg.kind);
+  if (kind == move_kind::load) {
+    if (r.lease == 0) {
+      deliver(self, id, false, "storage no longer holds every block");
+      return;
+    }
+    self->send(st.storage, storage_release{r.lease});
+  }
+  if (kind == move_kind::store) {
+    storage_io io;
+    for (const auto& b : r.msg.blocks)
+      io.keys.push_back(b.storage_key);
+    io.bytes_each = st.options.block_bytes;
+    self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
+      .then([=](const storage_io_reply&) {
+        sync(self);
+        deliver(self, id, true, "");
+      });
+    return;
+  }
+  deliver(self, id, true, "");
+}
+
+// Brings the links to the present and settles what finished on the way. Every handler calls it
+// first, so a message that arrives at the instant a flow completes sees the completion.
+void sync(self_ptr self) {
+  auto& st = self->state;
+  std::vector<link_model::op_done> done;
+  st.links.advance(now_of(self), done);
+  for (const auto& d : done) {
+    uint64_t id = st.flow_to_transfer.at(d.flow);
+    running_transfer& r = st.transfers.at(id);
+    if (static_cast<move_kind>(r.msg.kind) == move_kind::swap_in)
+      r.layer_done.push_back(d.at);
+    if (d.last) {
+      st.flow_to_transfer.erase(d.flow);
+      finish(self, id);
+    }
+  }
+  arm(self, st.options.clock, st.links);
+}
+
+transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
+                                                     transfer_engine_options options,
+                                                     storage_actor storage) {
+  auto& st = self->state;
+  st.options = options;
+  st.storage = std::move(storage);
+  KVTIER_ASSERT(options.layers > 0 && options.block_bytes % options.layers == 0);
+  auto& l = st.links.links();
+  st.h2d = l.add_link("h2d", options.links.h2d_gbps);
+  st.d2h = l.add_link("d2h", options.links.d2h_gbps);
+  st.pcie = l.add_link("pcie_duplex", options.links.duplex_gbps);
+  st.nic = l.add_link("nic", options.links.nic_gbps);
+  return {
+    [=](transfer& t) -> caf::result<transfer_done> {
+      sync(self);
+      auto& s = self->state;
+      uint64_t id = t.id;
+      running_transfer r;
+      r.promise = self->make_response_promise<transfer_done>();
+      auto promise = r.promise;
+      bool go = ready_to_start(s, t);
+      r.msg = std::move(t);
+      s.transfers.emplace(id, std::move(r));
+      if (go)
+        start(self, id);
+      return promise;
+    },
+    [=](report_atom) -> engine_report {
+      auto& s = self->state;
+      engine_report r = s.report;
+      for (const auto& ls : s.links.links().stats())
+        r.links.push_back({ls.name, ls.bytes, ls.busy_ns, ls.flows});
+      return r;
+    },
+    [=](wake_atom, uint64_t) { sync(self); },
+    [=](gpu_done_atom, uint64_t) {
+      // Only the CUDA backend sends this; the modelled engine never does.
+    },
+  };
+}
+
+}  // namespace
+
+transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,
+                                            const transfer_engine_options& options,
+                                            storage_actor storage) {
+  return sys.spawn(engine_behavior, options, std::move(storage));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,131 @@
+#include "sim/full/full_replay.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+#include "caf/scheduler/test_coordinator.hpp"
+
+#include "actors/cache_controller/cache_controller.hpp"
+#include "actors/storage/storage.hpp"
+#include "actors/transfer_engine/transfer_engine.hpp"
+
+namespace kvtier {
+
+namespace {
+
+struct actors {
+  storage_actor storage;
+  transfer_engine_actor engine;
+  cache_controller_actor controller;
+  scheduler_actor scheduler;
+};
+
+actors spawn_all(caf::actor_system& sys, timed_config config, request_source source,
+                 const sim_clock& clock) {
+  config.storage.clock = clock;
+  config.engine.clock = clock;
+  config.scheduler.clock = clock;
+  actors a;
+  a.storage = spawn_storage(sys, config.storage);
+  a.engine = spawn_transfer_engine(sys, config.engine, a.storage);
+  a.controller = spawn_cache_controller(sys, config.cache, config.controller, a.storage, a.engine);
+  a.scheduler = spawn_scheduler(sys, config.scheduler, std::move(source), a.controller);
+  return a;
+}
+
+void stop_all(const actors& a) {
+  caf::anon_send_exit(a.scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(a.controller, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(a.engine, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(a.storage, caf::exit_reason::user_shutdown);
+}
+
+full_result run_virtual(const timed_config& config, request_source source,
+                        const full_run_options& options) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  add_kvtier_types(cfg);
+  caf::actor_system sys{cfg};
+  auto& coordinator = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  sim_clock clock(sys.clock().now(), 1.0);
+  actors a = spawn_all(sys, config, std::move(source), clock);
+  full_result r;
+  for (;;) {
+    r.messages += coordinator.run();
+    if (options.progress)
+      options.progress();
+    if ((options.stop && options.stop()) || !coordinator.trigger_timeout())
+      break;
+  }
+  r.last_event_ns = clock.now(sys.clock());
+  caf::scoped_actor self{sys, true};
+  auto request_report = [&](auto handle, auto& out) {
+    auto pending = self->request(handle, caf::infinite, report_atom_v);
+    coordinator.run();
+    pending.receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
+                    [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
+  };
+  request_report(a.scheduler, r.scheduler);
+  request_report(a.controller, r.controller);
+  request_report(a.engine, r.engine);
+  request_report(a.storage, r.storage);
+  stop_all(a);
+  coordinator.run();
+  return r;
+}
+
+full_result run_wall(const timed_config& config, request_source source,
+                     const full_run_options& options) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", static_cast<size_t>(options.threads));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  add_kvtier_types(cfg);
+  caf::actor_system sys{cfg};
+  sim_clock clock(sys.clock().now(), options.speed);
+  actors a = spawn_all(sys, config, std::move(source), clock);
+  caf::scoped_actor self{sys};
+  full_result r;
+  // Poll until every request finished and the controller holds and moves nothing.
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (options.progress)
+      options.progress();
+    if (options.stop && options.stop())
+      break;
+    bool drained = false, idle = false;
+    self->request(a.scheduler, caf::infinite, report_atom_v)
+      .receive([&](scheduler_report& s) { drained = s.drained; },
+               [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
+    if (!drained)
+      continue;
+    self->request(a.controller, caf::infinite, caf::get_atom_v)
+      .receive([&](bool x) { idle = x; },
+               [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
+    if (idle)
+      break;
+  }
+  r.last_event_ns = clock.now(sys.clock());
+  auto request_report = [&](auto handle, auto& out) {
+    self->request(handle, caf::infinite, report_atom_v)
+      .receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
+               [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
+  };
+  request_report(a.scheduler, r.scheduler);
+  request_report(a.controller, r.controller);
+  request_report(a.engine, r.engine);
+  request_report(a.storage, r.storage);
+  stop_all(a);
+  return r;
+}
+
+}  // namespace
+
+full_result run_full_replay(const timed_config& config, request_source source,
+                            const full_run_options& options) {
+  if (options.mode == clock_mode::virtual_time)
+    return run_virtual(config, std::move(source), options);
+  return run_wall(config, std::move(source), options);
+}
+
+}  // namespace kvtier

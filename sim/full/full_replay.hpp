@@ -1,0 +1,42 @@
+#pragma once
+
+// Runs the four actors over a trace. In virtual time (the default) CAF's deterministic test
+// coordinator drives everything: drain every mailbox, then jump the clock to the next timer, until
+// nothing is left; no wall clock is read on that path, so identical inputs give identical
+// results. In wall-clock time the same actors run on CAF's work-stealing scheduler and wait for
+// real (optionally sped up: `speed` virtual seconds per wall second).
+
+#include <cstdint>
+#include <functional>
+
+#include "actors/protocol.hpp"
+#include "actors/scheduler/scheduler.hpp"
+#include "sim/full/timed_config.hpp"
+
+namespace kvtier {
+
+enum class clock_mode { virtual_time, wall };
+
+struct full_run_options {
+  clock_mode mode = clock_mode::virtual_time;
+  double speed = 1.0;       ///< wall mode: virtual seconds per wall second
+  uint32_t threads = 2;     ///< wall mode: scheduler threads
+  /// Called between rounds of messages (virtual mode) or polls (wall mode).
+  std::function<void()> progress;
+  /// Asked at the same points: true stops the replay early (its inputs failed).
+  std::function<bool()> stop;
+};
+
+struct full_result {
+  scheduler_report scheduler;
+  controller_report controller;
+  engine_report engine;
+  storage_report storage;
+  uint64_t messages = 0;   ///< messages the actors handled (virtual mode)
+  int64_t last_event_ns = 0;
+};
+
+full_result run_full_replay(const timed_config& config, request_source source,
+                            const full_run_options& options);
+
+}  // namespace kvtier

@@ -1,0 +1,218 @@
+#include "sim/report/full_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "sim/report/atomic_file.hpp"
+
+namespace kvtier {
+
+using nlohmann::json;
+
+namespace {
+
+double round6(double x) {
+  return std::round(x * 1e6) / 1e6;
+}
+
+std::string time_or_empty(int64_t ns) {
+  return ns < 0 ? std::string{} : seconds_text(ns);
+}
+
+json distribution(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v)
+    sum += x;
+  return {{"count", v.size()},
+          {"mean", round6(v.empty() ? 0 : sum / static_cast<double>(v.size()))},
+          {"p50", round6(percentile(v, 50))},
+          {"p90", round6(percentile(v, 90))},
+          {"p99", round6(percentile(v, 99))}};
+}
+
+const char* const tier_names[3] = {"device", "host", "storage"};
+
+}  // namespace
+
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty())
+    return 0;
+  auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+void write_full_csv(std::ostream& out, const full_result& r) {
+  out << "seq,file,line,arrival_s,ready_s,admitted_s,first_token_s,finish_s,"
+         "input_tokens,output_tokens,blocks,device_hit_blocks,host_hit_blocks,storage_hit_blocks,"
+         "device_hit_tokens,host_hit_tokens,storage_hit_tokens,computed_tokens,preemptions\n";
+  for (const request_record& x : r.scheduler.requests) {
+    out << x.req << ',' << x.file << ',' << x.line << ',' << seconds_text(x.arrival_ns) << ','
+        << time_or_empty(x.ready_ns) << ',' << time_or_empty(x.admitted_ns) << ','
+        << time_or_empty(x.first_token_ns) << ',' << time_or_empty(x.finish_ns) << ','
+        << x.input_tokens << ',' << x.output_tokens << ',' << x.blocks;
+    for (uint32_t b : x.hit_blocks)
+      out << ',' << b;
+    for (uint64_t t : x.hit_tokens)
+      out << ',' << t;
+    out << ',' << x.computed_tokens << ',' << x.preemptions << '\n';
+  }
+}
+
+json full_summary(const full_result& r, const run_info& run,
+                  const std::vector<trace_file_info>& files) {
+  const scheduler_report& s = r.scheduler;
+  std::vector<double> ttft, tpot, e2e, queue;
+  uint64_t finished = 0, blocks = 0, input = 0, output = 0, hit_blocks = 0, hit_tokens = 0;
+  uint64_t tier_blocks[3] = {0, 0, 0}, tier_tokens[3] = {0, 0, 0};
+  int64_t first_arrival = INT64_MAX, last_finish = 0;
+  for (const request_record& x : s.requests) {
+    first_arrival = std::min(first_arrival, x.arrival_ns);
+    if (x.finish_ns < 0)
+      continue;
+    ++finished;
+    last_finish = std::max(last_finish, x.finish_ns);
+    blocks += x.blocks;
+    input += x.input_tokens;
+    output += x.output_tokens;
+    for (int t = 0; t < 3; ++t) {
+      tier_blocks[t] += x.hit_blocks[t];
+      tier_tokens[t] += x.hit_tokens[t];
+      hit_blocks += x.hit_blocks[t];
+      hit_tokens += x.hit_tokens[t];
+    }
+    ttft.push_back(static_cast<double>(x.first_token_ns - x.arrival_ns) / 1e6);
+    e2e.push_back(static_cast<double>(x.finish_ns - x.arrival_ns) / 1e6);
+    queue.push_back(static_cast<double>(x.admitted_ns - x.arrival_ns) / 1e6);
+    if (x.output_tokens > 1)
+      tpot.push_back(static_cast<double>(x.finish_ns - x.first_token_ns) / 1e6
+                     / static_cast<double>(x.output_tokens - 1));
+  }
+  double makespan = finished ? static_cast<double>(last_finish - first_arrival) / 1e9 : 0;
+  auto per_s = [&](double v) { return round6(makespan > 0 ? v / makespan : 0); };
+  json by_tier = json::object(), hits_blocks = json::object(), hits_tokens = json::object();
+  for (int t = 0; t < 3; ++t) {
+    by_tier[tier_names[t]] = {{"blocks", ratio(tier_blocks[t], blocks)},
+                              {"tokens", ratio(tier_tokens[t], input)}};
+    hits_blocks[tier_names[t]] = tier_blocks[t];
+    hits_tokens[tier_names[t]] = tier_tokens[t];
+  }
+  json links = json::array();
+  for (const auto& l : r.engine.links)
+    links.push_back({{"name", l.name}, {"bytes", l.bytes},
+                     {"busy_s", round6(static_cast<double>(l.busy_ns) / 1e9)},
+                     {"transfers", l.transfers}});
+  for (const auto& l : r.storage.nodes)
+    links.push_back({{"name", l.name}, {"bytes", l.bytes},
+                     {"busy_s", round6(static_cast<double>(l.busy_ns) / 1e9)},
+                     {"transfers", l.transfers}});
+  json file_list = json::array();
+  uint64_t skipped = 0;
+  for (const auto& f : files) {
+    file_list.push_back({{"path", f.path}, {"format", f.format}, {"requests", f.requests},
+                         {"skipped_lines", f.skipped_lines}});
+    skipped += f.skipped_lines;
+  }
+  const controller_report& c = r.controller;
+  double virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
+  double wall = run.deterministic ? 0.0 : run.wall_s;
+  json summary = {
+    {"mode", "full"},
+    {"trace", {{"files", file_list}, {"requests", s.requests.size()}, {"blocks", blocks},
+               {"input_tokens", input}, {"output_tokens", output}, {"skipped_lines", skipped}}},
+    {"requests", {{"finished", finished}, {"rejected", s.rejected},
+                  {"unfinished", s.requests.size() - finished - s.rejected}}},
+    {"hit_ratio", {{"blocks", ratio(hit_blocks, blocks)}, {"tokens", ratio(hit_tokens, input)},
+                   {"by_tier", by_tier}}},
+    {"hits", {{"blocks", hits_blocks}, {"tokens", hits_tokens}}},
+    {"latency_ms", {{"ttft", distribution(ttft)}, {"tpot", distribution(tpot)},
+                    {"e2e", distribution(e2e)}, {"queue", distribution(queue)}}},
+    {"throughput", {{"makespan_s", round6(makespan)},
+                    {"requests_per_s", per_s(static_cast<double>(finished))},
+                    {"input_tokens_per_s", per_s(static_cast<double>(input))},
+                    {"output_tokens_per_s", per_s(static_cast<double>(output))}}},
+    {"preemptions", s.preemptions},
+    {"recomputed_tokens", s.recomputed_tokens},
+    {"steps", {{"count", s.steps}, {"probes", s.probes},
+               {"busy_s", round6(static_cast<double>(s.busy_ns) / 1e9)},
+               {"layer_wait_s", round6(static_cast<double>(s.layer_wait_ns) / 1e9)},
+               {"prefill_tokens", s.prefill_tokens}, {"decode_tokens", s.decode_tokens}}},
+    {"traffic", {{"h2d_bytes", r.engine.bytes[static_cast<int>(move_kind::swap_in)]},
+                 {"d2h_bytes", r.engine.bytes[static_cast<int>(move_kind::d2h)]},
+                 {"storage_read_bytes", r.engine.bytes[static_cast<int>(move_kind::load)]},
+                 {"storage_write_bytes", r.engine.bytes[static_cast<int>(move_kind::store)]},
+                 {"links", links}}},
+    {"transfers", {{"swap_ins", c.swap_ins}, {"backups", c.backups},
+                   {"backups_skipped", c.backups_skipped}, {"write_backs", c.write_backs},
+                   {"storage_loads", c.loads}, {"storage_stores", c.stores},
+                   {"failed_loads", c.failed_loads}, {"batches", c.transfers}}},
+    {"evictions", {{"device", c.device_evictions}, {"host", c.host_evictions},
+                   {"storage", r.storage.evictions}}},
+    {"storage", {{"hit_blocks", tier_blocks[2]}, {"stored_blocks", r.storage.stored},
+                 {"capacity_blocks", r.storage.capacity}, {"exists_queries", r.storage.exists_queries},
+                 {"gets", r.storage.gets}, {"puts", r.storage.puts}}},
+    {"invariants", {{"checked", c.invariant_checked}, {"violations", c.invariant_violations},
+                    {"messages", c.invariant_messages}}},
+    {"simulation", {{"virtual_s", round6(virtual_s)}, {"messages", r.messages},
+                    {"virtual_s_per_wall_s", wall > 0 ? round6(virtual_s / wall) : 0.0},
+                    {"messages_per_s", wall > 0 ? round6(static_cast<double>(r.messages) / wall) : 0.0},
+                    {"drained", s.drained}}},
+    {"config", run.config},
+    {"seed", run.seed},
+    {"parse_s", run.deterministic ? 0.0 : run.parse_s},
+    {"wall_s", wall},
+  };
+  return summary;
+}
+
+std::string full_text(const json& s, const std::string& out_dir) {
+  char line[320];
+  std::string out;
+  auto add = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof(line), fmt, args...);
+    out += line;
+  };
+  const json& rq = s["requests"];
+  add("kvtier replay (full): %llu requests finished (%llu rejected, %llu unfinished) in %.1f s of "
+      "virtual time\n",
+      rq["finished"].get<unsigned long long>(), rq["rejected"].get<unsigned long long>(),
+      rq["unfinished"].get<unsigned long long>(), s["simulation"]["virtual_s"].get<double>());
+  const json& l = s["latency_ms"];
+  for (const char* k : {"ttft", "tpot", "e2e"})
+    add("  %-5s ms        mean %10.1f   p50 %10.1f   p90 %10.1f   p99 %10.1f\n", k,
+        l[k]["mean"].get<double>(), l[k]["p50"].get<double>(), l[k]["p90"].get<double>(),
+        l[k]["p99"].get<double>());
+  const json& t = s["throughput"];
+  add("  throughput      %.3f req/s   %.0f input tok/s   %.0f output tok/s\n",
+      t["requests_per_s"].get<double>(), t["input_tokens_per_s"].get<double>(),
+      t["output_tokens_per_s"].get<double>());
+  const json& h = s["hit_ratio"];
+  add("  hit ratio       blocks %.4f   tokens %.4f   (device %.4f, host %.4f, storage %.4f)\n",
+      h["blocks"].get<double>(), h["tokens"].get<double>(),
+      h["by_tier"]["device"]["tokens"].get<double>(), h["by_tier"]["host"]["tokens"].get<double>(),
+      h["by_tier"]["storage"]["tokens"].get<double>());
+  const json& tr = s["traffic"];
+  add("  traffic GB      h2d %.2f   d2h %.2f   storage read %.2f   storage write %.2f\n",
+      tr["h2d_bytes"].get<double>() / 1e9, tr["d2h_bytes"].get<double>() / 1e9,
+      tr["storage_read_bytes"].get<double>() / 1e9, tr["storage_write_bytes"].get<double>() / 1e9);
+  const json& st = s["steps"];
+  add("  steps           %llu   busy %.1f s   layer-wait stall %.3f s   preemptions %llu\n",
+      st["count"].get<unsigned long long>(), st["busy_s"].get<double>(),
+      st["layer_wait_s"].get<double>(), s["preemptions"].get<unsigned long long>());
+  const json& e = s["evictions"];
+  add("  evictions       device %llu   host %llu   storage %llu\n",
+      e["device"].get<unsigned long long>(), e["host"].get<unsigned long long>(),
+      e["storage"].get<unsigned long long>());
+  const json& inv = s["invariants"];
+  add("  invariants      %llu checked, %llu violations\n",
+      inv["checked"].get<unsigned long long>(), inv["violations"].get<unsigned long long>());
+  const json& sim = s["simulation"];
+  add("  wall            %.3f s   (%.0f virtual s per wall s, %.2f M messages/s)\n",
+      s["wall_s"].get<double>(), sim["virtual_s_per_wall_s"].get<double>(),
+      sim["messages_per_s"].get<double>() / 1e6);
+  out += "  outputs         " + out_dir + "/summary.json, " + out_dir + "/requests.csv\n";
+  return out;
+}
+
+}  // namespace kvtier
