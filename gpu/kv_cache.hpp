@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -94,7 +95,7 @@ struct compute_calibration {
   double overhead_ns = 0;
   double scale = 1;
   double timer_tick_ns = 0;  ///< resolution of the device's global timer
-  double max_error = 0;      ///< worst |measured - asked| / asked over the probes, calibrated
+  double max_error = 0;      ///< worst |measured - asked| / asked, calibrated, asked >= 20 us
 };
 
 /// A device block and the hash whose pattern it holds (or should hold).
@@ -164,6 +165,9 @@ class kv_cache {
   virtual std::optional<verify_mismatch> check_device_blocks(
       const std::vector<block_pattern>& blocks) = 0;
 };
+
+/// Returns why `config` cannot make a cache, if it cannot (before any device is asked).
+std::optional<std::string> check_config(const kv_cache_config& config);
 
 /// Allocates the device tensors and the pinned host pool and creates the streams. Throws
 /// gpu_error, naming the reason, if there is no usable device (or CUDA was not built in), the

@@ -14,8 +14,10 @@ device_info query_device(int ordinal) noexcept {
 }
 
 std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config) {
-  throw gpu_error("cannot create the GPU KV cache: "
-                  + describe(query_device(config.device_ordinal)));
+  const std::string what = "cannot create the GPU KV cache: ";
+  if (auto err = check_config(config))
+    throw gpu_error(what + *err);
+  throw gpu_error(what + describe(query_device(config.device_ordinal)));
 }
 
 }  // namespace kvtier::gpu

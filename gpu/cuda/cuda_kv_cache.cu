@@ -231,12 +231,8 @@ std::byte* cuda_kv_cache::host_block(uint32_t block) {
 
 std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config) {
   const std::string what = "cannot create the GPU KV cache: ";
-  if (auto err = check_shape(config.shape))
+  if (auto err = check_config(config))
     throw gpu_error(what + *err);
-  if (config.device_blocks == 0)
-    throw gpu_error(what + "it needs at least one device block");
-  if (config.staging_slots == 0 || config.zero_copy_ctas == 0)
-    throw gpu_error(what + "staging_slots and zero_copy_ctas must be positive");
   device_info info = query_device(config.device_ordinal);
   if (!info.available)
     throw gpu_error(what + describe(info));

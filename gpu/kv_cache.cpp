@@ -38,4 +38,14 @@ transfer_method default_method(transfer_direction) {
   return transfer_method::staging;
 }
 
+std::optional<std::string> check_config(const kv_cache_config& config) {
+  if (auto err = check_shape(config.shape))
+    return err;
+  if (config.device_blocks == 0)
+    return std::string("it needs at least one device block");
+  if (config.staging_slots == 0 || config.zero_copy_ctas == 0)
+    return std::string("staging_slots and zero_copy_ctas must be positive");
+  return std::nullopt;
+}
+
 }  // namespace kvtier::gpu
