@@ -213,7 +213,12 @@ void cuda_kv_cache::run_staging(const std::vector<block_pair>& pairs, transfer_d
     copy_strided(step.direct, arena_->get(), d, ln.copy.get());
     for (const staged_slot& slot : step.slots)
       run_slot(plan, slot, d, ln);
-    if (h2d)
+    if (!h2d)
+      continue;
+    // Without direct copies the layer's last scatter follows all of its copies already.
+    if (step.direct.empty())
+      KVTIER_CUDA_CHECK(cudaEventRecord(rec.layer_events[step.layer], ln.kernel.get()));
+    else
       mark(ln, rec.layer_events[step.layer]);
   }
 }

@@ -13,6 +13,9 @@ constexpr uint32_t copy_threads = 256;
 constexpr uint32_t zero_copy_threads = 512;
 constexpr uint32_t pattern_threads = 256;
 constexpr uint32_t ctas_max = 1024;
+/// The staging kernels' unit of work: 16 KiB, one pass of a CTA. A slot of a few large chunks
+/// still spreads over many CTAs, which keeps small transfers short.
+constexpr uint32_t piece_words = copy_threads * 4;
 
 __device__ __forceinline__ uint8_t* chunk_at(const tensor_view& t, uint32_t block,
                                              uint32_t layer, uint32_t half) {
@@ -42,20 +45,25 @@ __device__ __forceinline__ void copy_chunk(uint4* __restrict__ dst, const uint4*
   }
 }
 
-/// One item per chunk of the window: slice j's K is item 2j, its V item 2j + 1; in the slot the
-/// K of a slice is followed by its V, as on the host.
+/// Chunk item i of the window is slice i / 2's K (even) or V (odd); in the slot the K of a slice
+/// is followed by its V, as on the host. Each chunk is cut into pieces of piece_words.
 template <bool to_slot>
 __global__ void slot_kernel(const __grid_constant__ slot_args a) {
-  uint32_t items = 2 * a.window.slice_count;
   uint32_t words = static_cast<uint32_t>(a.tensors.chunk_bytes / 16);
-  for (uint32_t item = blockIdx.x; item < items; item += gridDim.x) {
+  uint32_t pieces = (words + piece_words - 1) / piece_words;
+  uint32_t units = 2 * a.window.slice_count * pieces;
+  for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+    uint32_t item = u / pieces;
+    uint32_t first = u % pieces * piece_words;
+    uint32_t count = min(piece_words, words - first);
     slice_ref r = slice_at(a.window, item / 2);
-    uint8_t* tensor = chunk_at(a.tensors, a.device_ids[r.pair], r.layer, item % 2);
-    uint8_t* slot = a.slot + uint64_t{item} * a.tensors.chunk_bytes;
+    auto* tensor = reinterpret_cast<uint4*>(chunk_at(a.tensors, a.device_ids[r.pair], r.layer,
+                                                     item % 2)) + first;
+    auto* slot = reinterpret_cast<uint4*>(a.slot + uint64_t{item} * a.tensors.chunk_bytes) + first;
     if (to_slot)
-      copy_chunk<4>(reinterpret_cast<uint4*>(slot), reinterpret_cast<const uint4*>(tensor), words);
+      copy_chunk<4>(slot, tensor, count);
     else
-      copy_chunk<4>(reinterpret_cast<uint4*>(tensor), reinterpret_cast<const uint4*>(slot), words);
+      copy_chunk<4>(tensor, slot, count);
   }
 }
 
@@ -149,17 +157,20 @@ void launch_pattern(const pattern_args& a, uint64_t poison, unsigned long long* 
   KVTIER_CUDA_CHECK_LAUNCH(pattern_kernel);
 }
 
+uint32_t slot_units(const slot_args& args) {
+  uint32_t words = static_cast<uint32_t>(args.tensors.chunk_bytes / 16);
+  return 2 * args.window.slice_count * ((words + piece_words - 1) / piece_words);
+}
+
 }  // namespace
 
 void launch_gather(const slot_args& args, cudaStream_t stream) {
-  uint32_t items = 2 * args.window.slice_count;
-  slot_kernel<true><<<grid_for(items, ctas_max), copy_threads, 0, stream>>>(args);
+  slot_kernel<true><<<grid_for(slot_units(args), ctas_max), copy_threads, 0, stream>>>(args);
   KVTIER_CUDA_CHECK_LAUNCH(gather_kernel);
 }
 
 void launch_scatter(const slot_args& args, cudaStream_t stream) {
-  uint32_t items = 2 * args.window.slice_count;
-  slot_kernel<false><<<grid_for(items, ctas_max), copy_threads, 0, stream>>>(args);
+  slot_kernel<false><<<grid_for(slot_units(args), ctas_max), copy_threads, 0, stream>>>(args);
   KVTIER_CUDA_CHECK_LAUNCH(scatter_kernel);
 }
 

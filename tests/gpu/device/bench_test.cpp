@@ -51,6 +51,11 @@ TEST_CASE("bench: the full transfer benchmark", "[.bench]") {
   o.tuning.zero_copy_ctas = cli.zero_copy_ctas;
   bench_report r = run_transfer_bench(o, &std::cout);
   std::cout << format_bench_table(r);
+  auto cache = make_kv_cache(make_config(small_shape(), 4, 4));
+  compute_calibration cal = cache->calibrate_compute();
+  std::cout << "compute calibration: busy kernel takes " << cal.overhead_ns << " ns + "
+            << cal.scale << " x spin; global timer tick " << cal.timer_tick_ns
+            << " ns; worst error " << 100 * cal.max_error << "% (asked >= 20 us)\n";
   if (!cli.out_dir.empty()) {
     std::ofstream(cli.out_dir + "/transfer_bench.json") << bench_to_json(r).dump(2) << "\n";
     for (const block_size_figures& s : r.sizes)

@@ -38,45 +38,52 @@ void poison_hosts(kv_cache& c, const std::vector<block_pair>& pairs) {
     std::memset(c.host_block(p.host), 0x5a, c.layout().shape.host_block_bytes());
 }
 
+/// Every method, both host placements, both directions on one cache.
+void check_every_method(const setup& s, uint64_t seed) {
+  kv_cache_config cfg = make_config(s.shape, s.blocks, s.blocks);
+  cfg.staging_slot_bytes = s.slot_bytes;
+  cfg.staging_slots = 2;
+  cfg.direct_min_bytes = s.direct_min_bytes;
+  auto cache = make_kv_cache(cfg);
+  kv_cache& c = *cache;
+  for (transfer_method m : methods) {
+    for (bool host_consecutive : {true, false}) {
+      auto pairs = scattered_pairs(seed++, s.pairs, c.layout(), host_consecutive);
+      INFO(s.name << ", " << to_string(m)
+                  << (host_consecutive ? ", host range" : ", host scattered"));
+      fill_every_host_block(c);
+      fill_every_device_block(c);
+      poison_devices(c, pairs);
+      op_id h2d = c.submit_h2d(pairs, m);
+      c.wait(h2d);
+      c.release(h2d);
+      CHECK(check_devices_after_h2d(c, pairs) == "");
+      fill_every_device_block(c);
+      poison_hosts(c, pairs);
+      op_id d2h = c.submit_d2h(pairs, m);
+      c.wait(d2h);
+      c.release(d2h);
+      CHECK(check_hosts_after_d2h(c, pairs) == "");
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("transfers: every method moves every byte, both directions", "[gpu][transfer]") {
   kv_shape small = small_shape();
   kv_shape llama = llama_shape(16);
-  const setup setups[] = {
-    // Slots of 3 slices: many slots, slot ends inside blocks; runs of 4+ chunks go direct.
-    {"small, tight slots", small, 96, 40, 3 * small.slice_bytes(), 4 * small.chunk_bytes()},
-    {"llama, default slots", llama, 48, 20, 16ull << 20, 8ull << 20},
-    {"llama, 1 MiB slots, runs of 2+ direct", llama, 48, 20, 1ull << 20, 2 * llama.chunk_bytes()},
-  };
-  uint64_t seed = 1;
-  for (const setup& s : setups) {
-    kv_cache_config cfg = make_config(s.shape, s.blocks, s.blocks);
-    cfg.staging_slot_bytes = s.slot_bytes;
-    cfg.staging_slots = 2;
-    cfg.direct_min_bytes = s.direct_min_bytes;
-    auto cache = make_kv_cache(cfg);
-    kv_cache& c = *cache;
-    for (transfer_method m : methods) {
-      for (bool host_consecutive : {true, false}) {
-        auto pairs = scattered_pairs(seed++, s.pairs, c.layout(), host_consecutive);
-        INFO(s.name << ", " << to_string(m) << (host_consecutive ? ", host range" : ", host scattered"));
-        fill_every_host_block(c);
-        fill_every_device_block(c);
-        poison_devices(c, pairs);
-        op_id h2d = c.submit_h2d(pairs, m);
-        c.wait(h2d);
-        c.release(h2d);
-        CHECK(check_devices_after_h2d(c, pairs) == "");
-        fill_every_device_block(c);
-        poison_hosts(c, pairs);
-        op_id d2h = c.submit_d2h(pairs, m);
-        c.wait(d2h);
-        c.release(d2h);
-        CHECK(check_hosts_after_d2h(c, pairs) == "");
-      }
-    }
-  }
+  // Slots of 3 slices: many slots, slot ends inside blocks; runs of 4+ chunks go direct.
+  check_every_method({"small, tight slots", small, 96, 40, 3 * small.slice_bytes(),
+                      4 * small.chunk_bytes()}, 100);
+  check_every_method({"llama, default slots", llama, 48, 20, 16ull << 20, 8ull << 20}, 200);
+  check_every_method({"llama, 1 MiB slots, runs of 2+ direct", llama, 48, 20, 1ull << 20,
+                      2 * llama.chunk_bytes()}, 300);
+}
+
+TEST_CASE("transfers: chunks of several kernel pieces, the last one partial", "[gpu][transfer]") {
+  kv_shape odd{3, 3, 128, 48, 2};  // 36 KiB chunks: 16 + 16 + 4 KiB pieces
+  check_every_method({"36 KiB chunks", odd, 40, 17, 5 * odd.slice_bytes(), 0}, 400);
 }
 
 TEST_CASE("transfers: single blocks and an empty list", "[gpu][transfer]") {
