@@ -7,10 +7,10 @@
 //   cuda_verify.cu     pattern fill, poison and check on the device
 //
 // Every op has a start and an end event. A direction's op runs on its lane: the copy stream
-// issues DMA work, the kernel stream runs the staging and zero-copy kernels, and at each layer
-// end and at the op's end the copy stream is joined into the kernel stream, so one event on the
-// kernel stream covers both. The copy stream then waits for the op's end, which keeps the ops of
-// one direction strictly one after another.
+// issues DMA work, the kernel stream runs the staging and zero-copy kernels. Where a layer's or
+// the op's work ends on the copy stream, that stream is joined into the kernel stream, so one
+// event on the kernel stream covers both. The copy stream then waits for the op's end, which
+// keeps the ops of one direction strictly one after another.
 
 #include <cuda_runtime.h>
 

@@ -7,7 +7,8 @@ using namespace kvtier::gpu;
 TEST_CASE("find_runs: both ids must grow by one", "[gpu][runs]") {
   std::vector<block_pair> pairs{{5, 0}, {6, 1}, {7, 2}, {9, 3}, {10, 5}, {11, 6}, {12, 6}};
   auto runs = find_runs(pairs, run_rule::both_ids);
-  // 5..7 with 0..2; 9 alone (host 3, then device 10 but host 5); 10..11 with 5..6; 12 (host 6 again)
+  // 5..7 with 0..2; 9 alone (host 3, then device 10 but host 5); 10..11 with 5..6; 12 alone
+  // (host 6 again)
   CHECK(runs == std::vector<block_run>{{0, 3}, {3, 1}, {4, 2}, {6, 1}});
 }
 

@@ -26,7 +26,8 @@ TEST_CASE("device query: never throws, and explains a missing device", "[gpu][de
     make_kv_cache(cfg);
     FAIL("make_kv_cache succeeded without a device");
   } catch (const gpu_error& e) {
-    CHECK(std::string(e.what()) == "cannot create the GPU KV cache: no CUDA device: " + info.reason);
+    CHECK(std::string(e.what())
+          == "cannot create the GPU KV cache: no CUDA device: " + info.reason);
   }
   CHECK_THROWS_AS(run_transfer_bench(bench_options{}), gpu_error);
 }

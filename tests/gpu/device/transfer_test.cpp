@@ -114,6 +114,7 @@ TEST_CASE("transfers: the bulk reference copies bytes verbatim", "[gpu][transfer
   uint64_t bytes = 2 * c.layout().shape.host_block_bytes();
   // Host blocks 0 and 1 onto the start of the device arena, then back onto host blocks 4 and 5.
   c.release(c.submit_bulk(transfer_direction::h2d, bytes, 0, 0));
-  c.release(c.submit_bulk(transfer_direction::d2h, bytes, 0, 4 * c.layout().shape.host_block_bytes()));
+  uint64_t fifth = 4 * c.layout().shape.host_block_bytes();
+  c.release(c.submit_bulk(transfer_direction::d2h, bytes, 0, fifth));
   CHECK(std::memcmp(c.host_block(0), c.host_block(4), bytes) == 0);
 }
