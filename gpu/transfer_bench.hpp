@@ -1,0 +1,121 @@
+#pragma once
+
+// `kvtier bench transfer`: how fast each transfer method moves scattered KV blocks between the
+// device and pinned host memory, against the link's own speed measured in the same run, and the
+// calibration of the modelled backend that follows from it.
+//
+// Per block size: one transfer is `transfer_bytes` of whole blocks (all layers, K and V),
+// placed at random in a device pool three times its size, with part of the blocks in contiguous
+// runs; host blocks are one contiguous range per transfer. Measured, each as the median of
+// `repetitions` CUDA-event timings after a warm-up run that is verified byte for byte:
+//   - the bulk reference: one contiguous cudaMemcpyAsync of the same bytes, per direction, and
+//     both directions at once (duplex);
+//   - each method per direction, as GB/s (1e9 B/s) and as a fraction of the reference;
+//   - each method in both directions at once, against the bulk duplex;
+//   - per method and direction a small transfer too, for the fit t = latency + bytes / bandwidth
+//     (and for H2D the same per layer step).
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpu/device_info.hpp"
+#include "gpu/kv_cache.hpp"
+
+namespace kvtier::gpu {
+
+struct bench_options {
+  std::vector<uint32_t> block_sizes{16, 64};
+  kv_shape shape;                        ///< Llama-3-8B-like; block_size comes from block_sizes
+  uint64_t transfer_bytes = 2ull << 30;  ///< per transfer, rounded down to whole blocks
+  uint32_t repetitions = 5;
+  bool verify = true;
+  std::vector<transfer_method> methods{transfer_method::per_chunk, transfer_method::batched,
+                                       transfer_method::staging, transfer_method::zero_copy};
+  double run_share = 0.5;       ///< share of blocks that lie in contiguous runs
+  uint32_t run_length_max = 32;
+  uint32_t small_blocks = 4;    ///< blocks of the small transfer of the latency fit
+  uint64_t seed = 1;
+  kv_cache_config tuning;       ///< staging and zero-copy settings; the rest is the bench's
+};
+
+/// t = latency + bytes / bandwidth, from a small and a large transfer.
+struct link_fit {
+  transfer_method method = transfer_method::automatic;
+  double bandwidth_gbps = 0;
+  double latency_us = 0;
+  double layer_latency_us = 0;  ///< H2D: the same fit per layer step; D2H: 0
+};
+
+/// Fits `link_fit` through (small_bytes, small_ns) and (large_bytes, large_ns).
+link_fit fit_link(uint64_t small_bytes, double small_ns, uint64_t large_bytes, double large_ns);
+
+struct method_figures {
+  transfer_method method = transfer_method::automatic;
+  transfer_direction direction = transfer_direction::h2d;
+  double median_ns = 0;
+  double gbps = 0;
+  double of_bulk = 0;  ///< gbps over the same run's bulk reference in this direction
+  bool verified = false;
+  link_fit fit;        ///< from a small transfer and this one
+};
+
+struct duplex_figures {
+  transfer_method method = transfer_method::automatic;  ///< in both directions
+  double median_ns = 0;
+  double gbps = 0;     ///< bytes of both directions over the time both took together
+  double of_bulk = 0;  ///< over the bulk duplex
+  bool verified = false;
+};
+
+struct block_size_figures {
+  uint32_t block_size = 0;
+  uint32_t blocks = 0;     ///< per transfer
+  uint64_t bytes = 0;      ///< per transfer
+  double run_share = 0;    ///< of the blocks, as placed
+  double bulk_h2d_gbps = 0;
+  double bulk_d2h_gbps = 0;
+  double bulk_duplex_gbps = 0;
+  std::vector<method_figures> methods;
+  std::vector<duplex_figures> duplex;
+  link_fit h2d_fit;  ///< of the default method: the calibration
+  link_fit d2h_fit;
+};
+
+struct bench_report {
+  device_info device;
+  std::string measured_at;  ///< ISO 8601, UTC
+  kv_shape shape;
+  uint64_t transfer_bytes = 0;
+  uint32_t repetitions = 0;
+  bool verify = false;
+  std::vector<block_size_figures> sizes;
+};
+
+/// Runs the benchmark; `progress`, if given, gets one line per measurement. Throws gpu_error if
+/// there is no device, or if a verified run finds a wrong byte (naming method, block and layer).
+bench_report run_transfer_bench(const bench_options& options, std::ostream* progress = nullptr);
+
+/// The figures as a text table per block size, with the targets and whether each was met.
+std::string format_bench_table(const bench_report& report);
+
+/// Everything in the report, schema "kvtier.transfer_bench/1".
+nlohmann::json bench_to_json(const bench_report& report);
+
+/// Targets missed, one line each (none: all met): best method >= 95% of bulk per direction;
+/// best duplex >= 90% of bulk duplex; best >= 4x per-chunk at <= 16-token blocks, >= 2x above.
+std::vector<std::string> missed_targets(const bench_report& report);
+
+/// The modelled backend's calibration for one measured block size, schema
+/// "kvtier.calibration/1": the default method per direction with its fitted bandwidth and
+/// latency (and per-layer latency for H2D), and the duplex rate of the two together.
+nlohmann::json calibration_json(const bench_report& report, uint32_t block_size);
+
+/// Writes calibration_json() to `path`; throws gpu_error if it cannot.
+void write_calibration_file(const std::string& path, const bench_report& report,
+                            uint32_t block_size);
+
+}  // namespace kvtier::gpu
