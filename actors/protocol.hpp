@@ -422,7 +422,7 @@ using cache_controller_actor = caf::typed_actor<
 
 using scheduler_actor = caf::typed_actor<
   caf::reacts_to<arrive_atom, uint64_t>,  ///< timer: requests are due to arrive
-  caf::reacts_to<step_atom, uint64_t>,    ///< timer: the running step ends
+  caf::reacts_to<step_atom, uint64_t>,    ///< timer: step n ends (0: plan now)
   caf::replies_to<report_atom>::with<scheduler_report>>;
 
 /// Registers every message type of this header with an actor system config.

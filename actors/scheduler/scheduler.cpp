@@ -29,6 +29,7 @@ struct scheduler_state {
   std::vector<token_mark> computed;
   std::vector<request_id> finished;
   bool bookkeeping_sent = false;  // the commit in flight released or committed blocks
+  bool plan_pending = false;      // a plan tick is set for this instant
   // arrivals
   int64_t arrival_wake = workload::never;
   uint64_t awaiting_ready = 0;
@@ -52,12 +53,23 @@ void schedule_arrivals(self_ptr self) {
   self->delayed_send(self, st.config.clock.until(self->clock(), t), arrive_atom_v, uint64_t{0});
 }
 
+// Plans once everything else that happens at this instant has been handled (a timer at the
+// current time fires only after every pending message), so requests that become ready together
+// are planned together, as an engine loop sees its whole waiting queue.
+void request_plan(self_ptr self) {
+  auto& st = self->state;
+  if (st.busy || st.plan_pending)
+    return;
+  st.plan_pending = true;
+  self->delayed_send(self, caf::timespan{0}, step_atom_v, uint64_t{0});
+}
+
 void on_ready(self_ptr self, const ready& r) {
   auto& st = self->state;
   --st.awaiting_ready;
   st.book.at(r.req).record.ready_ns = now_of(self);
   st.book.waiting.push_back(r.req);
-  maybe_step(self);
+  request_plan(self);
 }
 
 void on_arrivals(self_ptr self) {
@@ -173,6 +185,11 @@ void maybe_step(self_ptr self) {
 
 void on_step_end(self_ptr self, uint64_t step) {
   auto& st = self->state;
+  if (step == 0) {  // a plan tick
+    st.plan_pending = false;
+    maybe_step(self);
+    return;
+  }
   KVTIER_ASSERT(st.busy && step == st.step);
   int64_t now = now_of(self);
   step_outcome out = finish_step(st.book, st.items, now);
@@ -202,7 +219,7 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
   schedule_arrivals(self);
   return {
     [=](arrive_atom, uint64_t) { on_arrivals(self); },
-    [=](step_atom, uint64_t step) { on_step_end(self, step); },
+    [=](step_atom, uint64_t step) { on_step_end(self, step); },  // 0: a plan tick
     [=](report_atom) -> scheduler_report {
       auto& s = self->state;
       scheduler_report r = s.report;
