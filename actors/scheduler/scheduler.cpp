@@ -83,7 +83,8 @@ void on_arrivals(self_ptr self) {
   for (trace_request& r : due) {
     st.source.blocks_of(r, blocks);
     live_request& x = st.book.add(r, blocks, st.config.options.block_size);
-    if (x.layout.blocks_for(x.prompt + uint64_t{x.output}) > st.config.device_blocks) {
+    // Its KV at the last step covers the prompt and every generated token but the last one.
+    if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
       ++st.report.rejected;  // it could never be held on the device whole
       st.load->finished(x.trace, now);
       continue;

@@ -162,3 +162,17 @@ TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits
     CHECK(record(real, i).finish_ns == Approx(record(simulated, i).finish_ns).margin(5e6));
   }
 }
+
+TEST_CASE("replay: under write_back, a step reusing evicted blocks starts after their D2H",
+          "[actors][replay][write_policy]") {
+  timed_config c = small_config(2, 4);
+  c.cache.policy = write_policy::write_back;
+  c.scheduler.compute.prefill_token_ns = 100;
+  auto r = run_scenario(c, {request(0, 0, {1, 2}, 1), request(1, 1'000'000, {3, 4}, 1)});
+  require_clean(r);  // check_step_start found no step computing under a D2H
+  CHECK(r.controller.write_backs == 2);
+  // R1's blocks are R0's, written back first: 2 x 1024 bytes at 1 byte/ns before layer 0.
+  const request_record& b = record(r, 1);
+  CHECK(b.first_token_ns == 1'000'000 + 2048 + 32 * 100);
+  CHECK(r.scheduler.layer_wait_ns == 2048);
+}
