@@ -1,5 +1,7 @@
 #include "actors/cache_controller/cache_model.hpp"
 
+#include <algorithm>
+
 #include "actors/check.hpp"
 
 namespace kvtier {
@@ -36,7 +38,12 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
   out.device = out.host = 0;
   out.device_tokens = out.host_tokens = 0;
   bool device_run = true;
+  constexpr size_t ahead = 8;
+  for (size_t i = 0; i < std::min(n, ahead); ++i)
+    tree_.prefetch(blocks[i].hash);
   for (size_t i = 0; i < n; ++i) {
+    if (i + ahead < n)
+      tree_.prefetch(blocks[i + ahead].hash);
     node_id id = tree_.find(blocks[i].hash);
     if (id == root_node)
       break;

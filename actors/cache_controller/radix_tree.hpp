@@ -83,6 +83,9 @@ class radix_tree {
   uint32_t size() const { return live_count_; }
   /// Node of `hash`, or root_node if the tree has none.
   node_id find(block_hash hash) const;
+  /// Starts loading what find(hash) will touch (the index is memory-bound: callers walking a
+  /// request's blocks prefetch a few ahead).
+  void prefetch(block_hash hash) const { by_hash_.prefetch(hash); }
   /// Members of a tier's evictable set (the leaves that may go now).
   uint32_t evictable(tier t) const { return set_count_[static_cast<int>(t)]; }
   /// Blocks a tier could free by evicting leaf after leaf: device: ready and unreferenced;

@@ -11,6 +11,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/full_replay.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/hitrate_report.hpp"
@@ -85,7 +86,7 @@ cache_run time_replay(const std::string& name, const loaded_trace& t, const repl
     if (!replay.finish().ok())
       throw std::runtime_error("invariant violation in benchmark replay " + name);
     const hitrate_totals& tot = replay.totals();
-    run.ops = tot.lookups + tot.inserts;
+    run.ops = tot.operations();
     uint64_t hits = tot.hit_blocks[0] + tot.hit_blocks[1] + tot.hit_blocks[2];
     run.hit_ratio_blocks = ratio(hits, tot.blocks);
   }
@@ -121,16 +122,58 @@ cache_run time_baseline(const loaded_trace& t, uint32_t repeat) {
   return run;
 }
 
+struct full_run {
+  double seconds = 0;
+  double virtual_s = 0;
+  uint64_t messages = 0;
+  uint64_t steps = 0;
+  uint64_t violations = 0;
+};
+
+// The timed replay of the same requests (already parsed and hashed), four actors included.
+full_run time_full(const loaded_trace& t, const config& cfg, const replay_config& rc,
+                   uint32_t repeat) {
+  timed_config timed = resolve_timed(cfg, rc);
+  std::vector<double> times;
+  full_run run;
+  for (uint32_t k = 0; k < repeat; ++k) {
+    size_t next = 0;
+    request_source source;
+    source.next = [&](trace_request& r) {
+      if (next >= t.requests.size())
+        return false;
+      r = t.requests[next++];
+      return true;
+    };
+    source.blocks_of = [&](const trace_request& r, std::vector<cache_block>& out) {
+      out = t.blocks[r.seq];
+    };
+    auto start = clock_type::now();
+    full_result r = run_full_replay(timed, std::move(source), {});
+    times.push_back(since(start));
+    run.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
+    run.messages = r.messages;
+    run.steps = r.scheduler.steps;
+    run.violations = r.controller.invariant_violations;
+    if (!r.scheduler.drained || run.violations > 0)
+      throw std::runtime_error("the benchmark's timed replay did not finish cleanly");
+  }
+  run.seconds = median(times);
+  return run;
+}
+
 }  // namespace
 
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
   auto* cmd = bench.add_subcommand(
-    "replay", "Time hit-rate replays: parse, block hashing and cache operations separately");
+    "replay", "Time replays: parse, block hashing and cache operations (hit-rate mode) "
+    "separately, then the timed replay (full mode)");
   add_config_options(*cmd, args.config);
   cmd->add_option("--trace", args.traces, "trace file(s) to replay")->required();
   cmd->add_option("--repeat", args.repeat, "runs per measurement (the median is reported)")
     ->capture_default_str();
   cmd->add_option("--json", args.json_out, "also write the figures to this JSON file");
+  cmd->add_flag("--no-full", args.skip_full, "skip the timed (full mode) replay");
   return cmd;
 }
 
@@ -160,10 +203,23 @@ int run_bench_replay(const bench_replay_args& args) {
               {"cache", json::array()}};
   for (const auto& r : runs) {
     double mops = static_cast<double>(r.ops) / r.seconds / 1e6;
-    std::printf("cache:   %8.3f s  %6.1f M lookups+inserts/s  hit ratio %.4f  %s\n", r.seconds,
+    std::printf("cache:   %8.3f s  %6.1f M block lookups+inserts/s  hit ratio %.4f  %s\n", r.seconds,
                 mops, r.hit_ratio_blocks, r.name.c_str());
     out["cache"].push_back({{"name", r.name}, {"seconds", r.seconds}, {"ops", r.ops},
                             {"mops_per_s", mops}, {"hit_ratio_blocks", r.hit_ratio_blocks}});
+  }
+  if (!args.skip_full) {
+    full_run f = time_full(t, cfg, rc, args.repeat);
+    std::printf("full:    %8.3f s  %.1f virtual s  %.0f virtual s per wall s  %llu messages "
+                "(%.2f M/s)  %llu steps\n",
+                f.seconds, f.virtual_s, f.virtual_s / f.seconds,
+                static_cast<unsigned long long>(f.messages),
+                static_cast<double>(f.messages) / f.seconds / 1e6,
+                static_cast<unsigned long long>(f.steps));
+    out["full"] = {{"seconds", f.seconds}, {"virtual_s", f.virtual_s},
+                   {"virtual_s_per_wall_s", f.virtual_s / f.seconds}, {"messages", f.messages},
+                   {"messages_per_s", static_cast<double>(f.messages) / f.seconds},
+                   {"steps", f.steps}};
   }
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);

@@ -42,6 +42,7 @@ struct bench_replay_args {
   std::vector<std::string> traces;
   uint32_t repeat = 3;
   std::string json_out;
+  bool skip_full = false;
 };
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
 int run_bench_replay(const bench_replay_args& args);

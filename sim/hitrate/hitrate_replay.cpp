@@ -20,8 +20,12 @@ void hitrate_replay::drain() {
     if (o.kind == transfer_kind::store) {
       KVTIER_ASSERT(storage_);
       storage_->put(key_of(o.hash));
-    } else if (o.kind == transfer_kind::load) {
-      storage_->touch(key_of(o.hash));
+      ++totals_.storage_inserts;
+    } else {
+      if (o.kind == transfer_kind::load)
+        storage_->touch(key_of(o.hash));
+      if (o.kind != transfer_kind::swap_in)
+        ++totals_.host_inserts;
     }
     model_.complete(o, orders_);
   }
@@ -75,6 +79,8 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   const uint32_t end = match_.device + placed;
   size_t next = 0;
   for (uint32_t i = match_.device; i < end; ++i) {
+    if (i + 8 < end)
+      model_.tree().prefetch(blocks[i + 8].hash);
     if (i < in_tree) {
       model_.swap_in(path_[i], fresh_[next++], orders_);
       continue;

@@ -46,8 +46,13 @@ struct hitrate_totals {
   std::array<uint64_t, hit_tier_count> hit_blocks{};
   std::array<uint64_t, hit_tier_count> hit_tokens{};
   uint64_t uncached_blocks = 0;
-  uint64_t lookups = 0;  ///< block lookups (matching, storage probes)
-  uint64_t inserts = 0;  ///< blocks placed or touched
+  uint64_t lookups = 0;          ///< block lookups (tree matching, storage probes)
+  uint64_t inserts = 0;          ///< blocks placed on the device (new, swapped in, loaded)
+  uint64_t host_inserts = 0;     ///< host copies made (backups, write-backs, storage loads)
+  uint64_t storage_inserts = 0;  ///< blocks written to storage
+
+  /// Every block lookup and every block insert into any tier.
+  uint64_t operations() const { return lookups + inserts + host_inserts + storage_inserts; }
 };
 
 class hitrate_replay {
