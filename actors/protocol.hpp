@@ -108,6 +108,24 @@ struct grant {
   /// Per layer: when its swapped-in blocks (and every copy that still read reused blocks) were
   /// in place. Empty: everything was in place at commit time.
   std::vector<int64_t> layer_ready_ns;
+  /// Real backend: the grant comes before the step's swap-in lands; the step's compute waits for
+  /// this transfer layer by layer on the device (0: none).
+  uint64_t swap_in = 0;
+};
+
+// -- scheduler -> transfer engine (real backend: the step's compute runs on the GPU) ----------------
+
+struct compute_request {
+  uint64_t step = 0;
+  std::vector<int64_t> layer_ns;  ///< busy time of each layer
+  uint64_t after_swap_in = 0;     ///< layer i starts once this swap-in's layer i is in place
+};
+
+struct compute_done {
+  uint64_t step = 0;
+  bool ok = true;
+  int64_t stall_ns = 0;  ///< time layers waited for their swapped-in data
+  std::string error;
 };
 
 // -- cache controller -> storage --------------------------------------------------------------------
@@ -127,7 +145,9 @@ enum class move_kind : uint8_t {
   d2h = 1,      ///< device -> host, all layers at once (backups and write-backs)
   load = 2,     ///< storage -> host
   store = 3,    ///< host -> storage
+  fill = 4,     ///< --verify: a step produced these device blocks; mark each with its pattern
 };
+inline constexpr int move_kinds = 5;
 
 struct block_move {
   uint32_t device_block = 0;
@@ -205,6 +225,21 @@ struct scheduler_report {
   bool drained = false;        ///< every request finished
 };
 
+/// One transfer as the engine ran it (kept with transfer_engine_options::log_transfers).
+struct transfer_log {
+  uint64_t id = 0;
+  uint8_t kind = 0;
+  uint32_t blocks = 0;
+  int64_t duration_ns = 0;  ///< from its start (dependencies met) to its end
+};
+
+/// Which requests a swap-in transfer loaded blocks for (kept with controller_options::log).
+struct swap_in_log {
+  uint64_t transfer = 0;
+  request_id req = 0;
+  uint32_t blocks = 0;
+};
+
 struct controller_report {
   uint64_t device_evictions = 0, host_evictions = 0, dropped = 0;
   uint64_t backups = 0, backups_skipped = 0, write_backs = 0, swap_ins = 0, loads = 0, stores = 0;
@@ -216,6 +251,7 @@ struct controller_report {
   std::vector<std::string> invariant_messages;
   uint32_t tree_nodes = 0;
   uint32_t device_used = 0, host_used = 0;
+  std::vector<swap_in_log> swap_ins_by_request;
 };
 
 struct link_report {
@@ -227,9 +263,12 @@ struct link_report {
 
 struct engine_report {
   std::vector<link_report> links;
-  std::array<uint64_t, 4> transfers{};  ///< by move_kind
-  std::array<uint64_t, 4> bytes{};
+  std::array<uint64_t, move_kinds> transfers{};  ///< by move_kind
+  std::array<uint64_t, move_kinds> bytes{};
   uint64_t failed = 0;
+  std::string backend;                  ///< modelled or cuda
+  std::string device;                   ///< cuda: the GPU
+  std::vector<transfer_log> log;
 };
 
 struct storage_report {
@@ -285,7 +324,23 @@ typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   return f(caf::meta::type_name("grant"), x.step, x.admits, x.failed_grows, x.available_blocks,
-           x.layer_ready_ns);
+           x.layer_ready_ns, x.swap_in);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compute_request& x) {
+  return f(caf::meta::type_name("compute_request"), x.step, x.layer_ns, x.after_swap_in);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compute_done& x) {
+  return f(caf::meta::type_name("compute_done"), x.step, x.ok, x.stall_ns, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, transfer_log& x) {
+  return f(caf::meta::type_name("transfer_log"), x.id, x.kind, x.blocks, x.duration_ns);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, swap_in_log& x) {
+  return f(caf::meta::type_name("swap_in_log"), x.transfer, x.req, x.blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exists_query& x) {
@@ -339,7 +394,7 @@ typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
   return f(caf::meta::type_name("controller_report"), x.device_evictions, x.host_evictions,
            x.dropped, x.backups, x.backups_skipped, x.write_backs, x.swap_ins, x.loads, x.stores,
            x.storage_probes, x.failed_loads, x.transfers, x.invariant_checked, x.invariant_violations,
-           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used);
+           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used, x.swap_ins_by_request);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_report& x) {
@@ -347,7 +402,8 @@ typename Inspector::result_type inspect(Inspector& f, link_report& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_report& x) {
-  return f(caf::meta::type_name("engine_report"), x.links, x.transfers, x.bytes, x.failed);
+  return f(caf::meta::type_name("engine_report"), x.links, x.transfers, x.bytes, x.failed,
+           x.backend, x.device, x.log);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
@@ -385,6 +441,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::link_report))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::engine_report))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::compute_request))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::compute_done))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::transfer_log))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::swap_in_log))
   CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
   CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
   CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
@@ -409,9 +469,10 @@ using storage_actor = caf::typed_actor<
 
 using transfer_engine_actor = caf::typed_actor<
   caf::replies_to<transfer>::with<transfer_done>,
+  caf::replies_to<compute_request>::with<compute_done>,  ///< real backend only
   caf::replies_to<report_atom>::with<engine_report>,
   caf::reacts_to<wake_atom, uint64_t>,
-  caf::reacts_to<gpu_done_atom, uint64_t>>;  ///< the CUDA backend finished a transfer
+  caf::reacts_to<gpu_done_atom, uint64_t, int32_t>>;  ///< CUDA: op, layer (-1: all) completed
 
 using cache_controller_actor = caf::typed_actor<
   caf::replies_to<arrival>::with<ready>,

@@ -120,7 +120,9 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       s.core->on_commit(c, p.g, out, p.inputs);
       send_transfers(self, out);
       p.waiting = p.inputs.barriers;
-      if (p.inputs.swap_in != 0)
+      if (s.core->options().grant_early)
+        p.g.swap_in = p.inputs.swap_in;  // the GPU orders the step's compute after it
+      else if (p.inputs.swap_in != 0)
         p.waiting.push_back(p.inputs.swap_in);
       if (p.waiting.empty()) {
         s.core->check_step_start(p.inputs);

@@ -213,6 +213,8 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
     commit_result c = model_.commit(parent, r.blocks[i], r.table[i], orders);
     if (c.adopted)
       r.owned[i] = 0;
+    if (options_.verify)
+      produced_.push_back({r.table[i], 0, r.blocks[i].hash, 0});
     r.path.push_back(c.node);
   }
   r.committed = std::max(r.committed, complete);
@@ -243,11 +245,19 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
     g.admits.push_back(res);
   }
   model_.collect_backups(orders);
+  if (!produced_.empty()) {
+    tracker_.fill(produced_, out);  // before the backups that read those blocks
+    produced_.clear();
+  }
   size_t first = out.size();
   tracker_.batch(orders, out);
   for (size_t i = first; i < out.size(); ++i)
     if (out[i].kind == static_cast<uint8_t>(move_kind::swap_in))
       inputs.swap_in = out[i].id;
+  if (options_.log && inputs.swap_in != 0)
+    for (const admit_result& a : g.admits)
+      if (a.admitted && a.host_blocks + a.storage_blocks > 0)
+        swap_in_log_.push_back({inputs.swap_in, a.req, a.host_blocks + a.storage_blocks});
   for (block_id b : inputs.written)
     tracker_.users_of_device(b, inputs.barriers);
   std::sort(inputs.barriers.begin(), inputs.barriers.end());
@@ -355,6 +365,7 @@ controller_report controller_core::report() const {
   r.tree_nodes = model_.tree().size();
   r.device_used = model_.pool(tier::device).used_count();
   r.host_used = model_.pool(tier::host).used_count();
+  r.swap_ins_by_request = swap_in_log_;
   return r;
 }
 

@@ -37,6 +37,11 @@ struct controller_options {
   bool storage = false;
   uint32_t check_every = 0;  ///< run every invariant check after this many commits (0: never)
   uint32_t layers = 1;       ///< model layers (grants give a ready time per layer)
+  /// Real backend: grant a step before its swap-in lands (the GPU orders compute after it layer
+  /// by layer); copies still reading reused blocks are waited for all the same.
+  bool grant_early = false;
+  bool verify = false;       ///< mark each computed block with its pattern (a fill transfer)
+  bool log = false;          ///< record which requests each swap-in served
 };
 
 /// What a commit needs from transfers before the step may compute.
@@ -118,6 +123,8 @@ class controller_core {
   transfer_tracker tracker_;
   absl::flat_hash_map<request_id, request_state> requests_;
   absl::flat_hash_map<uint64_t, request_id> load_owner_;
+  std::vector<block_move> produced_;  // --verify: blocks computed since the last commit
+  std::vector<swap_in_log> swap_in_log_;
   invariant_report invariants_;
   uint64_t commits_ = 0;
   uint64_t storage_probes_ = 0;

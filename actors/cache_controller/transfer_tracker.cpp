@@ -56,6 +56,25 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
   }
 }
 
+void transfer_tracker::fill(const std::vector<block_move>& blocks, std::vector<transfer>& out) {
+  transfer t;
+  t.id = next_id_++;
+  t.kind = static_cast<uint8_t>(move_kind::fill);
+  t.blocks = blocks;
+  std::vector<transfer_order> writes;
+  for (const block_move& b : blocks) {
+    transfer_order o;
+    o.kind = transfer_kind::swap_in;  // writes the device block, like a swap-in's target
+    o.device_block = b.device_block;
+    writes.push_back(o);
+  }
+  add_dependencies(t, writes);
+  // Nothing in the cache model waits for it, so it carries no orders; finish() forgets its
+  // block claims by walking these pseudo-orders.
+  fills_.emplace(t.id, std::move(writes));
+  out.push_back(std::move(t));
+}
+
 void transfer_tracker::add_dependencies(transfer& t, const std::vector<transfer_order>& orders) {
   auto depend = [&](uint64_t id) {
     if (id != 0 && std::find(t.after.begin(), t.after.end(), id) == t.after.end())
@@ -104,10 +123,18 @@ void transfer_tracker::users_of_device(block_id block, std::vector<uint64_t>& ou
 }
 
 std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
-  auto it = orders_.find(id);
-  KVTIER_ASSERT(it != orders_.end());
-  std::vector<transfer_order> orders = std::move(it->second);
-  orders_.erase(it);
+  std::vector<transfer_order> orders;
+  bool fill = false;
+  if (auto f = fills_.find(id); f != fills_.end()) {
+    orders = std::move(f->second);
+    fills_.erase(f);
+    fill = true;
+  } else {
+    auto it = orders_.find(id);
+    KVTIER_ASSERT(it != orders_.end());
+    orders = std::move(it->second);
+    orders_.erase(it);
+  }
   auto forget = [&](std::vector<block_users>& v, block_id b) {
     block_users& u = v[b];
     if (u.writer == id)
@@ -117,8 +144,11 @@ std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
   for (const auto& o : orders) {
     if (o.kind != transfer_kind::load && o.kind != transfer_kind::store)
       forget(device_, o.device_block);
-    forget(host_, o.host_block);
+    if (!fill)
+      forget(host_, o.host_block);
   }
+  if (fill)
+    orders.clear();
   return orders;
 }
 

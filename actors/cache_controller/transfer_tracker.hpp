@@ -25,12 +25,15 @@ class transfer_tracker {
 
   /// Groups `orders` by kind into transfers (appended to `out`), in a fixed kind order.
   void batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out);
+  /// A fill transfer (--verify): marks computed device blocks with their patterns; later copies
+  /// reading those blocks follow it.
+  void fill(const std::vector<block_move>& blocks, std::vector<transfer>& out);
   /// Outstanding transfers that touch device `block` (what writing it must wait for).
   void users_of_device(block_id block, std::vector<uint64_t>& out) const;
   /// A transfer is done: returns its orders (to complete in the model) and forgets it.
   std::vector<transfer_order> finish(uint64_t id);
-  bool outstanding(uint64_t id) const { return orders_.contains(id); }
-  size_t outstanding_count() const { return orders_.size(); }
+  bool outstanding(uint64_t id) const { return orders_.contains(id) || fills_.contains(id); }
+  size_t outstanding_count() const { return orders_.size() + fills_.size(); }
   uint64_t issued() const { return next_id_ - 1; }
   uint64_t storage_key_of(block_hash h) const;
 
@@ -46,6 +49,7 @@ class transfer_tracker {
   uint64_t namespace_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> orders_;
+  absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
   std::vector<block_users> device_, host_;  // by block id, grown on demand
   std::vector<transfer_order> groups_[5];   // scratch: orders by kind
 };

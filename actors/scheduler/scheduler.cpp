@@ -1,6 +1,7 @@
 #include "actors/scheduler/scheduler.hpp"
 
 #include <memory>
+#include <stdexcept>
 
 #include "actors/check.hpp"
 #include "actors/scheduler/layer_pipeline.hpp"
@@ -97,6 +98,8 @@ void on_arrivals(self_ptr self) {
   schedule_arrivals(self);
 }
 
+void on_step_end(self_ptr self, uint64_t step);
+
 void on_grant(self_ptr self, const grant& g) {
   auto& st = self->state;
   st.items = apply_grant(st.book, st.config.options, st.plan, g, st.step_start);
@@ -123,11 +126,31 @@ void on_grant(self_ptr self, const grant& g) {
       shape.add_prefill(w.start, w.tokens);
   }
   step_cost cost = cost_of(st.config.compute, shape);
+  st.reserve->after_step();
+  ++st.report.steps;
+  if (st.config.gpu_engine) {
+    // The same layers, as busy kernels on the GPU; the step's overhead goes before layer 0.
+    compute_request c;
+    c.step = st.step;
+    c.after_swap_in = g.swap_in;
+    c.layer_ns.assign(st.config.compute.layers, cost.layer_ns);
+    c.layer_ns.back() = cost.last_layer_ns;
+    c.layer_ns.front() += cost.overhead_ns;
+    uint64_t step = st.step;
+    self->request(st.config.gpu_engine, caf::infinite, std::move(c))
+      .then([=](const compute_done& d) {
+        auto& s = self->state;
+        if (!d.ok)
+          throw std::runtime_error("GPU compute of step " + std::to_string(step) + ": " + d.error);
+        s.report.layer_wait_ns += d.stall_ns;
+        s.report.busy_ns += now_of(self) - s.step_start;
+        on_step_end(self, step);
+      });
+    return;
+  }
   pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
   st.report.layer_wait_ns += p.stall_ns;
   st.report.busy_ns += p.end_ns - st.step_start;
-  ++st.report.steps;
-  st.reserve->after_step();
   self->delayed_send(self, st.config.clock.until(self->clock(), p.end_ns), step_atom_v, st.step);
 }
 

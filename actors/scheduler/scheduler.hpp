@@ -22,6 +22,9 @@ struct scheduler_config {
   compute_profile compute;
   uint32_t device_blocks = 0;  ///< a request needing more blocks than this is rejected
   sim_clock clock;
+  /// Real backend: each step's compute runs on the GPU through this engine (a busy kernel per
+  /// layer, each waiting for its layer of the step's swap-in), instead of on a timer.
+  transfer_engine_actor gpu_engine;
 };
 
 /// Where requests come from: the trace in recorded order, and the mapping to cache blocks.

@@ -16,6 +16,21 @@ struct running_transfer {
   std::vector<int64_t> layer_done;
   uint64_t lease = 0;
   bool started = false;
+  int64_t started_ns = 0;
+  int64_t measured_ns = -1;  // real backend: CUDA event time
+};
+
+struct pending_compute {
+  compute_request req;
+  caf::typed_response_promise<compute_done> promise;
+};
+
+// Real backend: each swap-in's GPU op lives until its completion was seen and the step compute
+// that waits for it was submitted (that compute waits on its events).
+struct h2d_op {
+  uint64_t op = 0;
+  bool completed = false;
+  bool referenced = false;
 };
 
 struct engine_state {
@@ -27,6 +42,11 @@ struct engine_state {
   std::map<uint64_t, running_transfer> transfers;  // received, not done
   std::map<link_model::flow_id, uint64_t> flow_to_transfer;
   engine_report report;
+  // real backend
+  std::map<uint64_t, uint64_t> op_to_transfer;
+  std::map<uint64_t, h2d_op> swap_in_ops;                 // by transfer id
+  std::map<uint64_t, pending_compute> computes;           // by GPU op
+  std::map<uint64_t, pending_compute> waiting_computes;   // by swap-in transfer not started yet
 };
 
 using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
@@ -53,14 +73,46 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
 
+void submit_compute(self_ptr self, pending_compute p);
+
+void release_if_done(self_ptr self, uint64_t transfer_id) {
+  auto& st = self->state;
+  auto it = st.swap_in_ops.find(transfer_id);
+  if (it != st.swap_in_ops.end() && it->second.completed && it->second.referenced) {
+    st.options.gpu->release(it->second.op);
+    st.swap_in_ops.erase(it);
+  }
+}
+
 void start(self_ptr self, uint64_t id) {
   auto& st = self->state;
   running_transfer& r = st.transfers.at(id);
   r.started = true;
+  r.started_ns = now_of(self);
   const transfer& t = r.msg;
   auto kind = static_cast<move_kind>(t.kind);
   uint64_t n = t.blocks.size();
   const link_options& lo = st.options.links;
+  if (kind == move_kind::fill) {
+    if (st.options.gpu)
+      st.options.gpu->fill(t);  // on the compute stream, before any later D2H reads them
+    finish(self, id);
+    return;
+  }
+  if (st.options.gpu && (kind == move_kind::swap_in || kind == move_kind::d2h)) {
+    uint64_t op = st.options.gpu->submit(t);
+    st.op_to_transfer[op] = id;
+    if (kind == move_kind::swap_in) {
+      st.swap_in_ops[id] = h2d_op{op, false, false};
+      auto w = st.waiting_computes.find(id);
+      if (w != st.waiting_computes.end()) {
+        pending_compute p = std::move(w->second);
+        st.waiting_computes.erase(w);
+        submit_compute(self, std::move(p));
+      }
+    }
+    return;
+  }
   switch (kind) {
     case move_kind::swap_in: {
       uint64_t layer_bytes = st.options.block_bytes / st.options.layers * n;
@@ -74,6 +126,8 @@ void start(self_ptr self, uint64_t id) {
     case move_kind::store:
       start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
       return;
+    case move_kind::fill:
+      return;  // handled above
     case move_kind::load: {
       storage_io io;
       for (const auto& b : t.blocks)
@@ -124,6 +178,10 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
     st.report.bytes[kind] += bytes_of(st, r.msg);
   else
     ++st.report.failed;
+  if (st.options.log_transfers) {
+    int64_t took = r.measured_ns >= 0 ? r.measured_ns : now_of(self) - r.started_ns;
+    st.report.log.push_back({id, r.msg.kind, static_cast<uint32_t>(r.msg.blocks.size()), took});
+  }
   transfer_done d{id, ok, now_of(self), std::move(r.layer_done), error};
   r.promise.deliver(std::move(d));
   st.transfers.erase(it);
@@ -140,8 +198,22 @@ void finish(self_ptr self, uint64_t id) {
       return;
     }
     self->send(st.storage, storage_release{r.lease});
+    if (st.options.gpu) {
+      std::string bad = st.options.gpu->restore(r.msg);
+      if (!bad.empty()) {
+        deliver(self, id, false, bad);
+        return;
+      }
+    }
   }
   if (kind == move_kind::store) {
+    if (st.options.gpu) {
+      std::string bad = st.options.gpu->keep(r.msg);
+      if (!bad.empty()) {
+        deliver(self, id, false, bad);
+        return;
+      }
+    }
     storage_io io;
     for (const auto& b : r.msg.blocks)
       io.keys.push_back(b.storage_key);
@@ -175,6 +247,70 @@ void sync(self_ptr self) {
   arm(self, st.options.clock, st.links);
 }
 
+void on_gpu_done(self_ptr self, uint64_t op, int32_t layer) {
+  auto& st = self->state;
+  auto c = st.computes.find(op);
+  if (c != st.computes.end()) {
+    if (layer >= 0)
+      return;  // a compute's layers are not reported one by one
+    compute_done d{c->second.req.step, true, st.options.gpu->stall_of(op), ""};
+    c->second.promise.deliver(std::move(d));
+    st.options.gpu->release(op);
+    st.computes.erase(c);
+    return;
+  }
+  auto t = st.op_to_transfer.find(op);
+  KVTIER_ASSERT(t != st.op_to_transfer.end());
+  uint64_t id = t->second;
+  running_transfer& r = st.transfers.at(id);
+  if (layer >= 0) {
+    r.layer_done.push_back(now_of(self));
+    return;
+  }
+  st.op_to_transfer.erase(t);
+  r.measured_ns = st.options.gpu->duration_of(op);
+  bool swap_in = static_cast<move_kind>(r.msg.kind) == move_kind::swap_in;
+  std::string bad = swap_in ? st.options.gpu->check_arrived(r.msg) : std::string{};
+  if (swap_in) {
+    st.swap_in_ops.at(id).completed = true;
+    release_if_done(self, id);
+  } else {
+    st.options.gpu->release(op);
+  }
+  if (!bad.empty())
+    deliver(self, id, false, bad);
+  else
+    finish(self, id);
+}
+
+void submit_compute(self_ptr self, pending_compute p) {
+  auto& st = self->state;
+  uint64_t after = 0;
+  uint64_t swap_in = p.req.after_swap_in;
+  if (swap_in != 0) {
+    auto it = st.swap_in_ops.find(swap_in);
+    if (it != st.swap_in_ops.end()) {
+      after = it->second.op;
+      it->second.referenced = true;
+    }
+  }
+  uint64_t op = st.options.gpu->submit_compute(p.req.layer_ns, after);
+  st.computes.emplace(op, std::move(p));
+  if (swap_in != 0)
+    release_if_done(self, swap_in);
+}
+
+void on_compute(self_ptr self, pending_compute p) {
+  auto& st = self->state;
+  uint64_t swap_in = p.req.after_swap_in;
+  auto t = st.transfers.find(swap_in);
+  if (swap_in != 0 && t != st.transfers.end() && !t->second.started) {
+    st.waiting_computes.emplace(swap_in, std::move(p));  // its swap-in still waits for a D2H
+    return;
+  }
+  submit_compute(self, std::move(p));
+}
+
 transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
                                                      transfer_engine_options options,
                                                      storage_actor storage) {
@@ -205,13 +341,26 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
     [=](report_atom) -> engine_report {
       auto& s = self->state;
       engine_report r = s.report;
+      r.backend = s.options.gpu ? "cuda" : "modelled";
+      if (s.options.gpu)
+        r.device = s.options.gpu->device_name();
       for (const auto& ls : s.links.links().stats())
         r.links.push_back({ls.name, ls.bytes, ls.busy_ns, ls.flows});
       return r;
     },
     [=](wake_atom, uint64_t) { sync(self); },
-    [=](gpu_done_atom, uint64_t) {
-      // Only the CUDA backend sends this; the modelled engine never does.
+    [=](compute_request& c) -> caf::result<compute_done> {
+      sync(self);
+      if (!self->state.options.gpu)
+        return compute_done{c.step, false, 0, "the modelled engine runs no compute"};
+      pending_compute p{std::move(c), self->make_response_promise<compute_done>()};
+      auto promise = p.promise;
+      on_compute(self, std::move(p));
+      return promise;
+    },
+    [=](gpu_done_atom, uint64_t op, int32_t layer) {
+      sync(self);
+      on_gpu_done(self, op, layer);
     },
   };
 }

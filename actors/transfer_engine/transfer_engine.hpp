@@ -1,7 +1,8 @@
 #pragma once
 
 // The transfer engine: moves blocks between device and host memory and between host memory and
-// storage. This is the modelled backend; links (link_model.hpp):
+// storage. PCIe transfers run on the real backend (CUDA, cuda_backend.hpp) when one is given,
+// else on the modelled links (link_model.hpp):
 //   h2d, d2h   PCIe, one per direction;
 //   pcie       both directions together (duplex cap: one direction alone gets its own limit, both
 //              at once share this one);
@@ -15,8 +16,11 @@
 #include <cstdint>
 #include <string>
 
+#include <memory>
+
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
+#include "actors/transfer_engine/cuda_backend.hpp"
 
 namespace kvtier {
 
@@ -35,6 +39,11 @@ struct transfer_engine_options {
   uint32_t layers = 32;
   uint64_t block_bytes = 0;  ///< K and V of every layer of one block
   sim_clock clock;
+  /// The real backend (null: modelled). PCIe transfers and step compute then run on the GPU;
+  /// storage transfers stay modelled. Completions must be posted to the engine as
+  /// (gpu_done_atom, op, layer).
+  std::shared_ptr<cuda_backend> gpu;
+  bool log_transfers = false;  ///< keep a transfer_log per transfer in the report
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

@@ -26,6 +26,8 @@ struct replay_args {
   std::string mode = "full";
   std::string clock = "virtual";
   double speed = 1.0;
+  std::string backend = "modelled";
+  bool verify = false;
   bool skip_bad_lines = false;
   uint64_t check_every = 0;
   uint64_t seed = 1;
@@ -46,6 +48,29 @@ struct bench_replay_args {
 };
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
 int run_bench_replay(const bench_replay_args& args);
+
+struct bench_transfer_args {
+  config_args config;
+  std::vector<uint32_t> block_sizes{16, 64};
+  double gib = 2.0;
+  uint32_t repetitions = 5;
+  bool no_verify = false;
+  std::string json_out;
+  std::string calibration_out;
+  uint32_t calibration_block_size = 0;
+};
+CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args);
+int run_bench_transfer(const bench_transfer_args& args);
+
+struct bench_emulation_args {
+  config_args config;
+  std::vector<std::string> traces;
+  std::string calibration;
+  bool no_verify = false;
+  std::string json_out;
+};
+CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& args);
+int run_bench_emulation(const bench_emulation_args& args);
 
 CLI::App* add_config_command(CLI::App& app, config_args& args);
 int run_config(const config_args& args);

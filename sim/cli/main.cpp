@@ -4,6 +4,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/config/options.hpp"
+#include "gpu/gpu_error.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 #ifndef KVTIER_SOURCE_DIR
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   bench_replay_args bench_replay;
   auto* bench_replay_cmd = add_bench_replay_command(*bench, bench_replay);
+  bench_transfer_args bench_transfer;
+  auto* bench_transfer_cmd = add_bench_transfer_command(*bench, bench_transfer);
+  bench_emulation_args bench_emulation;
+  auto* bench_emulation_cmd = add_bench_emulation_command(*bench, bench_emulation);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,12 +48,19 @@ int main(int argc, char** argv) {
       return run_config(config_only);
     if (*bench_replay_cmd)
       return run_bench_replay(bench_replay);
+    if (*bench_transfer_cmd)
+      return run_bench_transfer(bench_transfer);
+    if (*bench_emulation_cmd)
+      return run_bench_emulation(bench_emulation);
   } catch (const config_error& e) {
     std::cerr << "kvtier: bad config: " << e.what() << '\n';
     return exit_bad_input;
   } catch (const trace_error& e) {
     std::cerr << "kvtier: bad trace: " << e.what() << '\n';
     return exit_bad_input;
+  } catch (const gpu::gpu_error& e) {
+    std::cerr << "kvtier: GPU: " << e.what() << '\n';
+    return exit_failure;
   } catch (const std::exception& e) {
     std::cerr << "kvtier: " << e.what() << '\n';
     return exit_failure;

@@ -95,6 +95,8 @@ int replay_full(const replay_args& args, const config& cfg) {
   auto start = clock_type::now();
   replay_config rc = resolve(cfg);
   timed_config timed = resolve_timed(cfg, rc);
+  if (args.backend == "cuda")
+    use_cuda_backend(timed, rc, args.verify);
   trace_merger merger(open_traces(args));
   request_blocks mapper(rc.block_size, args.traces);
   std::vector<uint64_t> per_file(args.traces.size(), 0);
@@ -131,7 +133,8 @@ int replay_full(const replay_args& args, const config& cfg) {
   };
   progress_bar progress("replay", merger.bytes_total(), !args.quiet);
   full_run_options options;
-  options.mode = args.clock == "wall" ? clock_mode::wall : clock_mode::virtual_time;
+  options.mode = args.clock == "wall" || args.backend == "cuda" ? clock_mode::wall
+                                                                : clock_mode::virtual_time;
   options.speed = args.speed;
   options.progress = [&] { progress.update(merger.bytes_read(), read); };
   options.stop = [&] { return failure != nullptr; };
@@ -199,6 +202,14 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_option("--speed", args.speed, "wall clock: virtual seconds per wall second")
     ->check(CLI::PositiveNumber)
     ->capture_default_str();
+  cmd->add_option("--backend", args.backend,
+                  "modelled: links and compute from the config; cuda: real block transfers and "
+                  "emulated compute on the GPU (wall clock, full mode)")
+    ->check(CLI::IsMember({"modelled", "cuda"}))
+    ->capture_default_str();
+  cmd->add_flag("--verify", args.verify,
+                "cuda backend: fill every computed block with a pattern of its hash and check "
+                "it after every swap-in and storage read");
   cmd->add_flag("--skip-bad-lines", args.skip_bad_lines,
                 "skip and count malformed trace lines instead of stopping");
   cmd->add_option("--check-every", args.check_every,
@@ -215,6 +226,10 @@ int run_replay(const replay_args& in) {
   if (args.traces.empty())
     args.traces.push_back(default_trace_path());
   config cfg = load_config(args.config);
+  if (args.backend == "cuda" && (args.mode != "full" || args.clock == "virtual" && args.speed != 1.0))
+    throw config_error("--backend cuda replays in full mode on the wall clock");
+  if (args.verify && args.backend != "cuda")
+    throw config_error("--verify checks real bytes: it needs --backend cuda");
   if (args.mode == "hitrate")
     return replay_hitrate(args, cfg);
   return replay_full(args, cfg);

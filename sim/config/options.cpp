@@ -80,6 +80,9 @@ const std::vector<option_spec> specs = {
    "fixed cost of each layer of a swap-in, microseconds"},
   {"links.d2h_latency_us", option_type::number, 0, 1e9, {}, false,
    "fixed cost of each device-to-host transfer, microseconds"},
+  {"links.calibration", option_type::text, 0, 0, {}, true,
+   "a file from `kvtier bench transfer --emit-calibration`: its measured PCIe bandwidths and "
+   "latencies replace links.h2d_*, links.d2h_* and links.duplex_gbps"},
   {"links.nic_gbps", option_type::number, 0.001, 1e6, {}, false,
    "host network link to storage, GB/s"},
   {"links.nic_latency_us", option_type::number, 0, 1e9, {}, false,

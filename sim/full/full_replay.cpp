@@ -1,5 +1,6 @@
 #include "sim/full/full_replay.hpp"
 
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -20,14 +21,40 @@ struct actors {
   scheduler_actor scheduler;
 };
 
+// Where the CUDA backend's completions go: they come on a CUDA thread, so they become messages
+// to the engine (set once it exists, before any transfer can be submitted).
+struct gpu_completions {
+  std::mutex mutex;
+  caf::weak_actor_ptr engine;
+
+  void operator()(uint64_t op, int layer) {
+    std::lock_guard<std::mutex> guard(mutex);
+    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(engine))
+      caf::anon_send(caf::actor_cast<transfer_engine_actor>(strong), gpu_done_atom_v, op,
+                     static_cast<int32_t>(layer));
+  }
+};
+
 actors spawn_all(caf::actor_system& sys, timed_config config, request_source source,
                  const sim_clock& clock) {
   config.storage.clock = clock;
   config.engine.clock = clock;
   config.scheduler.clock = clock;
+  std::shared_ptr<gpu_completions> completions;
+  if (config.cuda) {
+    completions = std::make_shared<gpu_completions>();
+    config.engine.gpu = std::make_shared<cuda_backend>(
+      config.cuda_options, [completions](uint64_t op, int layer) { (*completions)(op, layer); });
+    config.engine.block_bytes = config.engine.gpu->block_bytes();
+  }
   actors a;
   a.storage = spawn_storage(sys, config.storage);
   a.engine = spawn_transfer_engine(sys, config.engine, a.storage);
+  if (completions) {
+    std::lock_guard<std::mutex> guard(completions->mutex);
+    completions->engine = caf::actor_cast<caf::weak_actor_ptr>(a.engine);
+    config.scheduler.gpu_engine = a.engine;
+  }
   a.controller = spawn_cache_controller(sys, config.cache, config.controller, a.storage, a.engine);
   a.scheduler = spawn_scheduler(sys, config.scheduler, std::move(source), a.controller);
   return a;
@@ -123,6 +150,8 @@ full_result run_wall(const timed_config& config, request_source source,
 
 full_result run_full_replay(const timed_config& config, request_source source,
                             const full_run_options& options) {
+  if (config.cuda && options.mode != clock_mode::wall)
+    throw std::invalid_argument("the CUDA backend runs on the wall clock only");
   if (options.mode == clock_mode::virtual_time)
     return run_virtual(config, std::move(source), options);
   return run_wall(config, std::move(source), options);

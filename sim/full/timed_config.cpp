@@ -1,11 +1,52 @@
 #include "sim/full/timed_config.hpp"
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 namespace kvtier {
 
 namespace {
 
 int64_t us_to_ns(double us) {
   return static_cast<int64_t>(us * 1000.0 + 0.5);
+}
+
+// Reads a calibration written by `kvtier bench transfer --emit-calibration` into `links`.
+void apply_calibration(const std::string& path, link_options& links) {
+  std::ifstream in(path);
+  if (!in)
+    throw config_error("links.calibration: " + path + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw config_error("links.calibration: " + path + ": not valid JSON: " + e.what());
+  }
+  auto number = [&](const char* section, const char* field) {
+    const nlohmann::json* v = &j;
+    std::string name = field;
+    if (section) {
+      name = std::string(section) + "." + field;
+      if (!j.contains(section) || !j[section].is_object())
+        throw config_error("links.calibration: " + path + ": missing object '" + section + "'");
+      v = &j[section];
+    }
+    if (!v->contains(field) || !(*v)[field].is_number() || (*v)[field].get<double>() < 0)
+      throw config_error("links.calibration: " + path + ": field '" + name +
+                         "': expected a non-negative number");
+    return (*v)[field].get<double>();
+  };
+  if (j.value("schema", "") != "kvtier.calibration/1")
+    throw config_error("links.calibration: " + path +
+                       ": field 'schema': expected \"kvtier.calibration/1\"");
+  links.h2d_gbps = number("h2d", "bandwidth_gbps");
+  links.h2d_layer_latency_ns = us_to_ns(number("h2d", "layer_latency_us"));
+  links.d2h_gbps = number("d2h", "bandwidth_gbps");
+  links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us"));
+  links.duplex_gbps = number(nullptr, "duplex_gbps");
+  if (links.h2d_gbps <= 0 || links.d2h_gbps <= 0 || links.duplex_gbps <= 0)
+    throw config_error("links.calibration: " + path + ": bandwidths must be positive");
 }
 
 }  // namespace
@@ -42,6 +83,8 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   lo.duplex_gbps = c.number("links.duplex_gbps");
   lo.h2d_layer_latency_ns = us_to_ns(c.number("links.h2d_layer_latency_us"));
   lo.d2h_latency_ns = us_to_ns(c.number("links.d2h_latency_us"));
+  if (c.is_set("links.calibration"))
+    apply_calibration(c.text("links.calibration"), lo);
   lo.nic_gbps = c.number("links.nic_gbps");
   lo.nic_latency_ns = us_to_ns(c.number("links.nic_latency_us"));
   t.engine.layers = rc.model.layers;
@@ -53,6 +96,27 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
   return t;
+}
+
+}  // namespace kvtier
+
+namespace kvtier {
+
+void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
+  t.cuda = true;
+  cuda_backend_options& o = t.cuda_options;
+  o.shape.layers = rc.model.layers;
+  o.shape.kv_heads = rc.model.kv_heads;
+  o.shape.head_dim = rc.model.head_dim;
+  o.shape.block_size = rc.block_size;
+  o.shape.dtype_bytes = rc.model.dtype_bytes;
+  o.device_blocks = rc.cache.device_blocks;
+  o.host_blocks = rc.cache.host_blocks;
+  o.verify = verify;
+  t.controller.grant_early = true;
+  t.controller.verify = verify;
+  t.controller.log = true;
+  t.engine.log_transfers = true;
 }
 
 }  // namespace kvtier

@@ -17,8 +17,15 @@ struct timed_config {
   transfer_engine_options engine;
   storage_options storage;
   uint64_t block_bytes = 0;
+  /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).
+  bool cuda = false;
+  cuda_backend_options cuda_options;
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);
+
+/// Switches `t` to the real backend: a KV cache of the model's shape and the configured device
+/// and host blocks on the GPU; with `verify`, every block is checked wherever it lands.
+void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify);
 
 }  // namespace kvtier

