@@ -225,7 +225,7 @@ struct scheduler_report {
   bool drained = false;        ///< every request finished
 };
 
-/// One transfer as the engine ran it (kept with transfer_engine_options::log_transfers).
+/// One transfer as the engine ran it.
 struct transfer_log {
   uint64_t id = 0;
   uint8_t kind = 0;

@@ -43,7 +43,6 @@ struct transfer_engine_options {
   /// storage transfers stay modelled. Completions must be posted to the engine as
   /// (gpu_done_atom, op, layer).
   std::shared_ptr<cuda_backend> gpu;
-  bool log_transfers = false;  ///< keep a transfer_log per transfer in the report
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

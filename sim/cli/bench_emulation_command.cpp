@@ -115,7 +115,6 @@ int run_bench_emulation(const bench_emulation_args& args) {
 
   timed_config modelled = resolve_timed(cfg, rc);
   modelled.controller.log = true;
-  modelled.engine.log_transfers = true;
   full_result predicted = run_full_replay(modelled, source_of(m), {});
   require_clean(predicted, "modelled");
 

@@ -116,7 +116,6 @@ void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
   t.controller.grant_early = true;
   t.controller.verify = verify;
   t.controller.log = true;
-  t.engine.log_transfers = true;
 }
 
 }  // namespace kvtier

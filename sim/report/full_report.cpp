@@ -114,6 +114,15 @@ json full_summary(const full_result& r, const run_info& run,
                          {"skipped_lines", f.skipped_lines}});
     skipped += f.skipped_lines;
   }
+  // Transfer time per kind: from each transfer's start (its dependencies met) to its end, as
+  // the modelled links computed it or as CUDA events measured it.
+  double kind_ns[move_kinds] = {0, 0, 0, 0, 0};
+  for (const transfer_log& l : r.engine.log)
+    kind_ns[l.kind] += static_cast<double>(l.duration_ns);
+  auto rate = [&](move_kind k) {
+    int i = static_cast<int>(k);
+    return round6(kind_ns[i] > 0 ? static_cast<double>(r.engine.bytes[i]) / kind_ns[i] : 0.0);
+  };
   const controller_report& c = r.controller;
   double virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
   double wall = run.deterministic ? 0.0 : run.wall_s;
@@ -142,6 +151,10 @@ json full_summary(const full_result& r, const run_info& run,
                  {"d2h_bytes", r.engine.bytes[static_cast<int>(move_kind::d2h)]},
                  {"storage_read_bytes", r.engine.bytes[static_cast<int>(move_kind::load)]},
                  {"storage_write_bytes", r.engine.bytes[static_cast<int>(move_kind::store)]},
+                 {"backend", r.engine.backend}, {"device", r.engine.device},
+                 {"h2d_transfer_s", round6(kind_ns[static_cast<int>(move_kind::swap_in)] / 1e9)},
+                 {"d2h_transfer_s", round6(kind_ns[static_cast<int>(move_kind::d2h)] / 1e9)},
+                 {"h2d_gbps", rate(move_kind::swap_in)}, {"d2h_gbps", rate(move_kind::d2h)},
                  {"links", links}}},
     {"transfers", {{"swap_ins", c.swap_ins}, {"backups", c.backups},
                    {"backups_skipped", c.backups_skipped}, {"write_backs", c.write_backs},
@@ -196,6 +209,10 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  traffic GB      h2d %.2f   d2h %.2f   storage read %.2f   storage write %.2f\n",
       tr["h2d_bytes"].get<double>() / 1e9, tr["d2h_bytes"].get<double>() / 1e9,
       tr["storage_read_bytes"].get<double>() / 1e9, tr["storage_write_bytes"].get<double>() / 1e9);
+  add("  transfers (%s%s%s)  h2d %.3f s at %.1f GB/s   d2h %.3f s at %.1f GB/s\n",
+      tr["backend"].get<std::string>().c_str(), tr["device"].get<std::string>().empty() ? "" : ", ",
+      tr["device"].get<std::string>().c_str(), tr["h2d_transfer_s"].get<double>(),
+      tr["h2d_gbps"].get<double>(), tr["d2h_transfer_s"].get<double>(), tr["d2h_gbps"].get<double>());
   const json& st = s["steps"];
   add("  steps           %llu   busy %.1f s   layer-wait stall %.3f s   preemptions %llu\n",
       st["count"].get<unsigned long long>(), st["busy_s"].get<double>(),
