@@ -12,51 +12,14 @@
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
 #include "sim/full/full_replay.hpp"
+#include "sim/full/preloaded_trace.hpp"
 #include "sim/report/atomic_file.hpp"
-#include "sim/request_blocks.hpp"
-#include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
 
 namespace {
 
 using nlohmann::json;
-
-struct requests_in_memory {
-  std::vector<trace_request> requests;
-  std::vector<std::vector<cache_block>> blocks;
-};
-
-requests_in_memory load(const std::vector<std::string>& traces, uint32_t block_size) {
-  requests_in_memory m;
-  std::vector<std::unique_ptr<trace_source>> sources;
-  for (size_t i = 0; i < traces.size(); ++i)
-    sources.push_back(open_trace(traces[i], trace_format::detect, static_cast<uint32_t>(i), {}));
-  trace_merger merger(std::move(sources));
-  request_blocks mapper(block_size, traces);
-  trace_request r;
-  while (merger.next(r)) {
-    m.blocks.emplace_back();
-    mapper.map(r, m.blocks.back());
-    m.requests.push_back(r);
-  }
-  return m;
-}
-
-request_source source_of(const requests_in_memory& m) {
-  auto next = std::make_shared<size_t>(0);
-  request_source s;
-  s.next = [&m, next](trace_request& r) {
-    if (*next >= m.requests.size())
-      return false;
-    r = m.requests[(*next)++];
-    return true;
-  };
-  s.blocks_of = [&m](const trace_request& r, std::vector<cache_block>& out) {
-    out = m.blocks[r.seq];
-  };
-  return s;
-}
 
 // Per request: its share of every swap-in that loaded blocks for it; and totals per kind.
 struct transfer_times {
@@ -111,7 +74,7 @@ int run_bench_emulation(const bench_emulation_args& args) {
   config cfg = load_config(args.config);
   cfg.set("links.calibration=\"" + args.calibration + "\"");
   replay_config rc = resolve(cfg);
-  requests_in_memory m = load(args.traces, rc.block_size);
+  preloaded_trace m = preload(args.traces, rc.block_size);
 
   timed_config modelled = resolve_timed(cfg, rc);
   modelled.controller.log = true;

@@ -12,6 +12,7 @@
 #include "sim/cli/load_config.hpp"
 #include "sim/config/replay_config.hpp"
 #include "sim/full/full_replay.hpp"
+#include "sim/full/preloaded_trace.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/hitrate_report.hpp"
@@ -34,37 +35,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct loaded_trace {
-  std::vector<trace_request> requests;
-  std::vector<std::vector<cache_block>> blocks;
-  double parse_s = 0;
-  double map_s = 0;
-  uint64_t block_count = 0;
-};
-
-loaded_trace load(const bench_replay_args& args, const replay_config& rc) {
-  loaded_trace t;
-  auto start = clock_type::now();
-  std::vector<std::unique_ptr<trace_source>> sources;
-  for (size_t i = 0; i < args.traces.size(); ++i)
-    sources.push_back(open_trace(args.traces[i], trace_format::detect, static_cast<uint32_t>(i),
-                                 reader_options{}));
-  trace_merger merger(std::move(sources));
-  trace_request r;
-  while (merger.next(r))
-    t.requests.push_back(r);
-  t.parse_s = since(start);
-  start = clock_type::now();
-  request_blocks mapper(rc.block_size, args.traces);
-  t.blocks.resize(t.requests.size());
-  for (size_t i = 0; i < t.requests.size(); ++i) {
-    mapper.map(t.requests[i], t.blocks[i]);
-    t.block_count += t.blocks[i].size();
-  }
-  t.map_s = since(start);
-  return t;
-}
-
 struct cache_run {
   std::string name;
   double seconds = 0;
@@ -72,7 +42,7 @@ struct cache_run {
   double hit_ratio_blocks = 0;
 };
 
-cache_run time_replay(const std::string& name, const loaded_trace& t, const replay_config& rc,
+cache_run time_replay(const std::string& name, const preloaded_trace& t, const replay_config& rc,
                       uint32_t repeat) {
   std::vector<double> times;
   cache_run run{name};
@@ -95,7 +65,7 @@ cache_run time_replay(const std::string& name, const loaded_trace& t, const repl
 }
 
 // The baseline: infinite capacity, prefix hits via a plain std::unordered_set of block hashes.
-cache_run time_baseline(const loaded_trace& t, uint32_t repeat) {
+cache_run time_baseline(const preloaded_trace& t, uint32_t repeat) {
   std::vector<double> times;
   cache_run run{"baseline: std::unordered_set prefix lookup, unbounded"};
   for (uint32_t k = 0; k < repeat; ++k) {
@@ -131,25 +101,14 @@ struct full_run {
 };
 
 // The timed replay of the same requests (already parsed and hashed), four actors included.
-full_run time_full(const loaded_trace& t, const config& cfg, const replay_config& rc,
+full_run time_full(const preloaded_trace& t, const config& cfg, const replay_config& rc,
                    uint32_t repeat) {
   timed_config timed = resolve_timed(cfg, rc);
   std::vector<double> times;
   full_run run;
   for (uint32_t k = 0; k < repeat; ++k) {
-    size_t next = 0;
-    request_source source;
-    source.next = [&](trace_request& r) {
-      if (next >= t.requests.size())
-        return false;
-      r = t.requests[next++];
-      return true;
-    };
-    source.blocks_of = [&](const trace_request& r, std::vector<cache_block>& out) {
-      out = t.blocks[r.seq];
-    };
     auto start = clock_type::now();
-    full_result r = run_full_replay(timed, std::move(source), {});
+    full_result r = run_full_replay(timed, source_of(t), {});
     times.push_back(since(start));
     run.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
     run.messages = r.messages;
@@ -180,7 +139,7 @@ CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
 int run_bench_replay(const bench_replay_args& args) {
   config cfg = load_config(args.config);
   replay_config rc = resolve(cfg);
-  loaded_trace t = load(args, rc);
+  preloaded_trace t = preload(args.traces, rc.block_size);
 
   replay_config unbounded = rc;
   unbounded.cache.device_blocks = 0xffffffffu;

@@ -1,6 +1,7 @@
 // `kvtier bench transfer`: real block transfers on the CUDA device (gpu/transfer_bench.hpp), and
 // the calibration file that makes the modelled links match them.
 
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -52,6 +53,18 @@ int run_bench_transfer(const bench_transfer_args& args) {
   }
   gpu::bench_report report = gpu::run_transfer_bench(o, &std::cerr);
   std::cout << gpu::format_bench_table(report);
+  {
+    // The emulated compute of `replay --backend cuda` rests on this fit of the busy kernel.
+    gpu::kv_cache_config small;
+    small.shape = o.shape;
+    small.device_blocks = 4;
+    small.host_blocks = 4;
+    small.calibrate_compute = false;
+    gpu::compute_calibration cal = gpu::make_kv_cache(small)->calibrate_compute();
+    std::printf("compute emulation: a layer asked to take t ns takes %.0f ns + %.4f t; "
+                "timer tick %.0f ns; worst error %.2f%% (t >= 20 us)\n",
+                cal.overhead_ns, cal.scale, cal.timer_tick_ns, 100 * cal.max_error);
+  }
   auto missed = gpu::missed_targets(report);
   std::cout << (missed.empty() ? "targets: all met\n" : "targets missed:\n");
   for (const auto& m : missed)

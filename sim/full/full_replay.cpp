@@ -65,6 +65,22 @@ actors spawn_all(caf::actor_system& sys, timed_config config, request_source sou
   return a;
 }
 
+// Asks every actor for its report; `pump` runs the system while a request waits (virtual time
+// needs it, the wall clock does not).
+template <class Pump>
+void collect_reports(caf::scoped_actor& self, const actors& a, full_result& r, Pump pump) {
+  auto ask = [&](auto handle, auto& out) {
+    auto pending = self->request(handle, caf::infinite, report_atom_v);
+    pump();
+    pending.receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
+                    [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
+  };
+  ask(a.scheduler, r.scheduler);
+  ask(a.controller, r.controller);
+  ask(a.engine, r.engine);
+  ask(a.storage, r.storage);
+}
+
 void stop_all(const actors& a) {
   caf::anon_send_exit(a.scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(a.controller, caf::exit_reason::user_shutdown);
@@ -92,16 +108,7 @@ full_result run_virtual(const timed_config& config, request_source source,
   }
   r.last_event_ns = clock.now(sys.clock());
   caf::scoped_actor self{sys, true};
-  auto request_report = [&](auto handle, auto& out) {
-    auto pending = self->request(handle, caf::infinite, report_atom_v);
-    coordinator.run();
-    pending.receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
-                    [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
-  };
-  request_report(a.scheduler, r.scheduler);
-  request_report(a.controller, r.controller);
-  request_report(a.engine, r.engine);
-  request_report(a.storage, r.storage);
+  collect_reports(self, a, r, [&] { coordinator.run(); });
   stop_all(a);
   coordinator.run();
   return r;
@@ -139,15 +146,7 @@ full_result run_wall(timed_config config, request_source source,
       break;
   }
   r.last_event_ns = clock.now(sys.clock());
-  auto request_report = [&](auto handle, auto& out) {
-    self->request(handle, caf::infinite, report_atom_v)
-      .receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
-               [&](const caf::error& e) { throw std::runtime_error(caf::to_string(e)); });
-  };
-  request_report(a.scheduler, r.scheduler);
-  request_report(a.controller, r.controller);
-  request_report(a.engine, r.engine);
-  request_report(a.storage, r.storage);
+  collect_reports(self, a, r, [] {});
   stop_all(a);
   return r;
 }

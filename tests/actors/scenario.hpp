@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "sim/full/full_replay.hpp"
-#include "sim/request_blocks.hpp"
+#include "sim/full/preloaded_trace.hpp"
 
 namespace kvtier::test {
 
@@ -52,20 +52,8 @@ inline trace_request request(uint64_t seq, int64_t at_ns, std::vector<uint64_t> 
 
 inline full_result run_scenario(const timed_config& config, std::vector<trace_request> requests,
                                 const full_run_options& options = {}) {
-  auto next = std::make_shared<size_t>(0);
-  auto list = std::make_shared<std::vector<trace_request>>(std::move(requests));
-  auto mapper = std::make_shared<request_blocks>(16, std::vector<std::string>{"test"});
-  request_source source;
-  source.next = [=](trace_request& r) {
-    if (*next >= list->size())
-      return false;
-    r = (*list)[(*next)++];
-    return true;
-  };
-  source.blocks_of = [=](const trace_request& r, std::vector<cache_block>& out) {
-    mapper->map(r, out);
-  };
-  return run_full_replay(config, std::move(source), options);
+  preloaded_trace t = preload(std::move(requests), 16);
+  return run_full_replay(config, source_of(t), options);
 }
 
 inline const request_record& record(const full_result& r, uint64_t seq) {

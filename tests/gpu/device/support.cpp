@@ -120,9 +120,4 @@ std::string check_hosts_after_d2h(kv_cache& c, const std::vector<block_pair>& pa
   return "";
 }
 
-bench_cli& bench_settings() {
-  static bench_cli settings;
-  return settings;
-}
-
 }  // namespace kvtier::gpu::test

@@ -38,18 +38,4 @@ std::string check_devices_after_h2d(kv_cache& c, const std::vector<block_pair>& 
 /// Every host block: a destination holds its source's device_hash, any other its host_hash.
 std::string check_hosts_after_d2h(kv_cache& c, const std::vector<block_pair>& pairs);
 
-/// Settings of the hidden [.bench] test, from the command line.
-struct bench_cli {
-  uint64_t transfer_bytes = 2ull << 30;
-  uint32_t repetitions = 5;
-  bool no_verify = false;
-  std::string out_dir;
-  uint64_t slot_bytes = 16ull << 20;
-  uint32_t slots = 4;
-  uint64_t direct_min_bytes = 8ull << 20;
-  uint32_t zero_copy_ctas = 8;
-  std::string block_sizes = "16,64";
-};
-bench_cli& bench_settings();
-
 }  // namespace kvtier::gpu::test

@@ -1,0 +1,70 @@
+#include "sim/full/preloaded_trace.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include "actors/check.hpp"
+#include "sim/request_blocks.hpp"
+#include "sim/trace/trace_reader.hpp"
+
+namespace kvtier {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void map_all(preloaded_trace& t, request_blocks& mapper) {
+  auto start = std::chrono::steady_clock::now();
+  t.blocks.resize(t.requests.size());
+  for (size_t i = 0; i < t.requests.size(); ++i) {
+    KVTIER_ASSERT(t.requests[i].seq == i);
+    mapper.map(t.requests[i], t.blocks[i]);
+    t.block_count += t.blocks[i].size();
+  }
+  t.map_s = since(start);
+}
+
+}  // namespace
+
+preloaded_trace preload(const std::vector<std::string>& traces, uint32_t block_size) {
+  preloaded_trace t;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<trace_source>> sources;
+  for (size_t i = 0; i < traces.size(); ++i)
+    sources.push_back(open_trace(traces[i], trace_format::detect, static_cast<uint32_t>(i), {}));
+  trace_merger merger(std::move(sources));
+  trace_request r;
+  while (merger.next(r))
+    t.requests.push_back(r);
+  t.parse_s = since(start);
+  request_blocks mapper(block_size, traces);
+  map_all(t, mapper);
+  return t;
+}
+
+preloaded_trace preload(std::vector<trace_request> requests, uint32_t block_size) {
+  preloaded_trace t;
+  t.requests = std::move(requests);
+  request_blocks mapper(block_size, {"requests"});
+  map_all(t, mapper);
+  return t;
+}
+
+request_source source_of(const preloaded_trace& t) {
+  auto next = std::make_shared<size_t>(0);
+  request_source s;
+  s.next = [&t, next](trace_request& r) {
+    if (*next >= t.requests.size())
+      return false;
+    r = t.requests[(*next)++];
+    return true;
+  };
+  s.blocks_of = [&t](const trace_request& r, std::vector<cache_block>& out) {
+    out = t.blocks[r.seq];
+  };
+  return s;
+}
+
+}  // namespace kvtier
