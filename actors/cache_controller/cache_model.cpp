@@ -79,6 +79,11 @@ void cache_model::release(const node_id* nodes, size_t n) {
     tree_.release(nodes[i]);
 }
 
+void cache_model::release_from_tail(const std::vector<node_id>& path) {
+  for (auto it = path.rbegin(); it != path.rend(); ++it)
+    tree_.release(*it);
+}
+
 // -- allocation and eviction --------------------------------------------------------------------
 
 bool cache_model::allocate_device(uint32_t n, std::vector<block_id>& out,

@@ -121,6 +121,8 @@ class cache_model {
   void hold(const node_id* nodes, size_t n);
   /// Drops one hold on each node, in the order given.
   void release(const node_id* nodes, size_t n);
+  /// Drops one hold on each node, last first (a path's tail before its head).
+  void release_from_tail(const std::vector<node_id>& path);
 
   // -- device blocks --------------------------------------------------------------------------
 

@@ -52,8 +52,7 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
     ++r.prefetched;
   }
   if (r.prefetched == 0) {
-    std::vector<node_id> held(r.prefetch_path.rbegin(), r.prefetch_path.rend());
-    model_.release(held.data(), held.size());
+    model_.release_from_tail(r.prefetch_path);
     r.prefetch_path.clear();
     tracker_.batch(orders, out);  // stores of host evictions, if any
     return false;
@@ -101,13 +100,11 @@ probe_reply controller_core::on_probe(const probe& p) {
 }
 
 void controller_core::release(request_state& r) {
-  std::vector<node_id> held(r.path.rbegin(), r.path.rend());
-  model_.release(held.data(), held.size());
+  model_.release_from_tail(r.path);
   for (size_t i = 0; i < r.table.size(); ++i)
     if (r.owned[i])
       model_.free_device(r.table[i]);
-  held.assign(r.prefetch_path.rbegin(), r.prefetch_path.rend());
-  model_.release(held.data(), held.size());
+  model_.release_from_tail(r.prefetch_path);
   r.path.clear();
   r.table.clear();
   r.owned.clear();
@@ -133,15 +130,14 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   uint32_t need = r.layout.blocks_for(m.tokens);
   uint32_t hits = std::min<uint32_t>(static_cast<uint32_t>(path.size()), need);
   if (hits < path.size()) {
-    std::vector<node_id> extra(path.rbegin(), path.rend() - hits);
-    model_.release(extra.data(), extra.size());
+    std::vector<node_id> extra(path.begin() + hits, path.end());
+    model_.release_from_tail(extra);
     path.resize(hits);
   }
   uint32_t device = std::min(match_.device, hits);
   fresh_.clear();
   if (!model_.allocate_device(need - device, fresh_, orders)) {
-    std::vector<node_id> held(path.rbegin(), path.rend());
-    model_.release(held.data(), held.size());
+    model_.release_from_tail(path);
     return false;
   }
   uint32_t storage = 0;
@@ -153,8 +149,7 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
     storage += tier_index == 2;
     tokens[tier_index] += r.layout.tokens_of(i);
   }
-  std::vector<node_id> prefetch(r.prefetch_path.rbegin(), r.prefetch_path.rend());
-  model_.release(prefetch.data(), prefetch.size());  // the request's own holds replace them
+  model_.release_from_tail(r.prefetch_path);  // the request's own holds replace them
   r.prefetch_path.clear();
   r.prefetched = 0;
   r.path = std::move(path);
@@ -291,8 +286,7 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
       model_.fail(o);
     if (owner != load_owner_.end()) {
       request_state& r = requests_.at(owner->second);
-      std::vector<node_id> held(r.prefetch_path.rbegin(), r.prefetch_path.rend());
-      model_.release(held.data(), held.size());
+      model_.release_from_tail(r.prefetch_path);
       for (auto it = orders.rbegin(); it != orders.rend(); ++it)
         model_.discard_if_bare(it->node, it->generation);
       r.prefetch_path.clear();

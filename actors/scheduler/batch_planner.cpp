@@ -213,7 +213,9 @@ step_outcome finish_step(request_book& book, const std::vector<work_item>& items
     r.high_water = std::max(r.high_water, end);
     r.record.computed_tokens += decode ? 0 : w.tokens;
     r.computed = end;
-    out.computed.push_back({w.req, static_cast<uint32_t>(end)});
+    // The controller commits listed blocks once complete: tell it only when one completed.
+    if (r.layout.complete_within(end) > r.layout.complete_within(w.start))
+      out.computed.push_back({w.req, static_cast<uint32_t>(end)});
     if (end < r.target())
       continue;  // a chunk of a longer prefill
     ++r.generated;

@@ -87,7 +87,7 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options& 
                                    const step_plan& plan, const grant& g, int64_t now);
 
 struct step_outcome {
-  std::vector<token_mark> computed;   ///< for the next commit
+  std::vector<token_mark> computed;   ///< for the next commit: requests that completed a listed block
   std::vector<request_id> finished;
   uint64_t prefill_tokens = 0;
   uint64_t decode_tokens = 0;

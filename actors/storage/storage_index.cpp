@@ -1,5 +1,7 @@
 #include "actors/storage/storage_index.hpp"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "actors/check.hpp"
@@ -34,48 +36,46 @@ size_t storage_index::leading_run(const storage_key* keys, size_t n) const {
   return i;
 }
 
-void storage_index::link_tail(uint32_t slot) {
+void storage_index::mark_used(uint32_t slot) {
   entry& e = entries_[slot];
+  e.stamp = next_stamp_++;
   node_state& n = nodes_[e.node];
-  e.prev = n.tail;
-  e.next = 0;
-  if (n.tail)
-    entries_[n.tail].next = slot;
-  else
-    n.head = slot;
-  n.tail = slot;
+  n.uses.push_back({e.stamp, slot});
+  if (n.uses.size() - n.head > 2 * n.size + 1024)
+    sweep(n);
 }
 
-void storage_index::unlink(uint32_t slot) {
-  entry& e = entries_[slot];
-  node_state& n = nodes_[e.node];
-  if (e.prev)
-    entries_[e.prev].next = e.next;
-  else
-    n.head = e.next;
-  if (e.next)
-    entries_[e.next].prev = e.prev;
-  else
-    n.tail = e.prev;
-  e.prev = e.next = 0;
+void storage_index::sweep(node_state& n) {
+  auto stale = [&](const use& u) { return entries_[u.slot].stamp != u.stamp; };
+  n.uses.erase(n.uses.begin(), n.uses.begin() + static_cast<long>(n.head));
+  n.uses.erase(std::remove_if(n.uses.begin(), n.uses.end(), stale), n.uses.end());
+  n.head = 0;
 }
 
 bool storage_index::touch(storage_key key) {
   auto it = map_.find(key);
   if (it == map_.end())
     return false;
-  unlink(it->second);
-  link_tail(it->second);
+  mark_used(it->second);
   return true;
 }
 
 bool storage_index::evict_one(node_state& n) {
-  for (uint32_t slot = n.head; slot != 0; slot = entries_[slot].next) {
-    if (entries_[slot].leases > 0)
+  // Leased blocks met at the front are passed over as just used; after one lap of the node's
+  // blocks without a victim, everything is leased.
+  for (uint64_t passed = 0; n.head < n.uses.size() && passed <= n.size;) {
+    use u = n.uses[n.head++];
+    entry& e = entries_[u.slot];
+    if (e.stamp != u.stamp)
+      continue;  // stale: used again later
+    if (e.leases > 0) {
+      mark_used(u.slot);
+      ++passed;
       continue;
-    unlink(slot);
-    map_.erase(entries_[slot].key);
-    free_slots_.push_back(slot);
+    }
+    map_.erase(e.key);
+    e.stamp = 0;
+    free_slots_.push_back(u.slot);
     --n.size;
     ++evictions_;
     return true;
@@ -100,10 +100,10 @@ bool storage_index::put(storage_key key) {
     slot = static_cast<uint32_t>(entries_.size());
     entries_.emplace_back();
   }
-  entries_[slot] = entry{key, 0, 0, 0, node};
-  link_tail(slot);
+  entries_[slot] = entry{key, 0, 0, node};
   map_.emplace(key, slot);
   ++n.size;
+  mark_used(slot);
   return true;
 }
 

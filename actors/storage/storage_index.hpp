@@ -7,7 +7,12 @@
 //
 // An existence probe does not count as a use (it must not keep a block alive: a known way for
 // shared stores to end up with nothing evictable); a get and a put do. A block that a get is
-// still reading is leased and not evicted until the lease ends.
+// still reading is leased and not evicted until the lease ends: eviction passes over it and
+// counts it as just used.
+//
+// LRU order per node is a queue of (use stamp, slot) entries, appended on every use; an entry
+// whose stamp is no longer its block's latest is stale and skipped when it reaches the front
+// (and swept out when stale entries pile up). A use is thus one append, not a relinking.
 
 #include <cstdint>
 #include <vector>
@@ -48,18 +53,23 @@ class storage_index {
  private:
   struct entry {
     storage_key key = 0;
-    uint32_t prev = 0, next = 0;  // LRU list of the node, 0 = none (slot 0 is unused)
+    uint64_t stamp = 0;  // its latest use; 0: the slot is free
     uint32_t leases = 0;
     uint32_t node = 0;
+  };
+  struct use {
+    uint64_t stamp;
+    uint32_t slot;
   };
   struct node_state {
     uint64_t capacity = 0;
     uint64_t size = 0;
-    uint32_t head = 0, tail = 0;  // head = least recently used
+    std::vector<use> uses;  // in stamp order from `head`: the least recently used first
+    size_t head = 0;
   };
-  void link_tail(uint32_t slot);
-  void unlink(uint32_t slot);
+  void mark_used(uint32_t slot);
   bool evict_one(node_state& n);
+  void sweep(node_state& n);
 
   uint64_t capacity_;
   std::vector<node_state> nodes_;
@@ -67,6 +77,7 @@ class storage_index {
   std::vector<uint32_t> free_slots_;
   absl::flat_hash_map<storage_key, uint32_t> map_;
   uint64_t evictions_ = 0;
+  uint64_t next_stamp_ = 1;
 };
 
 }  // namespace kvtier
