@@ -117,6 +117,7 @@ struct grant {
 
 struct compute_request {
   uint64_t step = 0;
+  int64_t lead_ns = 0;            ///< the step's overhead, before layer 0, waiting for nothing
   std::vector<int64_t> layer_ns;  ///< busy time of each layer
   uint64_t after_swap_in = 0;     ///< layer i starts once this swap-in's layer i is in place
 };
@@ -328,7 +329,8 @@ typename Inspector::result_type inspect(Inspector& f, grant& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compute_request& x) {
-  return f(caf::meta::type_name("compute_request"), x.step, x.layer_ns, x.after_swap_in);
+  return f(caf::meta::type_name("compute_request"), x.step, x.lead_ns, x.layer_ns,
+           x.after_swap_in);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compute_done& x) {

@@ -91,7 +91,8 @@ struct compute_timing {
   double total_ns = 0;
   std::vector<double> begin_ns;  ///< start to layer l's kernel starting
   std::vector<double> busy_ns;   ///< layer l's kernel
-  std::vector<double> stall_ns;  ///< layer l ready to run but waiting for its H2D layer
+  std::vector<double> stall_ns;  ///< layer l ready to run (the lead, or layer l-1, done) but
+                                 ///< waiting for its H2D layer
   double stall_total_ns = 0;
 };
 
@@ -137,9 +138,12 @@ class kv_cache {
 
   /// Measures the busy kernel and applies the result to later submit_compute() calls.
   virtual compute_calibration calibrate_compute() = 0;
-  /// Emulates a forward pass: per layer, a kernel busy for layer_ns[l]. With `after_h2d` (an H2D
-  /// op with one entry per layer), layer l starts only once that op's layer l is in place.
-  virtual op_id submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d = 0) = 0;
+  /// Emulates a forward pass: first a kernel busy for `lead_ns` that waits for nothing (work
+  /// before the first layer: scheduling, embedding), then per layer a kernel busy for
+  /// layer_ns[l]. With `after_h2d` (an H2D op with one entry per layer), layer l starts only
+  /// once that op's layer l is in place.
+  virtual op_id submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d = 0,
+                               uint64_t lead_ns = 0) = 0;
 
   // -- completion -----------------------------------------------------------------------------
 

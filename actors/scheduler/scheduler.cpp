@@ -129,13 +129,14 @@ void on_grant(self_ptr self, const grant& g) {
   st.reserve->after_step();
   ++st.report.steps;
   if (st.config.gpu_engine) {
-    // The same layers, as busy kernels on the GPU; the step's overhead goes before layer 0.
+    // The same step as busy kernels on the GPU: the overhead first, then layer by layer, each
+    // layer waiting for its part of the swap-in (as layer_pipeline.hpp computes it).
     compute_request c;
     c.step = st.step;
     c.after_swap_in = g.swap_in;
+    c.lead_ns = cost.overhead_ns;
     c.layer_ns.assign(st.config.compute.layers, cost.layer_ns);
     c.layer_ns.back() = cost.last_layer_ns;
-    c.layer_ns.front() += cost.overhead_ns;
     uint64_t step = st.step;
     self->request(st.config.gpu_engine, caf::infinite, std::move(c))
       .then([=](const compute_done& d) {

@@ -93,9 +93,10 @@ std::string cuda_backend::restore(const transfer& t) {
   return {};
 }
 
-uint64_t cuda_backend::submit_compute(const std::vector<int64_t>& layer_ns, uint64_t after_op) {
+uint64_t cuda_backend::submit_compute(int64_t lead_ns, const std::vector<int64_t>& layer_ns,
+                                      uint64_t after_op) {
   std::vector<uint64_t> ns(layer_ns.begin(), layer_ns.end());
-  return cache_->submit_compute(ns, after_op);
+  return cache_->submit_compute(ns, after_op, static_cast<uint64_t>(lead_ns));
 }
 
 int64_t cuda_backend::stall_of(uint64_t compute_op) {

@@ -47,8 +47,9 @@ class cuda_backend {
   /// A load wrote these host blocks: put the kept bytes there and check them (--verify).
   std::string restore(const transfer& t);
 
-  /// Runs a step's layers on the GPU, layer l after the swap-in op's layer l (0: none).
-  uint64_t submit_compute(const std::vector<int64_t>& layer_ns, uint64_t after_op);
+  /// Runs a step on the GPU: `lead_ns` first, then layer l after the swap-in op's layer l
+  /// (0: none).
+  uint64_t submit_compute(int64_t lead_ns, const std::vector<int64_t>& layer_ns, uint64_t after_op);
   int64_t stall_of(uint64_t compute_op);
   int64_t duration_of(uint64_t transfer_op);
   void release(uint64_t op);

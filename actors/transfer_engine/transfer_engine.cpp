@@ -292,7 +292,7 @@ void submit_compute(self_ptr self, pending_compute p) {
       it->second.referenced = true;
     }
   }
-  uint64_t op = st.options.gpu->submit_compute(p.req.layer_ns, after);
+  uint64_t op = st.options.gpu->submit_compute(p.req.lead_ns, p.req.layer_ns, after);
   st.computes.emplace(op, std::move(p));
   if (swap_in != 0)
     release_if_done(self, swap_in);

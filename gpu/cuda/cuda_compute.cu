@@ -103,7 +103,8 @@ uint64_t cuda_kv_cache::spin_for(uint64_t asked_ns) const {
   return spin > 0 ? static_cast<uint64_t>(std::llround(spin)) : 0;
 }
 
-op_id cuda_kv_cache::submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d) {
+op_id cuda_kv_cache::submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d,
+                                    uint64_t lead_ns) {
   select_device();
   const op_record* h2d = nullptr;
   if (after_h2d != 0) {
@@ -121,6 +122,11 @@ op_id cuda_kv_cache::submit_compute(const std::vector<uint64_t>& layer_ns, op_id
   op_record& rec = ops_.at(id);
   cudaStream_t s = compute_.get();
   KVTIER_CUDA_CHECK(cudaEventRecord(rec.start, s));
+  if (lead_ns > 0) {
+    rec.lead_end = events_.take();
+    launch_busy(spin_for(lead_ns), s);
+    KVTIER_CUDA_CHECK(cudaEventRecord(rec.lead_end, s));
+  }
   for (uint32_t l = 0; l < layers; ++l) {
     if (h2d != nullptr)
       KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, h2d->layer_events[l], 0));

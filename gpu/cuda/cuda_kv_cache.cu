@@ -182,7 +182,8 @@ compute_timing cuda_kv_cache::compute_time(op_id id) {
   compute_timing t;
   t.total_ns = elapsed_ns(rec.start, rec.end);
   for (size_t l = 0; l < rec.layer_events.size(); ++l) {
-    cudaEvent_t ready = l == 0 ? rec.start : rec.layer_events[l - 1];
+    cudaEvent_t first = rec.lead_end != nullptr ? rec.lead_end : rec.start;
+    cudaEvent_t ready = l == 0 ? first : rec.layer_events[l - 1];
     t.begin_ns.push_back(elapsed_ns(rec.start, rec.begin_events[l]));
     t.busy_ns.push_back(elapsed_ns(rec.begin_events[l], rec.layer_events[l]));
     t.stall_ns.push_back(elapsed_ns(ready, rec.begin_events[l]));
@@ -206,6 +207,8 @@ void cuda_kv_cache::release(op_id id) {
   }
   events_.give_back(rec.start);
   events_.give_back(rec.end);
+  if (rec.lead_end != nullptr)
+    events_.give_back(rec.lead_end);
   for (cudaEvent_t e : rec.layer_events)
     events_.give_back(e);
   for (cudaEvent_t e : rec.begin_events)

@@ -46,7 +46,8 @@ class cuda_kv_cache final : public kv_cache {
                     uint64_t host_offset) override;
 
   compute_calibration calibrate_compute() override;
-  op_id submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d) override;
+  op_id submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d,
+                       uint64_t lead_ns) override;
 
   bool layer_done(op_id id, int layer) override;
   void wait(op_id id, int layer) override;
@@ -73,6 +74,7 @@ class cuda_kv_cache final : public kv_cache {
     std::vector<cudaEvent_t> layer_events;  ///< H2D: layer in place; compute: layer's kernel done
     std::vector<cudaEvent_t> begin_events;  ///< compute: layer's kernel started
     cudaEvent_t notified = nullptr;         ///< after the op's last host function, if any
+    cudaEvent_t lead_end = nullptr;         ///< compute with a lead: the lead kernel done
     std::vector<std::unique_ptr<callback_call>> calls;
   };
 
