@@ -63,6 +63,8 @@ struct candidate_match {
   uint32_t host_blocks = 0;
   uint64_t device_tokens = 0;
   uint64_t host_tokens = 0;
+  /// Device hits no request holds: admitting takes them out of the available blocks too.
+  uint32_t idle_device_blocks = 0;
 };
 
 struct probe_reply {
@@ -223,6 +225,7 @@ struct scheduler_report {
   uint64_t prefill_tokens = 0;
   uint64_t decode_tokens = 0;
   uint64_t rejected = 0;       ///< requests that could never fit on the device
+  uint64_t refused_admissions = 0;  ///< commits whose planned admissions the controller refused
   bool drained = false;        ///< every request finished
 };
 
@@ -301,7 +304,7 @@ typename Inspector::result_type inspect(Inspector& f, probe& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, candidate_match& x) {
   return f(caf::meta::type_name("candidate_match"), x.req, x.device_blocks, x.host_blocks,
-           x.device_tokens, x.host_tokens);
+           x.device_tokens, x.host_tokens, x.idle_device_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, probe_reply& x) {
@@ -389,7 +392,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
   return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
            x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
-           x.decode_tokens, x.rejected, x.drained);
+           x.decode_tokens, x.rejected, x.refused_admissions, x.drained);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {

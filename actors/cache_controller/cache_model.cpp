@@ -35,7 +35,7 @@ uint32_t cache_model::device_available() const {
 
 void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) const {
   out.nodes.clear();
-  out.device = out.host = 0;
+  out.device = out.host = out.device_idle = 0;
   out.device_tokens = out.host_tokens = 0;
   bool device_run = true;
   constexpr size_t ahead = 8;
@@ -50,6 +50,7 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
     const tree_node& x = tree_.node(id);
     if (device_run && x.ready(tier::device)) {
       ++out.device;
+      out.device_idle += radix_tree::reclaimable_copy(x, tier::device);
       out.device_tokens += x.tokens;
     } else if (!x.has(tier::device) && x.ready(tier::host)) {
       device_run = false;

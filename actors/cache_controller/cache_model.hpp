@@ -73,6 +73,8 @@ struct prefix_match {
   std::vector<node_id> nodes;  ///< the matched path: device hits, then host hits
   uint32_t device = 0;         ///< leading nodes with a ready device copy
   uint32_t host = 0;           ///< following nodes with a ready host copy only
+  /// Device hits that count in device_available(): holding them takes them out of it.
+  uint32_t device_idle = 0;
   uint64_t device_tokens = 0;
   uint64_t host_tokens = 0;
 };

@@ -41,6 +41,7 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
   if (end < probed_from || end >= last)
     return false;
   r.prefetch_path = match_.nodes;
+  r.prefetch_first = static_cast<uint32_t>(end);
   model_.hold(r.prefetch_path.data(), r.prefetch_path.size());
   std::vector<transfer_order> orders;
   node_id parent = end > 0 ? match_.nodes.back() : root_node;
@@ -86,7 +87,7 @@ probe_reply controller_core::on_probe(const probe& p) {
     const request_state& r = requests_.at(id);
     model_.match(r.blocks.data(), r.blocks.size(), match_);
     reply.matches.push_back({id, match_.device, match_.host, match_.device_tokens,
-                             match_.host_tokens});
+                             match_.host_tokens, match_.device_idle});
   }
   if (p.grow_blocks > reply.available_blocks) {
     uint64_t deficit = p.grow_blocks - reply.available_blocks, found = 0;
@@ -143,14 +144,12 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   uint32_t storage = 0;
   uint64_t tokens[3] = {0, 0, 0};
   for (uint32_t i = 0; i < hits; ++i) {
-    bool prefetched = std::find(r.prefetch_path.end() - r.prefetched, r.prefetch_path.end(),
-                                path[i]) != r.prefetch_path.end();
+    bool prefetched = i >= r.prefetch_first && i - r.prefetch_first < r.prefetched;
     int tier_index = i < device ? 0 : prefetched ? 2 : 1;
     storage += tier_index == 2;
     tokens[tier_index] += r.layout.tokens_of(i);
   }
-  model_.release_from_tail(r.prefetch_path);  // the request's own holds replace them
-  r.prefetch_path.clear();
+  KVTIER_ASSERT(r.prefetch_path.empty());  // it is ready only once its loads landed
   r.prefetched = 0;
   r.path = std::move(path);
   r.table.clear();
@@ -300,6 +299,9 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
     tracker_.batch(follow, out);
   }
   if (owner != load_owner_.end()) {
+    request_state& r = requests_.at(owner->second);
+    model_.release_from_tail(r.prefetch_path);
+    r.prefetch_path.clear();
     landed.push_back(owner->second);
     load_owner_.erase(owner);
   }

@@ -10,8 +10,11 @@
 //
 // Storage prefetch happens at arrival, as FastDeploy's and SGLang's do: the blocks right after the
 // tree's match that storage holds (longest leading run, one batch exists) are loaded into host
-// memory, held for the request with the prefix above them, and counted as storage hits when it is
-// admitted. The request is ready for the scheduler when they have landed.
+// memory and counted as storage hits when the request is admitted. The request is ready for the
+// scheduler when they have landed. The prefix above them is held only while they load: holding
+// it until admission would let a long queue pin the whole device pool while nothing runs (a
+// deadlock); released, the loaded blocks are the newest in the host tier, and evicted before
+// their request is admitted only under host pressure, as in FastDeploy.
 //
 // Invariants (check(), besides the model's): every node's ref count equals the holds of the
 // requests on it; private device blocks equal what the requests own; a step starts computing into
@@ -104,7 +107,8 @@ class controller_core {
     std::vector<uint8_t> owned;           // table[i] is private to the request
     uint32_t committed = 0;               // listed blocks in `path`
     uint32_t probed_from = 0;             // first block the storage lookup asked about
-    std::vector<node_id> prefetch_path;   // held for a storage prefetch (prefix and loads)
+    std::vector<node_id> prefetch_path;   // held while a storage prefetch loads (prefix and loads)
+    uint32_t prefetch_first = 0;          // listed blocks [prefetch_first, +prefetched) were loaded
     uint32_t prefetched = 0;
     uint64_t load_transfer = 0;
     bool admitted = false;

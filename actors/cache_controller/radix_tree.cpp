@@ -20,12 +20,17 @@ constexpr int device_index = static_cast<int>(tier::device);
 constexpr int host_index = static_cast<int>(tier::host);
 
 bool counts_reclaimable(const tree_node& n, int t) {
-  if (!n.live || n.ref_count != 0 || n.taken[t] || n.copy[t] != copy_state::ready)
-    return false;
-  return t == device_index || n.copy[device_index] == copy_state::absent;
+  return radix_tree::reclaimable_copy(n, static_cast<tier>(t));
 }
 
 }  // namespace
+
+bool radix_tree::reclaimable_copy(const tree_node& n, tier t) {
+  int ti = static_cast<int>(t);
+  if (!n.live || n.ref_count != 0 || n.taken[ti] || n.copy[ti] != copy_state::ready)
+    return false;
+  return ti == device_index || n.copy[device_index] == copy_state::absent;
+}
 
 radix_tree::radix_tree(eviction_policy policy) : policy_(policy) {
   reset();

@@ -91,6 +91,8 @@ class radix_tree {
   /// Blocks a tier could free by evicting leaf after leaf: device: ready and unreferenced;
   /// host: ready, host-only and unreferenced.
   uint32_t reclaimable(tier t) const { return reclaimable_[static_cast<int>(t)]; }
+  /// Whether n's copy in t counts in reclaimable(t).
+  static bool reclaimable_copy(const tree_node& n, tier t);
   /// Calls f(child) for each child of `id`.
   template <class F>
   void for_each_child(node_id id, F f) const {

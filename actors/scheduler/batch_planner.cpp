@@ -85,6 +85,12 @@ uint64_t skippable(const live_request& r, uint32_t hit_blocks, uint64_t hit_toke
   return hit_tokens;
 }
 
+// Available blocks an admission takes beyond its fresh ones: the idle device hits it starts to
+// hold (as many as it may use; when the step covers fewer blocks, the count is an upper bound).
+uint32_t held_hits(const candidate_match& m, uint32_t blocks) {
+  return std::min(m.idle_device_blocks, std::min(blocks, m.device_blocks));
+}
+
 }  // namespace
 
 void plan_rest(const request_book& book, const scheduler_options& o, const output_reserve& reserve,
@@ -128,12 +134,13 @@ void plan_rest(const request_book& book, const scheduler_options& o, const outpu
     uint64_t until = cached + tokens;
     uint32_t blocks = r.layout.blocks_for(until);
     uint32_t fresh = blocks > m->device_blocks ? blocks - m->device_blocks : 0;
-    uint64_t threshold = fresh + uint64_t{running} * reserve.blocks();
+    uint32_t taken = fresh + held_hits(*m, blocks);
+    uint64_t threshold = taken + uint64_t{running} * reserve.blocks();
     if (threshold > avail)
       break;
     plan.admits.push_back({id, static_cast<uint32_t>(until)});
     plan.items.push_back({id, cached, tokens, fresh, true});
-    avail -= fresh;
+    avail -= taken;
     budget -= tokens;
     ++running;
   }
@@ -147,7 +154,8 @@ void note_matches(request_book& book, const probe_reply& reply, uint32_t budget)
     r.uncached_hint = std::max<uint64_t>(r.target() - cached, 1);
     uint64_t until = cached + std::min<uint64_t>(r.uncached_hint, budget);
     uint32_t blocks = r.layout.blocks_for(until);
-    r.blocks_hint = std::max<uint32_t>(blocks > m.device_blocks ? blocks - m.device_blocks : 0, 1);
+    uint32_t fresh = blocks > m.device_blocks ? blocks - m.device_blocks : 0;
+    r.blocks_hint = std::max<uint32_t>(fresh + held_hits(m, blocks), 1);
   }
 }
 

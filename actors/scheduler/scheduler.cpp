@@ -31,6 +31,7 @@ struct scheduler_state {
   std::vector<request_id> finished;
   bool bookkeeping_sent = false;  // the commit in flight released or committed blocks
   bool plan_pending = false;      // a plan tick is set for this instant
+  bool refused_again = false;     // the last two commits only had admissions refused
   // arrivals
   int64_t arrival_wake = workload::never;
   uint64_t awaiting_ready = 0;
@@ -109,14 +110,22 @@ void on_grant(self_ptr self, const grant& g) {
     st.report.preemptions += st.plan.preempted.size();
   }
   if (st.items.empty()) {
-    // Only bookkeeping or preemption happened: plan again, now that blocks were freed. A plan
-    // that changed nothing waits for the next event instead.
+    // Only bookkeeping or preemption happened: plan again, now that blocks were freed. The
+    // controller may refuse an admission when its blocks went to others between probe and
+    // commit; that is planned again once, with the grant's count. A plan that changed nothing
+    // waits for the next event instead: planning it again at this instant would loop forever.
     st.busy = false;
-    bool changed = !st.plan.preempted.empty() || !st.plan.admits.empty() || st.bookkeeping_sent;
-    if (changed)
+    bool freed = !st.plan.preempted.empty() || st.bookkeeping_sent;
+    bool refused = !st.plan.admits.empty();  // none was admitted, or items would not be empty
+    bool retry = freed || (refused && !st.refused_again);
+    st.refused_again = refused && !freed && !st.refused_again;
+    if (refused)
+      ++st.report.refused_admissions;
+    if (retry)
       maybe_step(self);
     return;
   }
+  st.refused_again = false;
   batch_shape shape;
   for (const work_item& w : st.items) {
     const live_request& r = st.book.at(w.req);

@@ -16,6 +16,9 @@ constexpr size_t chunk_bytes = size_t{1} << 20;
 }  // namespace
 
 std::FILE* open_trace_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw trace_error(path, 0, "", "is a directory: name its trace files (for example dir/*.json)");
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr)
     throw trace_error(path, 0, "", std::string("cannot open: ") + std::strerror(errno));

@@ -87,10 +87,66 @@ TEST_CASE("controller: a probe reports matches, availability and what victims wo
   CHECK(r.available_blocks == 1);
   REQUIRE(r.victim_frees.size() == 1);
   CHECK(r.victim_frees[0] == 3);  // request 1 alone holds its three blocks
+  CHECK(r.matches[0].idle_device_blocks == 0);  // held by request 1
   core.on_commit(commit{3, {}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  // Nobody holds 1, 2 now: they count as available, and admitting request 2 takes them out.
+  p.grow_blocks = 0;
+  p.victims.clear();
+  r = core.on_probe(p);
+  CHECK(r.available_blocks == 4);
+  CHECK(r.matches[0].idle_device_blocks == 2);
   core.on_commit(commit{4, {}, {}, {}, {}, {{2, 48}}}, g = {}, out, in = {});
   CHECK(g.admits.at(0).device_blocks == 2);
   core.on_commit(commit{5, {{2, 48}}, {2}, {}, {}, {}}, g = {}, out, in = {});
+  core.check(true);
+  CHECK(core.report().invariant_violations == 0);
+  CHECK(core.idle());
+}
+
+TEST_CASE("controller: a storage prefetch holds its prefix only while it loads",
+          "[actors][controller][storage]") {
+  cache_options cache;
+  cache.device_blocks = 4;
+  cache.host_blocks = 8;
+  controller_options o = opts();
+  o.storage = true;
+  controller_core core(cache, o);
+  std::vector<transfer> out;
+  std::vector<request_id> landed;
+  auto settle = [&] {  // completes every transfer, follow-ups included
+    while (!out.empty()) {
+      std::vector<transfer> now = std::move(out);
+      out.clear();
+      for (const transfer& t : now)
+        core.on_transfer_done(done(t), out, landed);
+    }
+  };
+  grant g;
+  step_inputs in;
+  core.on_arrival(1, blocks_of({1, 2}));
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}}}, g, out, in);
+  core.on_commit(commit{2, {{1, 32}}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  settle();
+  // Request 2 shares blocks 1, 2 (on the device); storage holds its next two.
+  std::vector<cache_block> blocks = blocks_of({1, 2, 5, 6});
+  CHECK(core.on_arrival(2, blocks).size() == 2);
+  REQUIRE(core.on_exists(2, 2, out));
+  node_id prefix = core.model().tree().find(blocks[1].hash);
+  CHECK(core.model().tree().node(prefix).ref_count == 1);  // the load hangs below it
+  settle();
+  CHECK(landed == std::vector<request_id>{2});
+  CHECK(core.prefetched(2) == 2);
+  // Landed, nothing holds the prefix or the loaded blocks: waiting requests pin no blocks.
+  CHECK(core.model().tree().node(prefix).ref_count == 0);
+  CHECK(core.model().tree().node(core.model().tree().find(blocks[3].hash)).ref_count == 0);
+  core.on_commit(commit{3, {}, {}, {}, {}, {{2, 64}}}, g = {}, out, in = {});
+  REQUIRE(g.admits.at(0).admitted);
+  CHECK(g.admits[0].device_blocks == 2);
+  CHECK(g.admits[0].storage_blocks == 2);  // the prefetched blocks, swapped in from host
+  CHECK(g.admits[0].host_blocks == 0);
+  settle();
+  core.on_commit(commit{4, {{2, 64}}, {2}, {}, {}, {}}, g = {}, out, in = {});
+  settle();
   core.check(true);
   CHECK(core.report().invariant_violations == 0);
   CHECK(core.idle());

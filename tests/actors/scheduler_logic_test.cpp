@@ -140,6 +140,33 @@ TEST_CASE("planner: admission is first come first served and stops at the first 
   CHECK(plan.admits[0].tokens == 64);
 }
 
+TEST_CASE("planner: idle device hits an admission starts to hold count against available blocks",
+          "[scheduler][planner]") {
+  scheduler_options o;
+  o.block_size = 16;
+  o.reserve_output_blocks = 0;
+  request_book b = book_of({10});
+  output_reserve reserve(o);
+  // 8 of its 10 blocks are cached on the device and nobody holds them: they are part of the
+  // 9 available blocks, so admitting it leaves 1 for its 2 fresh blocks.
+  probe_reply reply;
+  reply.available_blocks = 9;
+  reply.matches.push_back({0, 8, 0, 128, 0, 8});
+  step_plan plan = plan_running(b, o);
+  plan_rest(b, o, reserve, 9, &reply, plan);
+  CHECK(plan.admits.empty());
+  reply.available_blocks = 10;
+  step_plan roomy = plan_running(b, o);
+  plan_rest(b, o, reserve, 10, &reply, roomy);
+  REQUIRE(roomy.admits.size() == 1);
+  CHECK(roomy.items[0].need_blocks == 2);
+  // Held by a running request, the same hits cost nothing more.
+  reply.matches[0].idle_device_blocks = 0;
+  step_plan shared = plan_running(b, o);
+  plan_rest(b, o, reserve, 2, &reply, shared);
+  CHECK(shared.admits.size() == 1);
+}
+
 TEST_CASE("planner: the reserve of output blocks holds back new prefills", "[scheduler][planner]") {
   scheduler_options o;
   o.block_size = 16;

@@ -141,6 +141,9 @@ TEST_CASE("cli: bad config and options are errors that say what is valid", "[cli
   auto missing = kvtier("replay --trace /nonexistent/trace.jsonl");
   CHECK(missing.code == 2);
   CHECK(missing.out.find("/nonexistent/trace.jsonl") != std::string::npos);
+  auto folder = kvtier("replay --trace " + data);
+  CHECK(folder.code == 2);
+  CHECK(folder.out.find("is a directory") != std::string::npos);
   CHECK(kvtier("replay --no-such-flag").code == 2);
   auto help = kvtier("replay --help");
   CHECK(help.code == 0);
