@@ -246,7 +246,7 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
   auto& st = self->state;
   st.config = config;
   st.source = std::move(source);
-  st.load = std::make_unique<workload>(st.source.next);
+  st.load = std::make_unique<workload>(st.source.next, config.time_scale);
   st.reserve = std::make_unique<output_reserve>(config.options);
   st.controller = std::move(controller);
   st.known_available = config.device_blocks;

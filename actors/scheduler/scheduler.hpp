@@ -21,6 +21,7 @@ struct scheduler_config {
   scheduler_options options;
   compute_profile compute;
   uint32_t device_blocks = 0;  ///< a request needing more blocks than this is rejected
+  double time_scale = 1;       ///< stretches recorded arrivals and think times
   sim_clock clock;
   /// Real backend: each step's compute runs on the GPU through this engine (a busy kernel per
   /// layer, each waiting for its layer of the step's swap-in), instead of on a timer.

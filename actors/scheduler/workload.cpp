@@ -1,13 +1,20 @@
 #include "actors/scheduler/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "actors/check.hpp"
 
 namespace kvtier {
 
-workload::workload(feed next) : next_(std::move(next)) {
+workload::workload(feed next, double time_scale)
+    : next_(std::move(next)), time_scale_(time_scale) {
   // nop
+}
+
+int64_t workload::scaled(int64_t recorded_ns) const {
+  return time_scale_ == 1 ? recorded_ns
+                          : static_cast<int64_t>(std::llround(static_cast<double>(recorded_ns) * time_scale_));
 }
 
 bool workload::predecessor_of(const trace_request& r, turn_key& key) {
@@ -25,13 +32,13 @@ void workload::place(trace_request r) {
   turn_key key;
   if (!predecessor_of(r, key)) {
     ++independent_due_;
-    int64_t at = r.arrival_ns;
+    int64_t at = scaled(r.arrival_ns);
     due_.push({at, order, true, std::move(r)});
     return;
   }
   auto done = finished_at_.find(key);
   if (done != finished_at_.end()) {
-    int64_t at = done->second + r.think_ns;
+    int64_t at = done->second + scaled(r.think_ns);
     due_.push({at, order, false, std::move(r)});
     return;
   }
@@ -85,7 +92,7 @@ void workload::finished(const trace_request& r, int64_t at) {
   bool released = begin != end;
   for (auto it = begin; it != end; ++it) {
     trace_request f = std::move(it->second);
-    int64_t when = at + f.think_ns;
+    int64_t when = at + scaled(f.think_ns);
     due_.push({when, read_++, false, std::move(f)});
   }
   parked_.erase(begin, end);

@@ -26,7 +26,8 @@ class workload {
   static constexpr int64_t never = INT64_MAX;
   using feed = std::function<bool(trace_request&)>;
 
-  explicit workload(feed next);
+  /// `time_scale` stretches the recorded arrival and think times.
+  explicit workload(feed next, double time_scale = 1);
 
   /// The earliest arrival known now (never when nothing more will arrive until something
   /// finishes, or ever).
@@ -57,8 +58,10 @@ class workload {
   bool read_one(bool& follows, turn_key& key);
   void place(trace_request r);
   static bool predecessor_of(const trace_request& r, turn_key& key);
+  int64_t scaled(int64_t recorded_ns) const;
 
   feed next_;
+  double time_scale_;
   bool ended_ = false;
   uint64_t read_ = 0;
   uint64_t independent_due_ = 0;  // independent requests read and not yet taken

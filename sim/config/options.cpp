@@ -48,6 +48,10 @@ const std::vector<option_spec> specs = {
    "write bandwidth of each storage node's media, GB/s"},
   {"storage.op_latency_us", option_type::number, 0, 1e9, {}, false,
    "latency of every storage request (exists, get, put), microseconds"},
+  // -- trace (timed replay) ----------------------------------------------------------------------
+  {"trace.time_scale", option_type::number, 1e-6, 1e6, {}, false,
+   "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
+   "rate, as one of four instances sharing a cluster's trace would see it"},
   // -- scheduler (timed replay) ------------------------------------------------------------------
   {"scheduler.max_num_seqs", option_type::integer, 1, 1e6, {}, false,
    "requests running at once, at most"},

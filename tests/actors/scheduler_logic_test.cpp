@@ -75,6 +75,25 @@ TEST_CASE("workload: a session turn arrives think time after the turn before it 
   CHECK(w.exhausted());
 }
 
+TEST_CASE("workload: a time scale stretches recorded arrivals and think times",
+          "[scheduler][workload]") {
+  workload w(from({turn(0, 10, 7, 0, 0, false), turn(1, 100, 7, 1, 30, true),
+                   turn(2, 50, 0, 0, 0, false)}),
+             2.5);
+  std::vector<trace_request> due;
+  CHECK(w.next_arrival() == 25);
+  w.take_due(25, due);
+  CHECK(due.back().arrival_ns == 25);
+  CHECK(w.next_arrival() == 125);
+  w.take_due(125, due);
+  CHECK(due.back().seq == 2);
+  w.finished(due[0], 200);  // the follower thinks 2.5 x 30 ns
+  CHECK(w.next_arrival() == 275);
+  w.take_due(275, due);
+  CHECK(due.back().arrival_ns == 275);
+  CHECK(w.exhausted());
+}
+
 TEST_CASE("workload: a follower read after its predecessor finished is found by reading ahead",
           "[scheduler][workload]") {
   // A sub-agent's first turn follows main turn 0; the trace lists an independent request first.
