@@ -18,7 +18,6 @@ storage_index::storage_index(uint64_t capacity, uint32_t nodes) : capacity_(capa
   nodes_.resize(nodes);
   for (uint32_t i = 0; i < nodes; ++i)
     nodes_[i].capacity = capacity / nodes + (i < capacity % nodes ? 1 : 0);
-  entries_.emplace_back();  // slot 0 means "none"
 }
 
 uint32_t storage_index::node_of(storage_key key) const {
@@ -36,17 +35,19 @@ size_t storage_index::leading_run(const storage_key* keys, size_t n) const {
   return i;
 }
 
-void storage_index::mark_used(uint32_t slot) {
-  entry& e = entries_[slot];
-  e.stamp = next_stamp_++;
-  node_state& n = nodes_[e.node];
-  n.uses.push_back({e.stamp, slot});
+void storage_index::mark_used(storage_key key, uint64_t& stamp) {
+  stamp = next_stamp_++;
+  node_state& n = nodes_[node_of(key)];
+  n.uses.push_back({stamp, key});
   if (n.uses.size() - n.head > 2 * n.size + 1024)
     sweep(n);
 }
 
 void storage_index::sweep(node_state& n) {
-  auto stale = [&](const use& u) { return entries_[u.slot].stamp != u.stamp; };
+  auto stale = [&](const use& u) {
+    auto it = map_.find(u.key);
+    return it == map_.end() || it->second != u.stamp;
+  };
   n.uses.erase(n.uses.begin(), n.uses.begin() + static_cast<long>(n.head));
   n.uses.erase(std::remove_if(n.uses.begin(), n.uses.end(), stale), n.uses.end());
   n.head = 0;
@@ -56,7 +57,7 @@ bool storage_index::touch(storage_key key) {
   auto it = map_.find(key);
   if (it == map_.end())
     return false;
-  mark_used(it->second);
+  mark_used(key, it->second);
   return true;
 }
 
@@ -65,17 +66,18 @@ bool storage_index::evict_one(node_state& n) {
   // blocks without a victim, everything is leased.
   for (uint64_t passed = 0; n.head < n.uses.size() && passed <= n.size;) {
     use u = n.uses[n.head++];
-    entry& e = entries_[u.slot];
-    if (e.stamp != u.stamp)
-      continue;  // stale: used again later
-    if (e.leases > 0) {
-      mark_used(u.slot);
+    constexpr size_t ahead = 4;  // victims go in queue order: start loading the next ones
+    if (n.head + ahead < n.uses.size())
+      map_.prefetch(n.uses[n.head + ahead].key);
+    auto it = map_.find(u.key);
+    if (it == map_.end() || it->second != u.stamp)
+      continue;  // stale: used again later, or gone
+    if (!leases_.empty() && leases_.contains(u.key)) {
+      mark_used(u.key, it->second);
       ++passed;
       continue;
     }
-    map_.erase(e.key);
-    e.stamp = 0;
-    free_slots_.push_back(u.slot);
+    map_.erase(it);
     --n.size;
     ++evictions_;
     return true;
@@ -84,26 +86,19 @@ bool storage_index::evict_one(node_state& n) {
 }
 
 bool storage_index::put(storage_key key) {
-  if (touch(key))
+  node_state& n = nodes_[node_of(key)];
+  auto it = map_.find(key);
+  if (it != map_.end()) {
+    mark_used(key, it->second);
     return true;
-  uint32_t node = node_of(key);
-  node_state& n = nodes_[node];
+  }
   if (n.capacity == 0)
     return false;
   if (n.size >= n.capacity && !evict_one(n))
     return false;
-  uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(entries_.size());
-    entries_.emplace_back();
-  }
-  entries_[slot] = entry{key, 0, 0, node};
-  map_.emplace(key, slot);
+  uint64_t& stamp = map_.try_emplace(key, 0).first->second;
   ++n.size;
-  mark_used(slot);
+  mark_used(key, stamp);
   return true;
 }
 
@@ -111,15 +106,16 @@ bool storage_index::lease(storage_key key) {
   auto it = map_.find(key);
   if (it == map_.end())
     return false;
-  ++entries_[it->second].leases;
-  touch(key);
+  ++leases_[key];
+  mark_used(key, it->second);
   return true;
 }
 
 void storage_index::release_lease(storage_key key) {
-  auto it = map_.find(key);
-  KVTIER_ASSERT(it != map_.end() && entries_[it->second].leases > 0);
-  --entries_[it->second].leases;
+  auto it = leases_.find(key);
+  KVTIER_ASSERT(it != leases_.end() && map_.contains(key));
+  if (--it->second == 0)
+    leases_.erase(it);
 }
 
 }  // namespace kvtier

@@ -10,9 +10,12 @@
 // still reading is leased and not evicted until the lease ends: eviction passes over it and
 // counts it as just used.
 //
-// LRU order per node is a queue of (use stamp, slot) entries, appended on every use; an entry
-// whose stamp is no longer its block's latest is stale and skipped when it reaches the front
-// (and swept out when stale entries pile up). A use is thus one append, not a relinking.
+// LRU order per node is a queue of (use stamp, key) entries, appended on every use; an entry
+// whose stamp is no longer its block's latest (or whose block is gone) is stale and skipped when
+// it reaches the front (and swept out when stale entries pile up). A use is thus one append, not
+// a relinking. The index is memory-bound (a put that evicts touches two random places, the key's
+// slot and the victim's), so the map holds only each key's latest use; the few leased keys are
+// counted apart.
 
 #include <cstdint>
 #include <vector>
@@ -37,6 +40,9 @@ class storage_index {
   uint32_t node_of(storage_key key) const;
   uint64_t evictions() const { return evictions_; }
 
+  /// Starts loading what an operation on `key` will touch (the index is memory-bound: callers
+  /// with a batch of keys prefetch them ahead).
+  void prefetch(storage_key key) const { map_.prefetch(key); }
   /// Whether the key is stored (no LRU effect).
   bool contains(storage_key key) const;
   /// Number of leading keys of `keys` that are stored.
@@ -51,15 +57,9 @@ class storage_index {
   void release_lease(storage_key key);
 
  private:
-  struct entry {
-    storage_key key = 0;
-    uint64_t stamp = 0;  // its latest use; 0: the slot is free
-    uint32_t leases = 0;
-    uint32_t node = 0;
-  };
   struct use {
     uint64_t stamp;
-    uint32_t slot;
+    storage_key key;
   };
   struct node_state {
     uint64_t capacity = 0;
@@ -67,15 +67,14 @@ class storage_index {
     std::vector<use> uses;  // in stamp order from `head`: the least recently used first
     size_t head = 0;
   };
-  void mark_used(uint32_t slot);
+  void mark_used(storage_key key, uint64_t& stamp);
   bool evict_one(node_state& n);
   void sweep(node_state& n);
 
   uint64_t capacity_;
   std::vector<node_state> nodes_;
-  std::vector<entry> entries_;
-  std::vector<uint32_t> free_slots_;
-  absl::flat_hash_map<storage_key, uint32_t> map_;
+  absl::flat_hash_map<storage_key, uint64_t> map_;      // key -> stamp of its latest use
+  absl::flat_hash_map<storage_key, uint32_t> leases_;  // keys being read -> readers
   uint64_t evictions_ = 0;
   uint64_t next_stamp_ = 1;
 };

@@ -15,8 +15,11 @@ hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every
 void hitrate_replay::drain() {
   // Orders complete in issue order, so a block's earlier reader always finishes before a later
   // order writes it (transfer_order's contract).
+  constexpr size_t ahead = 4;
   for (size_t i = 0; i < orders_.size(); ++i) {
     transfer_order o = orders_[i];
+    if (storage_ && i + ahead < orders_.size() && orders_[i + ahead].kind == transfer_kind::store)
+      storage_->prefetch(key_of(orders_[i + ahead].hash));
     if (o.kind == transfer_kind::store) {
       KVTIER_ASSERT(storage_);
       storage_->put(key_of(o.hash));
