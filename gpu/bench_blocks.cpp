@@ -49,14 +49,15 @@ void parallel_for(size_t count, Fn fn) {
 
 }  // namespace
 
-placement place_blocks(uint32_t n, uint32_t pool, const bench_options& o) {
-  splitmix rng(o.seed);
-  double mean_run = (2.0 + o.run_length_max) / 2;
-  double share = std::clamp(o.run_share, 0.0, 1.0);
-  double run_chance = o.run_length_max < 2 ? 0 : share / (share + (1 - share) * mean_run);
+std::vector<uint32_t> shuffled_runs(uint64_t seed, uint32_t pool, double run_share,
+                                    uint32_t run_length_max) {
+  splitmix rng(seed);
+  double mean_run = (2.0 + run_length_max) / 2;
+  double share = std::clamp(run_share, 0.0, 1.0);
+  double run_chance = run_length_max < 2 ? 0 : share / (share + (1 - share) * mean_run);
   std::vector<block_run> segments;
   for (uint32_t i = 0; i < pool;) {
-    uint32_t len = rng.unit() < run_chance ? 2 + rng.below(o.run_length_max - 1) : 1;
+    uint32_t len = rng.unit() < run_chance ? 2 + rng.below(run_length_max - 1) : 1;
     len = std::min(len, pool - i);
     segments.push_back(block_run{i, len});
     i += len;
@@ -67,6 +68,11 @@ placement place_blocks(uint32_t n, uint32_t pool, const bench_options& o) {
   for (const block_run& s : segments)
     for (uint32_t k = 0; k < s.count; ++k)
       ids.push_back(s.first + k);
+  return ids;
+}
+
+placement place_blocks(uint32_t n, uint32_t pool, const bench_options& o) {
+  std::vector<uint32_t> ids = shuffled_runs(o.seed, pool, o.run_share, o.run_length_max);
   placement p;
   for (uint32_t k = 0; k < n; ++k) {
     p.d2h.push_back(block_pair{ids[k], n + k});

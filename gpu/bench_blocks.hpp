@@ -19,6 +19,12 @@ struct placement {
   double run_share = 0;         ///< of all 2n blocks, those in runs of both ids
 };
 
+/// The ids [0, pool) in a shuffled order of segments: single ids, or runs of 2..run_length_max
+/// consecutive ids in the proportion that puts about run_share of the ids in runs. The same order
+/// for a seed on every platform.
+std::vector<uint32_t> shuffled_runs(uint64_t seed, uint32_t pool, double run_share,
+                                    uint32_t run_length_max);
+
 /// Cuts a device pool of `pool` blocks into segments (single blocks, or runs of
 /// 2..run_length_max blocks in the proportion that puts run_share of the blocks in runs),
 /// shuffles them by the seed, and deals the blocks out in that order: first the D2H sources,

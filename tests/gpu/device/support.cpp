@@ -1,42 +1,10 @@
 #include "support.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <map>
 
+#include "gpu/bench_blocks.hpp"
+
 namespace kvtier::gpu::test {
-
-namespace {
-
-class splitmix {
- public:
-  explicit splitmix(uint64_t seed) : state_(seed) {}
-  uint64_t next() { return mix64(state_ += 0x9e3779b97f4a7c15ull); }
-  uint64_t below(uint64_t n) { return next() % n; }
-
- private:
-  uint64_t state_;
-};
-
-/// All ids of a pool in a shuffled order of segments: 70% single ids, the rest runs of 2..8.
-std::vector<uint32_t> shuffled_with_runs(splitmix& rng, uint32_t pool) {
-  std::vector<block_run> segments;
-  for (uint32_t i = 0; i < pool;) {
-    uint32_t len = rng.below(10) < 7 ? 1 : 2 + static_cast<uint32_t>(rng.below(7));
-    len = std::min(len, pool - i);
-    segments.push_back(block_run{i, len});
-    i += len;
-  }
-  for (size_t i = segments.size(); i > 1; --i)
-    std::swap(segments[i - 1], segments[rng.below(i)]);
-  std::vector<uint32_t> ids;
-  for (const block_run& s : segments)
-    for (uint32_t k = 0; k < s.count; ++k)
-      ids.push_back(s.first + k);
-  return ids;
-}
-
-}  // namespace
 
 kv_shape small_shape() {
   return kv_shape{4, 2, 64, 16, 2};
@@ -65,15 +33,15 @@ uint64_t host_hash(uint32_t block) {
 
 std::vector<block_pair> scattered_pairs(uint64_t seed, uint32_t count, const kv_layout& layout,
                                         bool host_consecutive) {
-  splitmix rng(seed);
-  std::vector<uint32_t> devices = shuffled_with_runs(rng, layout.device_blocks);
+  // Half the ids in runs of 2..8, the rest single: every copy path of every method is taken.
+  std::vector<uint32_t> devices = bench::shuffled_runs(seed, layout.device_blocks, 0.5, 8);
   std::vector<uint32_t> hosts;
   if (host_consecutive) {
-    uint32_t first = static_cast<uint32_t>(rng.below(layout.host_blocks - count + 1));
+    uint32_t first = static_cast<uint32_t>(mix64(seed) % (layout.host_blocks - count + 1));
     for (uint32_t k = 0; k < count; ++k)
       hosts.push_back(first + k);
   } else {
-    hosts = shuffled_with_runs(rng, layout.host_blocks);
+    hosts = bench::shuffled_runs(mix64(seed), layout.host_blocks, 0.5, 8);
   }
   std::vector<block_pair> pairs;
   for (uint32_t k = 0; k < count; ++k)
