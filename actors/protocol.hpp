@@ -46,6 +46,8 @@ struct arrival {
 struct ready {
   request_id req = 0;
   uint32_t prefetched_blocks = 0;  ///< blocks brought from storage to host for it
+  /// Device blocks available now: a landed prefetch releases what it held, outside any step.
+  uint32_t available_blocks = 0;
 };
 
 /// Before planning a step: how do these waiting requests match, how many device blocks could be
@@ -295,7 +297,7 @@ typename Inspector::result_type inspect(Inspector& f, arrival& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ready& x) {
-  return f(caf::meta::type_name("ready"), x.req, x.prefetched_blocks);
+  return f(caf::meta::type_name("ready"), x.req, x.prefetched_blocks, x.available_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, probe& x) {

@@ -59,7 +59,7 @@ void handle_done(self_ptr self, const transfer_done& d) {
   for (request_id req : landed) {
     auto it = st.readying.find(req);
     KVTIER_ASSERT(it != st.readying.end());
-    it->second.deliver(ready{req, st.core->prefetched(req)});
+    it->second.deliver(ready{req, st.core->prefetched(req), st.core->model().device_available()});
     st.readying.erase(it);
   }
   for (auto it = st.grants.begin(); it != st.grants.end();) {
@@ -97,7 +97,7 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       request_id req = a.req;
       std::vector<uint64_t> keys = s.core->on_arrival(req, std::move(a.blocks));
       if (keys.empty())
-        return ready{req, 0};
+        return ready{req, 0, s.core->model().device_available()};
       auto promise = self->make_response_promise<ready>();
       self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
         .then([=](const exists_reply& r) mutable {
@@ -108,7 +108,7 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
           if (loading)
             s2.readying.emplace(req, promise);
           else
-            promise.deliver(ready{req, 0});
+            promise.deliver(ready{req, 0, s2.core->model().device_available()});
         });
       return promise;
     },

@@ -41,19 +41,55 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       if (o.kind == kinds[k])
         groups_[k].push_back(o);
   for (int k = 0; k < 5; ++k) {
-    std::vector<transfer_order>& group = groups_[k];
-    if (group.empty())
-      continue;
-    transfer t;
-    t.id = next_id_++;
-    t.kind = static_cast<uint8_t>(kind_of(kinds[k]));
-    t.blocks.reserve(group.size());
-    for (const auto& o : group)
-      t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
-    add_dependencies(t, group);
-    orders_.emplace(t.id, group);
-    out.push_back(std::move(t));
+    const std::vector<transfer_order>& group = groups_[k];
+    size_t first = 0;
+    while (first < group.size()) {
+      // A transfer's copies run in any order, so a block it writes must not be touched by
+      // another of its orders (a host block freed and handed out again within one commit):
+      // such an order starts the next transfer, which comes after this one.
+      transfer t;
+      t.id = next_id_++;
+      t.kind = static_cast<uint8_t>(kind_of(kinds[k]));
+      std::vector<transfer_order> members;
+      size_t end = first;
+      for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
+        const transfer_order& o = group[end];
+        t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
+        add_dependencies(t, o);
+        members.push_back(o);
+      }
+      std::sort(t.after.begin(), t.after.end());
+      orders_.emplace(t.id, std::move(members));
+      out.push_back(std::move(t));
+      first = end;
+    }
   }
+}
+
+bool transfer_tracker::touches_own_writes(const transfer_order& o, uint64_t id) {
+  auto written = [&](std::vector<block_users>& v, block_id b) {
+    return b < v.size() && v[b].writer == id;
+  };
+  auto read = [&](std::vector<block_users>& v, block_id b) {
+    if (b >= v.size())
+      return false;
+    const auto& r = v[b].readers;
+    return std::find(r.begin(), r.end(), id) != r.end();
+  };
+  switch (o.kind) {
+    case transfer_kind::backup:
+    case transfer_kind::write_back:
+      return written(device_, o.device_block) || written(host_, o.host_block)
+             || read(host_, o.host_block);
+    case transfer_kind::swap_in:
+      return written(host_, o.host_block) || written(device_, o.device_block)
+             || read(device_, o.device_block);
+    case transfer_kind::load:
+      return written(host_, o.host_block) || read(host_, o.host_block);
+    case transfer_kind::store:
+      return written(host_, o.host_block);
+  }
+  return false;
 }
 
 void transfer_tracker::fill(const std::vector<block_move>& blocks, std::vector<transfer>& out) {
@@ -66,16 +102,18 @@ void transfer_tracker::fill(const std::vector<block_move>& blocks, std::vector<t
     transfer_order o;
     o.kind = transfer_kind::swap_in;  // writes the device block, like a swap-in's target
     o.device_block = b.device_block;
+    KVTIER_ASSERT(!touches_own_writes(o, t.id));  // each computed block once
+    add_dependencies(t, o);
     writes.push_back(o);
   }
-  add_dependencies(t, writes);
+  std::sort(t.after.begin(), t.after.end());
   // Nothing in the cache model waits for it, so it carries no orders; finish() forgets its
   // block claims by walking these pseudo-orders.
   fills_.emplace(t.id, std::move(writes));
   out.push_back(std::move(t));
 }
 
-void transfer_tracker::add_dependencies(transfer& t, const std::vector<transfer_order>& orders) {
+void transfer_tracker::add_dependencies(transfer& t, const transfer_order& o) {
   auto depend = [&](uint64_t id) {
     if (id != 0 && std::find(t.after.begin(), t.after.end(), id) == t.after.end())
       t.after.push_back(id);
@@ -91,26 +129,23 @@ void transfer_tracker::add_dependencies(transfer& t, const std::vector<transfer_
     depend(u.writer);
     u.readers.push_back(t.id);
   };
-  for (const auto& o : orders) {
-    switch (o.kind) {
-      case transfer_kind::backup:
-      case transfer_kind::write_back:
-        reads(slot(device_, o.device_block));
-        writes(slot(host_, o.host_block));
-        break;
-      case transfer_kind::swap_in:
-        reads(slot(host_, o.host_block));
-        writes(slot(device_, o.device_block));
-        break;
-      case transfer_kind::load:
-        writes(slot(host_, o.host_block));
-        break;
-      case transfer_kind::store:
-        reads(slot(host_, o.host_block));
-        break;
-    }
+  switch (o.kind) {
+    case transfer_kind::backup:
+    case transfer_kind::write_back:
+      reads(slot(device_, o.device_block));
+      writes(slot(host_, o.host_block));
+      break;
+    case transfer_kind::swap_in:
+      reads(slot(host_, o.host_block));
+      writes(slot(device_, o.device_block));
+      break;
+    case transfer_kind::load:
+      writes(slot(host_, o.host_block));
+      break;
+    case transfer_kind::store:
+      reads(slot(host_, o.host_block));
+      break;
   }
-  std::sort(t.after.begin(), t.after.end());
 }
 
 void transfer_tracker::users_of_device(block_id block, std::vector<uint64_t>& out) const {

@@ -23,7 +23,8 @@ class transfer_tracker {
   /// `storage_namespace` names every block's storage key.
   explicit transfer_tracker(uint64_t storage_namespace) : namespace_(storage_namespace) {}
 
-  /// Groups `orders` by kind into transfers (appended to `out`), in a fixed kind order.
+  /// Groups `orders` by kind into transfers (appended to `out`), in a fixed kind order; a kind
+  /// takes more than one transfer only where its orders touch a block one of them writes.
   void batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out);
   /// A fill transfer (--verify): marks computed device blocks with their patterns; later copies
   /// reading those blocks follow it.
@@ -42,7 +43,9 @@ class transfer_tracker {
     uint64_t writer = 0;
     absl::InlinedVector<uint64_t, 2> readers;
   };
-  void add_dependencies(transfer& t, const std::vector<transfer_order>& orders);
+  void add_dependencies(transfer& t, const transfer_order& o);
+  /// Whether `o` touches a block that transfer `id` writes, or writes one that it reads.
+  bool touches_own_writes(const transfer_order& o, uint64_t id);
   static move_kind kind_of(transfer_kind k);
   static block_users& slot(std::vector<block_users>& v, block_id b);
 

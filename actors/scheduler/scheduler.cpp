@@ -69,6 +69,7 @@ void request_plan(self_ptr self) {
 void on_ready(self_ptr self, const ready& r) {
   auto& st = self->state;
   --st.awaiting_ready;
+  st.known_available = r.available_blocks;
   st.book.at(r.req).record.ready_ns = now_of(self);
   st.book.waiting.push_back(r.req);
   request_plan(self);
