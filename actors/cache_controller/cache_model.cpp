@@ -221,7 +221,7 @@ transfer_order& cache_model::issue(transfer_kind kind, node_id node, block_id de
   if (uses_device)
     device_.pin(device_block);
   host_.pin(host_block);
-  outstanding_.emplace(o.id, o);
+  outstanding_.add(o);
   orders.push_back(o);
   return orders.back();
 }
@@ -303,10 +303,7 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
 }
 
 void cache_model::complete(const transfer_order& order, std::vector<transfer_order>& orders) {
-  auto it = outstanding_.find(order.id);
-  KVTIER_ASSERT(it != outstanding_.end());
-  transfer_order o = it->second;
-  outstanding_.erase(it);
+  transfer_order o = outstanding_.take(order.id);
   const tree_node& x = tree_.node(o.node);
   bool same_node = x.live && x.generation == o.generation;
   switch (o.kind) {
@@ -343,10 +340,7 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
 }
 
 void cache_model::fail(const transfer_order& order) {
-  auto it = outstanding_.find(order.id);
-  KVTIER_ASSERT(it != outstanding_.end());
-  transfer_order o = it->second;
-  outstanding_.erase(it);
+  transfer_order o = outstanding_.take(order.id);
   KVTIER_ASSERT(o.kind == transfer_kind::load);
   host_.unpin(o.host_block);
   const tree_node& x = tree_.node(o.node);

@@ -26,10 +26,9 @@
 #include <optional>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
-
 #include "actors/cache_controller/block_hash.hpp"
 #include "actors/cache_controller/block_pool.hpp"
+#include "actors/cache_controller/outstanding_orders.hpp"
 #include "actors/cache_controller/radix_tree.hpp"
 #include "actors/cache_controller/write_policy.hpp"
 
@@ -108,8 +107,8 @@ class cache_model {
   const write_decisions& decisions() const { return decisions_; }
   const cache_counters& counters() const { return counters_; }
   uint32_t private_device_blocks() const { return private_device_; }
-  /// Orders handed out and not yet completed, by id.
-  const absl::flat_hash_map<uint64_t, transfer_order>& outstanding() const { return outstanding_; }
+  /// Orders handed out and not yet completed.
+  const outstanding_orders<transfer_order>& outstanding() const { return outstanding_; }
   /// Device blocks allocate_device() could hand out now.
   uint32_t device_available() const;
 
@@ -182,7 +181,7 @@ class cache_model {
   uint32_t private_device_ = 0;
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
-  absl::flat_hash_map<uint64_t, transfer_order> outstanding_;
+  outstanding_orders<transfer_order> outstanding_;
   uint64_t next_order_id_ = 1;
   std::vector<node_id> victims_;  // scratch
   std::vector<node_id> host_victims_;

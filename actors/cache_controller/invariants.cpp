@@ -104,14 +104,14 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
     uint32_t privately = tt == tier::device ? m.private_device_blocks() : 0;
     r.expect(pool.used_count() == owned + privately, [&] { return name + " conservation: used == node-owned + private"; });
     r.expect(pool.free_count() + pool.retired_count() + pool.used_count() == pool.capacity(), [&] { return name + " conservation: free + retired + used == capacity"; });
-    for (const auto& [id, o] : m.outstanding()) {
+    m.outstanding().for_each([&](const transfer_order& o) {
       bool uses_device = o.kind == transfer_kind::backup || o.kind == transfer_kind::write_back
                          || o.kind == transfer_kind::swap_in;
       block_id b = tt == tier::device ? o.device_block : o.host_block;
       if ((tt == tier::device && !uses_device) || b >= pins.size())
-        continue;
+        return;
       ++pins[b];
-    }
+    });
     uint32_t retired = 0;
     for (uint32_t b = 0; b < pins.size(); ++b) {
       bool free = pool.block_state(b) == block_pool::state::free;
@@ -125,15 +125,15 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
   }
   // Every filling copy has the order that fills it.
   std::vector<uint8_t> filled(tree.slot_count() * 2, 0);
-  for (const auto& [id, o] : m.outstanding()) {
+  m.outstanding().for_each([&](const transfer_order& o) {
     const tree_node& x = tree.node(o.node);
     if (!x.live || x.generation != o.generation)
-      continue;
+      return;
     if (o.kind == transfer_kind::swap_in)
       filled[2 * o.node] += 1;
     else if (o.kind != transfer_kind::store)
       filled[2 * o.node + 1] += 1;
-  }
+  });
   for (node_id id : tree.live_nodes()) {
     const tree_node& x = tree.node(id);
     for (int t = 0; t < tier_count; ++t) {
