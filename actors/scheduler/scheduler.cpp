@@ -31,7 +31,7 @@ struct scheduler_state {
   std::vector<request_id> finished;
   bool bookkeeping_sent = false;  // the commit in flight released or committed blocks
   bool plan_pending = false;      // a plan tick is set for this instant
-  bool refused_again = false;     // the last two commits only had admissions refused
+  bool retrying_refusal = false;  // the commit in flight replans a refused admission
   // arrivals
   int64_t arrival_wake = workload::never;
   uint64_t awaiting_ready = 0;
@@ -118,15 +118,15 @@ void on_grant(self_ptr self, const grant& g) {
     st.busy = false;
     bool freed = !st.plan.preempted.empty() || st.bookkeeping_sent;
     bool refused = !st.plan.admits.empty();  // none was admitted, or items would not be empty
-    bool retry = freed || (refused && !st.refused_again);
-    st.refused_again = refused && !freed && !st.refused_again;
+    bool retry = freed || (refused && !st.retrying_refusal);
+    st.retrying_refusal = retry && !freed;
     if (refused)
       ++st.report.refused_admissions;
     if (retry)
       maybe_step(self);
     return;
   }
-  st.refused_again = false;
+  st.retrying_refusal = false;
   batch_shape shape;
   for (const work_item& w : st.items) {
     const live_request& r = st.book.at(w.req);
