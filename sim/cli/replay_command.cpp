@@ -1,5 +1,6 @@
 #include <chrono>
 #include <iostream>
+#include <memory>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
@@ -29,6 +30,16 @@ std::vector<std::unique_ptr<trace_source>> open_traces(const replay_args& args) 
     throw trace_error(args.format, 0, "--format", "unknown trace format");
   reader_options options;
   options.skip_bad_lines = args.skip_bad_lines;
+  // Skipped lines are named on stderr (the first few; summary.json counts them all).
+  constexpr uint64_t named_max = 10;
+  auto named = std::make_shared<uint64_t>(0);  // shared by every file's reader
+  options.on_skip = [named](const trace_error& e) {
+    if (*named < named_max)
+      std::cerr << "kvtier: skipped " << e.what() << '\n';
+    else if (*named == named_max)
+      std::cerr << "kvtier: more lines skipped; summary.json counts them (trace.skipped_lines)\n";
+    ++*named;
+  };
   std::vector<std::unique_ptr<trace_source>> sources;
   for (size_t i = 0; i < args.traces.size(); ++i)
     sources.push_back(open_trace(args.traces[i], *format, static_cast<uint32_t>(i), options));

@@ -119,6 +119,8 @@ TEST_CASE("cli: a bad trace line stops the run with file, line and field", "[cli
                      "/bad_line.jsonl --out " + out.string());
   INFO(skip.out);
   CHECK(skip.code == 0);
+  CHECK(skip.out.find("kvtier: skipped") != std::string::npos);
+  CHECK(skip.out.find("bad_line.jsonl:2") != std::string::npos);
   json s = summary_of(out);
   CHECK(s["trace"]["skipped_lines"] == 1);
   CHECK(s["trace"]["requests"] == 2);

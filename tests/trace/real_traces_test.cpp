@@ -4,9 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <iostream>
 
 #include "trace_test_util.hpp"
 
@@ -98,19 +96,4 @@ TEST_CASE("real traces: all agentic files, merged", "[trace][real]") {
   CHECK(subagent_starts == 11);  // every sub-agent follows a main request
   CHECK(bad_lengths == 0);
   CHECK(merger.skipped() == 0);
-}
-
-TEST_CASE("real traces: parse time of the conversation trace", "[.][speed]") {
-  // Hidden: run with `kvtier_trace_tests [speed]`. Best of 20 full reads.
-  std::string path = shared_trace("mooncake/conversation_trace.jsonl");
-  double best_ms = 1e9;
-  for (int run = 0; run < 20; ++run) {
-    auto start = std::chrono::steady_clock::now();
-    totals t = read_through(path, trace_format::mooncake);
-    std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-    REQUIRE(t.requests == 12'031);
-    best_ms = std::min(best_ms, took.count());
-  }
-  std::cout << "conversation_trace.jsonl (12,031 requests, 3.0 MB): best " << best_ms
-            << " ms per full read\n";
 }
