@@ -82,7 +82,6 @@ class controller_core {
   /// and names requests whose prefetch has now landed.
   void on_transfer_done(const transfer_done& d, std::vector<transfer>& out,
                         std::vector<request_id>& landed);
-  bool transfer_outstanding(uint64_t id) const { return tracker_.outstanding(id); }
   /// Prefetches that failed because storage evicted a block before it was read.
   uint64_t failed_loads() const { return failed_loads_; }
   /// Blocks a request got from storage (0 once admitted).

@@ -33,7 +33,6 @@ class transfer_tracker {
   void users_of_device(block_id block, std::vector<uint64_t>& out) const;
   /// A transfer is done: returns its orders (to complete in the model) and forgets it.
   std::vector<transfer_order> finish(uint64_t id);
-  bool outstanding(uint64_t id) const { return orders_.contains(id) || fills_.contains(id); }
   size_t outstanding_count() const { return orders_.size() + fills_.size(); }
   uint64_t issued() const { return next_id_ - 1; }
   uint64_t storage_key_of(block_hash h) const;

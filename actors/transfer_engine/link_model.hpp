@@ -56,7 +56,6 @@ class link_model {
   /// When the next operation finishes or the next latency ends (never when idle).
   int64_t next_event() const;
 
-  size_t active_flows() const { return flows_.size(); }
   const std::vector<link_stats>& stats() const { return stats_; }
   int64_t time() const { return now_; }
 
