@@ -1,192 +1,26 @@
-#include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
-#include "sim/cli/progress.hpp"
-#include "sim/config/replay_config.hpp"
-#include "sim/full/full_replay.hpp"
-#include "sim/report/full_report.hpp"
-#include "sim/hitrate/hitrate_replay.hpp"
-#include "sim/report/atomic_file.hpp"
-#include "sim/report/hitrate_report.hpp"
-#include "sim/request_blocks.hpp"
-#include "sim/trace/trace_reader.hpp"
+#include "sim/driver/replay_driver.hpp"
 
 namespace kvtier {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point start) {
-  return std::chrono::duration<double>(clock_type::now() - start).count();
-}
-
-std::vector<std::unique_ptr<trace_source>> open_traces(const replay_args& args) {
-  auto format = parse_trace_format(args.format);
-  if (!format)
-    throw trace_error(args.format, 0, "--format", "unknown trace format");
-  reader_options options;
-  options.skip_bad_lines = args.skip_bad_lines;
-  // Skipped lines are named on stderr (the first few; summary.json counts them all).
+// Skipped lines are named on stderr (the first few; summary.json counts them all).
+std::function<void(const trace_error&)> name_skipped_lines() {
   constexpr uint64_t named_max = 10;
   auto named = std::make_shared<uint64_t>(0);  // shared by every file's reader
-  options.on_skip = [named](const trace_error& e) {
+  return [named](const trace_error& e) {
     if (*named < named_max)
       std::cerr << "kvtier: skipped " << e.what() << '\n';
     else if (*named == named_max)
       std::cerr << "kvtier: more lines skipped; summary.json counts them (trace.skipped_lines)\n";
     ++*named;
   };
-  std::vector<std::unique_ptr<trace_source>> sources;
-  for (size_t i = 0; i < args.traces.size(); ++i)
-    sources.push_back(open_trace(args.traces[i], *format, static_cast<uint32_t>(i), options));
-  return sources;
-}
-
-int replay_hitrate(const replay_args& args, const config& cfg) {
-  auto start = clock_type::now();
-  replay_config rc = resolve(cfg);
-  trace_merger merger(open_traces(args));
-  request_blocks mapper(rc.block_size, args.traces);
-  hitrate_replay replay(rc, args.check_every);
-  make_directories(args.out_dir);
-  atomic_file csv(args.out_dir + "/requests.csv");
-  write_hitrate_csv_header(csv.out());
-
-  run_info run;
-  run.config = cfg.effective();
-  run.seed = args.seed;
-  run.deterministic = args.deterministic;
-  std::vector<uint64_t> per_file(args.traces.size(), 0);
-  progress_bar progress("replay", merger.bytes_total(), !args.quiet);
-  trace_request request;
-  std::vector<cache_block> blocks;
-  request_outcome outcome;
-  double parse_s = 0;
-  for (;;) {
-    auto t0 = clock_type::now();
-    bool more = merger.next(request);
-    parse_s += seconds_since(t0);
-    if (!more)
-      break;
-    mapper.map(request, blocks);
-    replay.process(request, blocks, outcome);
-    write_hitrate_csv_row(csv.out(), request, outcome);
-    ++per_file[request.file];
-    progress.update(merger.bytes_read(), replay.totals().requests);
-  }
-  progress.finish();
-  const invariant_report& inv = replay.finish();
-
-  for (size_t i = 0; i < args.traces.size(); ++i) {
-    const auto& src = merger.sources()[i];
-    run.files.push_back({args.traces[i], to_string(src->format()), per_file[i], src->skipped()});
-  }
-  run.parse_s = parse_s;
-  run.wall_s = seconds_since(start);
-  nlohmann::json summary = hitrate_summary(replay, run);
-  csv.commit();
-  atomic_file summary_file(args.out_dir + "/summary.json");
-  summary_file.out() << summary.dump(2) << '\n';
-  summary_file.commit();
-  if (!args.quiet)
-    std::cout << hitrate_text(summary, args.out_dir);
-  if (!inv.ok()) {
-    std::cerr << "kvtier: " << inv.violations << " invariant violations; first: "
-              << inv.messages.front() << '\n';
-    return exit_failure;
-  }
-  return exit_ok;
-}
-
-int replay_full(const replay_args& args, const config& cfg) {
-  auto start = clock_type::now();
-  replay_config rc = resolve(cfg);
-  timed_config timed = resolve_timed(cfg, rc);
-  if (args.backend == "cuda")
-    use_cuda_backend(timed, rc, args.verify);
-  trace_merger merger(open_traces(args));
-  request_blocks mapper(rc.block_size, args.traces);
-  std::vector<uint64_t> per_file(args.traces.size(), 0);
-  uint64_t read = 0;
-  double parse_s = 0;
-  // Inputs are read inside the scheduler actor: their errors are kept and raised here.
-  std::exception_ptr failure;
-  request_source source;
-  source.next = [&](trace_request& r) {
-    if (failure)
-      return false;
-    try {
-      auto t0 = clock_type::now();
-      bool more = merger.next(r);
-      parse_s += seconds_since(t0);
-      if (more) {
-        ++per_file[r.file];
-        ++read;
-      }
-      return more;
-    } catch (...) {
-      failure = std::current_exception();
-      return false;
-    }
-  };
-  source.blocks_of = [&](const trace_request& r, std::vector<cache_block>& out) {
-    try {
-      mapper.map(r, out);
-    } catch (...) {
-      if (!failure)
-        failure = std::current_exception();
-      out.clear();
-    }
-  };
-  progress_bar progress("replay", merger.bytes_total(), !args.quiet);
-  full_run_options options;
-  options.mode = args.clock == "wall" || args.backend == "cuda" ? clock_mode::wall
-                                                                : clock_mode::virtual_time;
-  options.speed = args.speed;
-  options.progress = [&] { progress.update(merger.bytes_read(), read); };
-  options.stop = [&] { return failure != nullptr; };
-  full_result result = run_full_replay(timed, std::move(source), options);
-  progress.finish();
-  if (failure)
-    std::rethrow_exception(failure);
-
-  std::vector<trace_file_info> files;
-  for (size_t i = 0; i < args.traces.size(); ++i) {
-    const auto& src = merger.sources()[i];
-    files.push_back({args.traces[i], to_string(src->format()), per_file[i], src->skipped()});
-  }
-  run_info run;
-  run.config = cfg.effective();
-  run.seed = args.seed;
-  run.deterministic = args.deterministic;
-  run.parse_s = parse_s;
-  run.wall_s = seconds_since(start);
-  nlohmann::json summary = full_summary(result, run, files);
-  make_directories(args.out_dir);
-  atomic_file csv(args.out_dir + "/requests.csv");
-  write_full_csv(csv.out(), result);
-  csv.commit();
-  atomic_file summary_file(args.out_dir + "/summary.json");
-  summary_file.out() << summary.dump(2) << '\n';
-  summary_file.commit();
-  if (!args.quiet)
-    std::cout << full_text(summary, args.out_dir);
-  int code = exit_ok;
-  if (result.controller.invariant_violations > 0) {
-    std::cerr << "kvtier: " << result.controller.invariant_violations
-              << " invariant violations; first: " << result.controller.invariant_messages.front()
-              << '\n';
-    code = exit_failure;
-  }
-  if (!result.scheduler.drained) {
-    std::cerr << "kvtier: the replay stopped with requests unfinished (see summary.json)\n";
-    code = exit_failure;
-  }
-  return code;
 }
 
 }  // namespace
@@ -236,14 +70,38 @@ int run_replay(const replay_args& in) {
   replay_args args = in;
   if (args.traces.empty())
     args.traces.push_back(default_trace_path());
-  config cfg = load_config(args.config);
   if (args.backend == "cuda" && (args.mode != "full" || args.clock == "virtual" && args.speed != 1.0))
     throw config_error("--backend cuda replays in full mode on the wall clock");
-  if (args.verify && args.backend != "cuda")
-    throw config_error("--verify checks real bytes: it needs --backend cuda");
-  if (args.mode == "hitrate")
-    return replay_hitrate(args, cfg);
-  return replay_full(args, cfg);
+  replay_job job;
+  job.cfg = load_config(args.config);
+  job.traces = args.traces;
+  job.format = args.format;
+  job.mode = args.mode == "hitrate" ? replay_mode::hitrate : replay_mode::full;
+  job.wall_clock = args.clock == "wall";
+  job.speed = args.speed;
+  job.cuda = args.backend == "cuda";
+  job.verify = args.verify;
+  job.skip_bad_lines = args.skip_bad_lines;
+  job.on_skip = name_skipped_lines();
+  job.check_every = args.check_every;
+  job.seed = args.seed;
+  job.deterministic = args.deterministic;
+  job.out_dir = args.out_dir;
+  job.progress = !args.quiet;
+  replay_result result = run_replay_job(job);
+  if (!args.quiet)
+    std::cout << result.text;
+  int code = exit_ok;
+  if (result.invariant_violations > 0) {
+    std::cerr << "kvtier: " << result.invariant_violations << " invariant violations; first: "
+              << result.first_violation << '\n';
+    code = exit_failure;
+  }
+  if (!result.drained) {
+    std::cerr << "kvtier: the replay stopped with requests unfinished (see summary.json)\n";
+    code = exit_failure;
+  }
+  return code;
 }
 
 }  // namespace kvtier

@@ -1,4 +1,4 @@
-#include "sim/cli/progress.hpp"
+#include "sim/driver/progress.hpp"
 
 #include <cstdio>
 
