@@ -29,10 +29,27 @@
 #include "caf/all.hpp"
 
 #include "actors/cache_controller/block_hash.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 
 using request_id = uint64_t;
+
+// -- front end -> scheduler -------------------------------------------------------------------------
+
+/// A request arrives at its instance now, with its prompt's cache blocks. The scheduler answers
+/// when the request has finished (or was rejected: it can never fit the device), which is when
+/// the session turns that follow it start their think time.
+struct request_arrival {
+  trace_request req;
+  std::vector<cache_block> blocks;
+};
+
+struct request_done {
+  request_id req = 0;
+  int64_t at_ns = 0;
+  bool rejected = false;
+};
 
 // -- scheduler -> cache controller ----------------------------------------------------------------
 
@@ -216,6 +233,17 @@ struct request_record {
   uint32_t preemptions = 0;
 };
 
+/// What the front end pushed and what came back. `exhausted`: the feed ended and every request
+/// pushed was answered.
+struct front_end_report {
+  uint64_t read = 0;
+  uint64_t pushed = 0;
+  uint64_t finished = 0;
+  uint64_t rejected = 0;
+  bool exhausted = false;
+  std::vector<uint64_t> per_instance;  ///< requests pushed to each instance
+};
+
 struct scheduler_report {
   std::vector<request_record> requests;
   uint64_t steps = 0;
@@ -290,6 +318,25 @@ struct storage_report {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_block& x) {
   return f(caf::meta::type_name("cache_block"), x.hash, x.tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trace_request& x) {
+  return f(caf::meta::type_name("trace_request"), x.seq, x.file, x.line, x.arrival_ns,
+           x.input_tokens, x.output_tokens, x.ids, x.trace_block_size, x.id_space, x.tokens,
+           x.session, x.turn, x.think_ns, x.follows_previous, x.parent_session, x.parent_turn);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_arrival& x) {
+  return f(caf::meta::type_name("request_arrival"), x.req, x.blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_done& x) {
+  return f(caf::meta::type_name("request_done"), x.req, x.at_ns, x.rejected);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
+  return f(caf::meta::type_name("front_end_report"), x.read, x.pushed, x.finished, x.rejected,
+           x.exhausted, x.per_instance);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, arrival& x) {
@@ -452,11 +499,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::compute_done))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::transfer_log))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::swap_in_log))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::trace_request))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::request_arrival))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::request_done))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::front_end_report))
   CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
   CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
   CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
   CAF_ADD_ATOM(kvtier, kvtier, step_atom, "step")
-  CAF_ADD_ATOM(kvtier, kvtier, arrive_atom, "arrive")
+  CAF_ADD_ATOM(kvtier, kvtier, run_atom, "run")
   CAF_ADD_ATOM(kvtier, kvtier, gpu_done_atom, "gpu_done")
 CAF_END_TYPE_ID_BLOCK(kvtier)
 
@@ -489,9 +540,16 @@ using cache_controller_actor = caf::typed_actor<
   caf::replies_to<caf::get_atom>::with<bool>>;            ///< idle: nothing held or moving
 
 using scheduler_actor = caf::typed_actor<
-  caf::reacts_to<arrive_atom, uint64_t>,  ///< timer: requests are due to arrive
+  caf::replies_to<request_arrival>::with<request_done>,
   caf::reacts_to<step_atom, uint64_t>,    ///< timer: step n ends (0: plan now)
   caf::replies_to<report_atom>::with<scheduler_report>>;
+
+/// Owns the workload: pushes each request to an instance when it arrives. `run` starts it and is
+/// answered once every request was answered (or with an error naming bad input).
+using front_end_actor = caf::typed_actor<
+  caf::replies_to<run_atom>::with<front_end_report>,
+  caf::replies_to<report_atom>::with<front_end_report>,
+  caf::reacts_to<wake_atom, uint64_t>>;
 
 /// Registers every message type of this header with an actor system config.
 inline void add_kvtier_types(caf::actor_system_config& cfg) {

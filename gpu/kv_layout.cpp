@@ -1,6 +1,6 @@
 #include "gpu/kv_layout.hpp"
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier::gpu {
 

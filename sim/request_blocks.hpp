@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actors/cache_controller/block_hash.hpp"
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 

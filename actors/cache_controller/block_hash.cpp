@@ -5,7 +5,7 @@
 #define XXH_STATIC_LINKING_ONLY  // for a stack-allocated XXH3 state
 #include <xxhash.h>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <deque>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

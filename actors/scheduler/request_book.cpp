@@ -1,6 +1,6 @@
 #include "actors/scheduler/request_book.hpp"
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

@@ -14,7 +14,7 @@
 
 #include "actors/protocol.hpp"
 #include "actors/request_layout.hpp"
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 

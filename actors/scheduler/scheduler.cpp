@@ -1,11 +1,11 @@
 #include "actors/scheduler/scheduler.hpp"
 
 #include <memory>
-#include <stdexcept>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
+#include <absl/container/flat_hash_map.h>
+
 #include "actors/scheduler/layer_pipeline.hpp"
-#include "actors/scheduler/workload.hpp"
 
 namespace kvtier {
 
@@ -14,8 +14,6 @@ namespace {
 struct scheduler_state {
   static inline const char* name = "scheduler";
   scheduler_config config;
-  request_source source;
-  std::unique_ptr<workload> load;
   std::unique_ptr<output_reserve> reserve;
   cache_controller_actor controller;
   request_book book;
@@ -32,8 +30,8 @@ struct scheduler_state {
   bool bookkeeping_sent = false;  // the commit in flight released or committed blocks
   bool plan_pending = false;      // a plan tick is set for this instant
   bool retrying_refusal = false;  // the commit in flight replans a refused admission
-  // arrivals
-  int64_t arrival_wake = workload::never;
+  // requests in this instance, answered when they finish
+  absl::flat_hash_map<request_id, caf::typed_response_promise<request_done>> answers;
   uint64_t awaiting_ready = 0;
   scheduler_report report;
 };
@@ -46,13 +44,10 @@ int64_t now_of(self_ptr self) {
 
 void maybe_step(self_ptr self);
 
-void schedule_arrivals(self_ptr self) {
-  auto& st = self->state;
-  int64_t t = st.load->next_arrival();
-  if (t == workload::never || t >= st.arrival_wake)
-    return;
-  st.arrival_wake = t;
-  self->delayed_send(self, st.config.clock.until(self->clock(), t), arrive_atom_v, uint64_t{0});
+// A failed reply means a peer actor is gone or broken: this instance cannot go on, and its
+// requests' answers carry the error to the front end.
+void fail(self_ptr self, const caf::error& e) {
+  self->quit(e);
 }
 
 // Plans once everything else that happens at this instant has been handled (a timer at the
@@ -75,29 +70,23 @@ void on_ready(self_ptr self, const ready& r) {
   request_plan(self);
 }
 
-void on_arrivals(self_ptr self) {
+caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
   auto& st = self->state;
   int64_t now = now_of(self);
-  if (st.arrival_wake <= now)
-    st.arrival_wake = workload::never;
-  std::vector<trace_request> due;
-  st.load->take_due(now, due);
-  std::vector<cache_block> blocks;
-  for (trace_request& r : due) {
-    st.source.blocks_of(r, blocks);
-    live_request& x = st.book.add(r, blocks, st.config.options.block_size);
-    // Its KV at the last step covers the prompt and every generated token but the last one.
-    if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
-      ++st.report.rejected;  // it could never be held on the device whole
-      st.load->finished(x.trace, now);
-      continue;
-    }
-    ++st.awaiting_ready;
-    self->request(st.controller, caf::infinite, arrival{r.seq, std::move(blocks)})
-      .then([=](const ready& rd) { on_ready(self, rd); });
-    blocks.clear();
+  request_id id = a.req.seq;
+  live_request& x = st.book.add(a.req, a.blocks, st.config.options.block_size);
+  // Its KV at the last step covers the prompt and every generated token but the last one.
+  if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
+    ++st.report.rejected;  // it could never be held on the device whole
+    return request_done{id, now, true};
   }
-  schedule_arrivals(self);
+  ++st.awaiting_ready;
+  self->request(st.controller, caf::infinite, arrival{id, std::move(a.blocks)})
+    .then([=](const ready& rd) { on_ready(self, rd); },
+          [=](const caf::error& e) { fail(self, e); });
+  auto promise = self->make_response_promise<request_done>();
+  st.answers.emplace(id, promise);
+  return promise;
 }
 
 void on_step_end(self_ptr self, uint64_t step);
@@ -151,12 +140,16 @@ void on_grant(self_ptr self, const grant& g) {
     self->request(st.config.gpu_engine, caf::infinite, std::move(c))
       .then([=](const compute_done& d) {
         auto& s = self->state;
-        if (!d.ok)
-          throw std::runtime_error("GPU compute of step " + std::to_string(step) + ": " + d.error);
+        if (!d.ok) {
+          fail(self, caf::make_error(caf::sec::runtime_error,
+                                     "GPU compute of step " + std::to_string(step) + ": " + d.error));
+          return;
+        }
         s.report.layer_wait_ns += d.stall_ns;
         s.report.busy_ns += now_of(self) - s.step_start;
         on_step_end(self, step);
-      });
+      },
+      [=](const caf::error& e) { fail(self, e); });
     return;
   }
   pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
@@ -179,7 +172,8 @@ void send_commit(self_ptr self) {
   st.computed.clear();
   st.step_start = now_of(self);
   self->request(st.controller, caf::infinite, std::move(c))
-    .then([=](const grant& g) { on_grant(self, g); });
+    .then([=](const grant& g) { on_grant(self, g); },
+          [=](const caf::error& e) { fail(self, e); });
 }
 
 void continue_plan(self_ptr self, const probe_reply* reply) {
@@ -215,7 +209,8 @@ void maybe_step(self_ptr self) {
     .then([=](const probe_reply& r) {
       note_matches(self->state.book, r, self->state.plan.budget_left);
       continue_plan(self, &r);
-    });
+    },
+    [=](const caf::error& e) { fail(self, e); });
 }
 
 void on_step_end(self_ptr self, uint64_t step) {
@@ -234,31 +229,29 @@ void on_step_end(self_ptr self, uint64_t step) {
   st.report.recomputed_tokens += out.recomputed_tokens;
   st.computed.insert(st.computed.end(), out.computed.begin(), out.computed.end());
   st.finished.insert(st.finished.end(), out.finished.begin(), out.finished.end());
-  for (request_id id : out.finished)
-    st.load->finished(st.book.at(id).trace, now);
-  schedule_arrivals(self);
+  for (request_id id : out.finished) {
+    auto answer = st.answers.find(id);
+    answer->second.deliver(request_done{id, now, false});
+    st.answers.erase(answer);
+  }
   st.busy = false;
   maybe_step(self);
 }
 
 scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_config config,
-                                                  request_source source,
                                                   cache_controller_actor controller) {
   auto& st = self->state;
   st.config = config;
-  st.source = std::move(source);
-  st.load = std::make_unique<workload>(st.source.next, config.time_scale);
   st.reserve = std::make_unique<output_reserve>(config.options);
   st.controller = std::move(controller);
   st.known_available = config.device_blocks;
-  schedule_arrivals(self);
   return {
-    [=](arrive_atom, uint64_t) { on_arrivals(self); },
+    [=](request_arrival& a) { return on_arrival(self, a); },
     [=](step_atom, uint64_t step) { on_step_end(self, step); },  // 0: a plan tick
     [=](report_atom) -> scheduler_report {
       auto& s = self->state;
       scheduler_report r = s.report;
-      r.drained = !s.busy && s.load->exhausted() && s.awaiting_ready == 0
+      r.drained = !s.busy && s.answers.empty() && s.awaiting_ready == 0
                   && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty();
       for (const live_request& x : s.book.all())
         if (x.prompt > 0)
@@ -271,8 +264,8 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
 }  // namespace
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_config& config,
-                                request_source source, cache_controller_actor controller) {
-  return sys.spawn(scheduler_behavior, config, std::move(source), std::move(controller));
+                                cache_controller_actor controller) {
+  return sys.spawn(scheduler_behavior, config, std::move(controller));
 }
 
 }  // namespace kvtier

@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "actors/storage/storage_index.hpp"
 #include "actors/timed_links.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <xxhash.h>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

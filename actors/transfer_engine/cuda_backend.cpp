@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "actors/timed_links.hpp"
 
 namespace kvtier {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "gpu/cuda/cuda_kv_cache.cuh"
 
 namespace kvtier::gpu::detail {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier::gpu {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "gpu/cuda/cuda_kv_cache.cuh"
 
 namespace kvtier::gpu::detail {

@@ -49,7 +49,7 @@ transfer_times times_of(const full_result& r) {
 void require_clean(const full_result& r, const char* run) {
   if (r.controller.invariant_violations > 0)
     throw std::runtime_error(std::string(run) + " replay: " + r.controller.invariant_messages.front());
-  if (!r.scheduler.drained)
+  if (!r.drained)
     throw std::runtime_error(std::string(run) + " replay did not finish");
 }
 
@@ -78,14 +78,14 @@ int run_bench_emulation(const bench_emulation_args& args) {
 
   timed_config modelled = resolve_timed(cfg, rc);
   modelled.controller.log = true;
-  full_result predicted = run_full_replay(modelled, source_of(m), {});
+  full_result predicted = run_full_replay(modelled, feed_of(m), {});
   require_clean(predicted, "modelled");
 
   timed_config real = resolve_timed(cfg, rc);
   use_cuda_backend(real, rc, !args.no_verify);
   full_run_options wall;
   wall.mode = clock_mode::wall;
-  full_result measured = run_full_replay(real, source_of(m), wall);
+  full_result measured = run_full_replay(real, feed_of(m), wall);
   require_clean(measured, "real");
 
   transfer_times p = times_of(predicted), q = times_of(measured);

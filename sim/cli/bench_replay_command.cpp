@@ -108,13 +108,13 @@ full_run time_full(const preloaded_trace& t, const config& cfg, const replay_con
   full_run run;
   for (uint32_t k = 0; k < repeat; ++k) {
     auto start = clock_type::now();
-    full_result r = run_full_replay(timed, source_of(t), {});
+    full_result r = run_full_replay(timed, feed_of(t), {});
     times.push_back(since(start));
     run.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
     run.messages = r.messages;
     run.steps = r.scheduler.steps;
     run.violations = r.controller.invariant_violations;
-    if (!r.scheduler.drained || run.violations > 0)
+    if (!r.drained || run.violations > 0)
       throw std::runtime_error("the benchmark's timed replay did not finish cleanly");
   }
   run.seconds = median(times);

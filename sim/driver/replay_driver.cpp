@@ -7,6 +7,7 @@
 #include "sim/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
+#include "sim/full/trace_feed.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/full_report.hpp"
@@ -116,61 +117,25 @@ replay_result replay_full(const replay_job& job) {
   timed_config timed = resolve_timed(job.cfg, rc);
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
-  trace_merger merger(open_traces(job));
-  request_blocks mapper(rc.block_size, job.traces);
-  std::vector<uint64_t> per_file(job.traces.size(), 0);
-  uint64_t read = 0;
-  double parse_s = 0;
-  // Inputs are read inside the scheduler actor: their errors are kept and raised here.
-  std::exception_ptr failure;
-  request_source source;
-  source.next = [&](trace_request& r) {
-    if (failure)
-      return false;
-    try {
-      auto t0 = clock_type::now();
-      bool more = merger.next(r);
-      parse_s += seconds_since(t0);
-      if (more) {
-        ++per_file[r.file];
-        ++read;
-      }
-      return more;
-    } catch (...) {
-      failure = std::current_exception();
-      return false;
-    }
-  };
-  source.blocks_of = [&](const trace_request& r, std::vector<cache_block>& out) {
-    try {
-      mapper.map(r, out);
-    } catch (...) {
-      if (!failure)
-        failure = std::current_exception();
-      out.clear();
-    }
-  };
-  progress_bar progress("replay", merger.bytes_total(), job.progress);
+  auto feed = std::make_shared<trace_feed>(open_traces(job), rc.block_size, job.traces);
+  progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
   full_run_options options;
   options.mode = job.wall_clock || job.cuda ? clock_mode::wall : clock_mode::virtual_time;
   options.speed = job.speed;
-  options.progress = [&] { progress.update(merger.bytes_read(), read); };
-  options.stop = [&] { return failure != nullptr; };
-  full_result fr = run_full_replay(timed, std::move(source), options);
+  options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
+  full_result fr = run_full_replay(timed, feed, options);
   progress.finish();
-  if (failure)
-    std::rethrow_exception(failure);
 
   run_info run = run_info_of(job);
-  run.parse_s = parse_s;
+  run.parse_s = feed->parse_s();
   run.wall_s = seconds_since(start);
   replay_result result;
-  result.summary = full_summary(fr, run, file_infos(job, merger, per_file));
+  result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.text = full_text(result.summary, job.out_dir);
   result.invariant_violations = fr.controller.invariant_violations;
   if (!fr.controller.invariant_messages.empty())
     result.first_violation = fr.controller.invariant_messages.front();
-  result.drained = fr.scheduler.drained;
+  result.drained = fr.drained;
   if (!job.out_dir.empty()) {
     make_directories(job.out_dir);
     atomic_file csv(job.out_dir + "/requests.csv");

@@ -8,9 +8,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
+#include "actors/front_end/request_feed.hpp"
 #include "actors/protocol.hpp"
-#include "actors/scheduler/scheduler.hpp"
 #include "sim/full/timed_config.hpp"
 
 namespace kvtier {
@@ -23,11 +24,11 @@ struct full_run_options {
   uint32_t threads = 2;     ///< wall mode: scheduler threads
   /// Called between rounds of messages (virtual mode) or polls (wall mode).
   std::function<void()> progress;
-  /// Asked at the same points: true stops the replay early (its inputs failed).
-  std::function<bool()> stop;
 };
 
 struct full_result {
+  front_end_report front_end;
+  bool drained = false;  ///< every request was answered and the instance holds none
   scheduler_report scheduler;
   controller_report controller;
   engine_report engine;
@@ -36,7 +37,9 @@ struct full_result {
   int64_t last_event_ns = 0;
 };
 
-full_result run_full_replay(const timed_config& config, request_source source,
+/// Replays what `feed` gives. Bad input met by the feed throws trace_error or config_error once
+/// the requests already in flight have settled.
+full_result run_full_replay(const timed_config& config, std::shared_ptr<request_feed> feed,
                             const full_run_options& options);
 
 }  // namespace kvtier

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <memory>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "sim/request_blocks.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -52,19 +52,33 @@ preloaded_trace preload(std::vector<trace_request> requests, uint32_t block_size
   return t;
 }
 
-request_source source_of(const preloaded_trace& t) {
-  auto next = std::make_shared<size_t>(0);
-  request_source s;
-  s.next = [&t, next](trace_request& r) {
-    if (*next >= t.requests.size())
+namespace {
+
+class preloaded_feed : public request_feed {
+ public:
+  explicit preloaded_feed(const preloaded_trace& t) : trace_(t) {}
+
+  bool next(trace_request& out) override {
+    if (next_ >= trace_.requests.size())
       return false;
-    r = t.requests[(*next)++];
+    out = trace_.requests[next_++];
     return true;
-  };
-  s.blocks_of = [&t](const trace_request& r, std::vector<cache_block>& out) {
-    out = t.blocks[r.seq];
-  };
-  return s;
+  }
+  bool blocks_of(const trace_request& r, std::vector<cache_block>& out) override {
+    out = trace_.blocks[r.seq];
+    return true;
+  }
+  std::optional<input_problem> problem() const override { return std::nullopt; }
+
+ private:
+  const preloaded_trace& trace_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<request_feed> feed_of(const preloaded_trace& t) {
+  return std::make_shared<preloaded_feed>(t);
 }
 
 }  // namespace kvtier

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/scheduler/scheduler.hpp"
-#include "sim/trace/trace_request.hpp"
+#include <memory>
+
+#include "actors/front_end/request_feed.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 
@@ -23,7 +25,7 @@ struct preloaded_trace {
 preloaded_trace preload(const std::vector<std::string>& traces, uint32_t block_size);
 /// Maps requests built in code (seq must be their index).
 preloaded_trace preload(std::vector<trace_request> requests, uint32_t block_size);
-/// A source replaying `t` from the start; `t` must outlive it.
-request_source source_of(const preloaded_trace& t);
+/// A feed replaying `t` from the start; `t` must outlive it.
+std::shared_ptr<request_feed> feed_of(const preloaded_trace& t);
 
 }  // namespace kvtier

@@ -76,7 +76,7 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   cp.decode_context_ns = c.number("compute.decode_context_ns");
   cp.layers = rc.model.layers;
   t.scheduler.device_blocks = rc.cache.device_blocks;
-  t.scheduler.time_scale = c.number("trace.time_scale");
+  t.time_scale = c.number("trace.time_scale");
 
   link_options& lo = t.engine.links;
   lo.h2d_gbps = c.number("links.h2d_gbps");

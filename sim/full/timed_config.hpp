@@ -17,6 +17,7 @@ struct timed_config {
   transfer_engine_options engine;
   storage_options storage;
   uint64_t block_bytes = 0;
+  double time_scale = 1;  ///< the front end stretches recorded arrivals and think times
   /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).
   bool cuda = false;
   cuda_backend_options cuda_options;

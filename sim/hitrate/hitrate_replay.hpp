@@ -23,7 +23,7 @@
 #include "actors/cache_controller/invariants.hpp"
 #include "actors/storage/storage_index.hpp"
 #include "sim/config/replay_config.hpp"
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 

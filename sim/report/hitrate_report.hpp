@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/hitrate/hitrate_replay.hpp"
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 

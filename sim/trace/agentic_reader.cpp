@@ -18,7 +18,7 @@
 #include <limits>
 #include <optional>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "sim/trace/json_fields.hpp"
 #include "sim/trace/reader_support.hpp"
 #include "sim/trace/readers.hpp"

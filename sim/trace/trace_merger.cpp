@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "sim/trace/readers.hpp"
 
 namespace kvtier {
@@ -51,7 +51,8 @@ trace_error::trace_error(std::string file, uint64_t line, std::string field,
     : std::runtime_error(locate(file, line, field, what)),
       file_(std::move(file)),
       line_(line),
-      field_(std::move(field)) {
+      field_(std::move(field)),
+      detail_(what) {
   // nop
 }
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 
@@ -38,11 +38,14 @@ class trace_error : public std::runtime_error {
   const std::string& file() const { return file_; }
   uint64_t line() const { return line_; }
   const std::string& field() const { return field_; }
+  /// What was wrong, without the location.
+  const std::string& detail() const { return detail_; }
 
  private:
   std::string file_;
   uint64_t line_;
   std::string field_;
+  std::string detail_;
 };
 
 struct reader_options {

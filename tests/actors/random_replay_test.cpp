@@ -96,7 +96,7 @@ TEST_CASE("replay: random workloads drain with every invariant under every polic
                                                   : r.controller.invariant_messages.front()));
     REQUIRE(r.controller.invariant_violations == 0);
     REQUIRE(r.controller.invariant_checked > 0);
-    REQUIRE(r.scheduler.drained);
+    REQUIRE(r.drained);
     uint64_t finished = 0;
     for (const request_record& x : r.scheduler.requests)
       finished += x.finish_ns >= 0;

@@ -12,7 +12,7 @@ void require_clean(const full_result& r) {
                                                 : r.controller.invariant_messages.front()));
   REQUIRE(r.controller.invariant_violations == 0);
   REQUIRE(r.controller.invariant_checked > 0);
-  REQUIRE(r.scheduler.drained);
+  REQUIRE(r.drained);
 }
 
 }  // namespace

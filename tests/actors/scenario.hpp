@@ -53,7 +53,7 @@ inline trace_request request(uint64_t seq, int64_t at_ns, std::vector<uint64_t> 
 inline full_result run_scenario(const timed_config& config, std::vector<trace_request> requests,
                                 const full_run_options& options = {}) {
   preloaded_trace t = preload(std::move(requests), 16);
-  return run_full_replay(config, source_of(t), options);
+  return run_full_replay(config, feed_of(t), options);
 }
 
 inline const request_record& record(const full_result& r, uint64_t seq) {

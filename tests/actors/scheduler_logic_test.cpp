@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/scheduler/batch_planner.hpp"
-#include "actors/scheduler/workload.hpp"
+#include "actors/front_end/workload.hpp"
 
 using namespace kvtier;
 

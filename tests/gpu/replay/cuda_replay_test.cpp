@@ -48,7 +48,7 @@ TEST_CASE("cuda replay: blocks survive every tier on the real backend, verified"
   INFO((r.controller.invariant_messages.empty() ? std::string{}
                                                 : r.controller.invariant_messages.front()));
   REQUIRE(r.controller.invariant_violations == 0);
-  REQUIRE(r.scheduler.drained);
+  REQUIRE(r.drained);
   CHECK(r.engine.backend == "cuda");
   CHECK(r.engine.failed == 0);
   CHECK(r.controller.swap_ins > 0);  // checked on the device after landing

@@ -1,9 +1,9 @@
-#include "actors/scheduler/workload.hpp"
+#include "actors/front_end/workload.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 
 namespace kvtier {
 
@@ -53,6 +53,7 @@ bool workload::read_one(bool& follows, turn_key& key) {
     ended_ = true;
     return false;
   }
+  ++requests_read_;
   follows = predecessor_of(r, key);
   place(std::move(r));
   return true;
@@ -82,10 +83,10 @@ void workload::take_due(int64_t now, std::vector<trace_request>& out) {
   taken_until_ = std::max(taken_until_, now);
 }
 
-void workload::finished(const trace_request& r, int64_t at) {
-  if (r.session == 0)
+void workload::finished(uint64_t session, uint32_t turn, int64_t at) {
+  if (session == 0)
     return;
-  turn_key key{r.session, r.turn};
+  turn_key key{session, turn};
   KVTIER_ASSERT(finished_at_.find(key) == finished_at_.end());
   finished_at_[key] = at;
   auto [begin, end] = parked_.equal_range(key);

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/trace/trace_request.hpp"
+#include "core/trace_request.hpp"
 
 namespace kvtier {
 
@@ -36,10 +36,14 @@ class workload {
   /// arrival_ns to the time it actually arrives.
   void take_due(int64_t now, std::vector<trace_request>& out);
   /// `r` finished at `at`: whatever follows it becomes due.
-  void finished(const trace_request& r, int64_t at);
+  void finished(const trace_request& r, int64_t at) { finished(r.session, r.turn, at); }
+  /// Turn `turn` of `session` (0: none) finished at `at`.
+  void finished(uint64_t session, uint32_t turn, int64_t at);
   /// The trace is read to the end and nothing is parked or due.
   bool exhausted() const;
   uint64_t parked() const { return parked_.size(); }
+  /// Requests read from the feed so far.
+  uint64_t read() const { return requests_read_; }
 
  private:
   using turn_key = std::pair<uint64_t, uint32_t>;  // (session, turn)
@@ -63,7 +67,8 @@ class workload {
   feed next_;
   double time_scale_;
   bool ended_ = false;
-  uint64_t read_ = 0;
+  uint64_t read_ = 0;  // ordering stamp of every request placed, for ties
+  uint64_t requests_read_ = 0;
   uint64_t independent_due_ = 0;  // independent requests read and not yet taken
   int64_t taken_until_ = 0;       // the latest `now` of take_due
   std::priority_queue<due_item, std::vector<due_item>, later> due_;

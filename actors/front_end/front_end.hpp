@@ -1,0 +1,32 @@
+#pragma once
+
+// The front end: the one actor that owns the workload. It reads requests from a feed in recorded
+// order, holds session turns back until the turn they follow has finished plus its think time
+// (workload.hpp), and pushes each request to an instance's scheduler when it arrives. Instances
+// never see where requests come from: a trace replay, requests built in code and a live server
+// are all front ends.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "actors/front_end/request_feed.hpp"
+#include "actors/protocol.hpp"
+#include "actors/sim_clock.hpp"
+
+namespace kvtier {
+
+struct front_end_config {
+  double time_scale = 1;  ///< stretches recorded arrivals and think times
+  sim_clock clock;
+};
+
+/// `instances` receive the requests, in turn (one instance receives them all).
+front_end_actor spawn_front_end(caf::actor_system& sys, const front_end_config& config,
+                                std::shared_ptr<request_feed> feed,
+                                std::vector<scheduler_actor> instances);
+
+/// The bad input named by a front end's error reply to `run`, if that is what it was.
+std::optional<input_problem> input_problem_of(const caf::error& e);
+
+}  // namespace kvtier

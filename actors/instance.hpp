@@ -1,0 +1,39 @@
+#pragma once
+
+// An instance: one serving engine as kvtier models it. Its scheduler batches requests, its cache
+// controller owns the block index with the instance's own device and host tiers, and its
+// transfer engine moves blocks; the storage pool is shared by every instance of a deployment.
+// A cluster is a list of instances behind one front end.
+
+#include <string>
+
+#include "actors/cache_controller/controller_core.hpp"
+#include "actors/protocol.hpp"
+#include "actors/scheduler/scheduler.hpp"
+#include "actors/transfer_engine/transfer_engine.hpp"
+
+namespace kvtier {
+
+struct instance_config {
+  std::string name = "mixed-0";
+  cache_options cache;
+  controller_options controller;
+  scheduler_config scheduler;
+  transfer_engine_options engine;
+};
+
+struct instance {
+  std::string name;
+  scheduler_actor scheduler;
+  cache_controller_actor controller;
+  transfer_engine_actor engine;
+};
+
+/// Spawns the instance's three actors against the shared `storage`.
+instance spawn_instance(caf::actor_system& sys, const instance_config& config,
+                        const storage_actor& storage);
+
+/// Stops the instance's actors.
+void stop_instance(const instance& x);
+
+}  // namespace kvtier
