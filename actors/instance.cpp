@@ -1,8 +1,25 @@
 #include "actors/instance.hpp"
 
 #include "actors/cache_controller/cache_controller.hpp"
+#include "actors/device/gpu_compute.hpp"
 
 namespace kvtier {
+
+namespace {
+
+// Completions come on a CUDA thread: they become messages to the actor that owns the op, held
+// weakly so that a completion after shutdown goes nowhere.
+template <class Handle>
+cuda_device::sink post_to(const Handle& who) {
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(who);
+  return [weak](uint64_t op, int layer) {
+    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
+      caf::anon_send(caf::actor_cast<Handle>(strong), gpu_done_atom_v, op,
+                     static_cast<int32_t>(layer));
+  };
+}
+
+}  // namespace
 
 instance spawn_instance(caf::actor_system& sys, const instance_config& config,
                         const storage_actor& storage) {
@@ -10,8 +27,11 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   x.name = config.name;
   x.engine = spawn_transfer_engine(sys, config.engine, storage);
   scheduler_config sc = config.scheduler;
-  if (config.engine.gpu)
-    sc.gpu_engine = x.engine;
+  if (config.engine.gpu) {
+    x.compute = spawn_gpu_compute(sys, config.engine.gpu);
+    config.engine.gpu->set_sinks(post_to(x.engine), post_to(x.compute));
+    sc.gpu_compute = x.compute;
+  }
   x.controller = spawn_cache_controller(sys, config.cache, config.controller, storage, x.engine);
   x.scheduler = spawn_scheduler(sys, sc, x.controller);
   return x;
@@ -21,6 +41,8 @@ void stop_instance(const instance& x) {
   caf::anon_send_exit(x.scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(x.controller, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(x.engine, caf::exit_reason::user_shutdown);
+  if (x.compute)
+    caf::anon_send_exit(x.compute, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace kvtier

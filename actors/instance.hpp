@@ -27,6 +27,7 @@ struct instance {
   scheduler_actor scheduler;
   cache_controller_actor controller;
   transfer_engine_actor engine;
+  gpu_compute_actor compute;  ///< real backend only
 };
 
 /// Spawns the instance's three actors against the shared `storage`.

@@ -134,7 +134,7 @@ struct grant {
   uint64_t swap_in = 0;
 };
 
-// -- scheduler -> transfer engine (real backend: the step's compute runs on the GPU) ----------------
+// -- scheduler -> GPU compute (real backend: the step's compute runs on the GPU) ----------------------
 
 struct compute_request {
   uint64_t step = 0;
@@ -527,10 +527,14 @@ using storage_actor = caf::typed_actor<
 
 using transfer_engine_actor = caf::typed_actor<
   caf::replies_to<transfer>::with<transfer_done>,
-  caf::replies_to<compute_request>::with<compute_done>,  ///< real backend only
   caf::replies_to<report_atom>::with<engine_report>,
   caf::reacts_to<wake_atom, uint64_t>,
   caf::reacts_to<gpu_done_atom, uint64_t, int32_t>>;  ///< CUDA: op, layer (-1: all) completed
+
+/// Real backend: runs each step's compute on the GPU, layer l after layer l of the step's swap-in.
+using gpu_compute_actor = caf::typed_actor<
+  caf::replies_to<compute_request>::with<compute_done>,
+  caf::reacts_to<gpu_done_atom, uint64_t, int32_t>>;  ///< CUDA: a compute op completed
 
 using cache_controller_actor = caf::typed_actor<
   caf::replies_to<arrival>::with<ready>,

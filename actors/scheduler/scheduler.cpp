@@ -127,7 +127,7 @@ void on_grant(self_ptr self, const grant& g) {
   step_cost cost = cost_of(st.config.compute, shape);
   st.reserve->after_step();
   ++st.report.steps;
-  if (st.config.gpu_engine) {
+  if (st.config.gpu_compute) {
     // The same step as busy kernels on the GPU: the overhead first, then layer by layer, each
     // layer waiting for its part of the swap-in (as layer_pipeline.hpp computes it).
     compute_request c;
@@ -137,7 +137,7 @@ void on_grant(self_ptr self, const grant& g) {
     c.layer_ns.assign(st.config.compute.layers, cost.layer_ns);
     c.layer_ns.back() = cost.last_layer_ns;
     uint64_t step = st.step;
-    self->request(st.config.gpu_engine, caf::infinite, std::move(c))
+    self->request(st.config.gpu_compute, caf::infinite, std::move(c))
       .then([=](const compute_done& d) {
         auto& s = self->state;
         if (!d.ok) {

@@ -22,9 +22,9 @@ struct scheduler_config {
   compute_profile compute;
   uint32_t device_blocks = 0;  ///< a request needing more blocks than this is rejected
   sim_clock clock;
-  /// Real backend: each step's compute runs on the GPU through this engine (a busy kernel per
+  /// Real backend: each step's compute runs on the GPU through this actor (a busy kernel per
   /// layer, each waiting for its layer of the step's swap-in), instead of on a timer.
-  transfer_engine_actor gpu_engine;
+  gpu_compute_actor gpu_compute;
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_config& config,

@@ -5,6 +5,8 @@
 
 #include "core/check.hpp"
 #include "actors/timed_links.hpp"
+#include "actors/transfer_engine/cuda_copies.hpp"
+#include "actors/transfer_engine/modelled_copies.hpp"
 
 namespace kvtier {
 
@@ -17,36 +19,21 @@ struct running_transfer {
   uint64_t lease = 0;
   bool started = false;
   int64_t started_ns = 0;
-  int64_t measured_ns = -1;  // real backend: CUDA event time
+  int64_t measured_ns = -1;  // measured by the copy backend (-1: by the engine's clock)
 };
 
-struct pending_compute {
-  compute_request req;
-  caf::typed_response_promise<compute_done> promise;
-};
-
-// Real backend: each swap-in's GPU op lives until its completion was seen and the step compute
-// that waits for it was submitted (that compute waits on its events).
-struct h2d_op {
-  uint64_t op = 0;
-  bool completed = false;
-  bool referenced = false;
-};
+struct engine_state;
 
 struct engine_state {
   static inline const char* name = "transfer_engine";
   transfer_engine_options options;
   storage_actor storage;
   timed_links links;
-  link_model::link_id h2d = 0, d2h = 0, pcie = 0, nic = 0;
+  link_model::link_id nic = 0;
+  std::unique_ptr<copy_backend> copies;
   std::map<uint64_t, running_transfer> transfers;  // received, not done
   std::map<link_model::flow_id, uint64_t> flow_to_transfer;
   engine_report report;
-  // real backend
-  std::map<uint64_t, uint64_t> op_to_transfer;
-  std::map<uint64_t, h2d_op> swap_in_ops;                 // by transfer id
-  std::map<uint64_t, pending_compute> computes;           // by GPU op
-  std::map<uint64_t, pending_compute> waiting_computes;   // by swap-in transfer not started yet
 };
 
 using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
@@ -73,17 +60,6 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
 
-void submit_compute(self_ptr self, pending_compute p);
-
-void release_if_done(self_ptr self, uint64_t transfer_id) {
-  auto& st = self->state;
-  auto it = st.swap_in_ops.find(transfer_id);
-  if (it != st.swap_in_ops.end() && it->second.completed && it->second.referenced) {
-    st.options.gpu->release(it->second.op);
-    st.swap_in_ops.erase(it);
-  }
-}
-
 void start(self_ptr self, uint64_t id) {
   auto& st = self->state;
   running_transfer& r = st.transfers.at(id);
@@ -91,43 +67,19 @@ void start(self_ptr self, uint64_t id) {
   r.started_ns = now_of(self);
   const transfer& t = r.msg;
   auto kind = static_cast<move_kind>(t.kind);
-  uint64_t n = t.blocks.size();
   const link_options& lo = st.options.links;
-  if (kind == move_kind::fill) {
-    if (st.options.gpu)
-      st.options.gpu->fill(t);  // on the compute stream, before any later D2H reads them
-    finish(self, id);
-    return;
-  }
-  if (st.options.gpu && (kind == move_kind::swap_in || kind == move_kind::d2h)) {
-    uint64_t op = st.options.gpu->submit(t);
-    st.op_to_transfer[op] = id;
-    if (kind == move_kind::swap_in) {
-      st.swap_in_ops[id] = h2d_op{op, false, false};
-      auto w = st.waiting_computes.find(id);
-      if (w != st.waiting_computes.end()) {
-        pending_compute p = std::move(w->second);
-        st.waiting_computes.erase(w);
-        submit_compute(self, std::move(p));
-      }
-    }
-    return;
-  }
   switch (kind) {
-    case move_kind::swap_in: {
-      uint64_t layer_bytes = st.options.block_bytes / st.options.layers * n;
-      std::vector<link_model::op> ops(st.options.layers, {lo.h2d_layer_latency_ns, layer_bytes});
-      start_flow(self, id, {st.h2d, st.pcie}, std::move(ops));
+    case move_kind::fill:
+      st.copies->fill(t);  // before any later D2H reads them
+      finish(self, id);
       return;
-    }
+    case move_kind::swap_in:
     case move_kind::d2h:
-      start_flow(self, id, {st.d2h, st.pcie}, {{lo.d2h_latency_ns, bytes_of(st, t)}});
+      st.copies->start(t);
       return;
     case move_kind::store:
       start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
       return;
-    case move_kind::fill:
-      return;  // handled above
     case move_kind::load: {
       storage_io io;
       for (const auto& b : t.blocks)
@@ -147,7 +99,8 @@ void start(self_ptr self, uint64_t id) {
             return;
           }
           start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
-        });
+        },
+        [=](const caf::error& e) { self->quit(e); });
       return;
     }
   }
@@ -196,21 +149,17 @@ void finish(self_ptr self, uint64_t id) {
       return;
     }
     self->send(st.storage, storage_release{r.lease});
-    if (st.options.gpu) {
-      std::string bad = st.options.gpu->restore(r.msg);
-      if (!bad.empty()) {
-        deliver(self, id, false, bad);
-        return;
-      }
+    std::string bad = st.copies->after_load(r.msg);
+    if (!bad.empty()) {
+      deliver(self, id, false, bad);
+      return;
     }
   }
   if (kind == move_kind::store) {
-    if (st.options.gpu) {
-      std::string bad = st.options.gpu->keep(r.msg);
-      if (!bad.empty()) {
-        deliver(self, id, false, bad);
-        return;
-      }
+    std::string bad = st.copies->before_store(r.msg);
+    if (!bad.empty()) {
+      deliver(self, id, false, bad);
+      return;
     }
     storage_io io;
     for (const auto& b : r.msg.blocks)
@@ -218,9 +167,10 @@ void finish(self_ptr self, uint64_t id) {
     io.bytes_each = st.options.block_bytes;
     self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
       .then([=](const storage_io_reply&) {
-        sync(self);
-        deliver(self, id, true, "");
-      });
+              sync(self);
+              deliver(self, id, true, "");
+            },
+            [=](const caf::error& e) { self->quit(e); });
     return;
   }
   deliver(self, id, true, "");
@@ -245,68 +195,34 @@ void sync(self_ptr self) {
   arm(self, st.options.clock, st.links);
 }
 
-void on_gpu_done(self_ptr self, uint64_t op, int32_t layer) {
-  auto& st = self->state;
-  auto c = st.computes.find(op);
-  if (c != st.computes.end()) {
-    if (layer >= 0)
-      return;  // a compute's layers are not reported one by one
-    compute_done d{c->second.req.step, true, st.options.gpu->stall_of(op), ""};
-    c->second.promise.deliver(std::move(d));
-    st.options.gpu->release(op);
-    st.computes.erase(c);
-    return;
+// The copy backend's reports, as the engine's flows report them.
+class engine_events : public copy_events {
+ public:
+  explicit engine_events(self_ptr self) : self_(self) {}
+  void layer_done(uint64_t transfer) override {
+    self_->state.transfers.at(transfer).layer_done.push_back(now_of(self_));
   }
-  auto t = st.op_to_transfer.find(op);
-  KVTIER_ASSERT(t != st.op_to_transfer.end());
-  uint64_t id = t->second;
-  running_transfer& r = st.transfers.at(id);
-  if (layer >= 0) {
-    r.layer_done.push_back(now_of(self));
-    return;
+  void copy_done(uint64_t transfer, int64_t measured_ns, const std::string& error) override {
+    self_->state.transfers.at(transfer).measured_ns = measured_ns;
+    if (!error.empty())
+      deliver(self_, transfer, false, error);
+    else
+      finish(self_, transfer);
   }
-  st.op_to_transfer.erase(t);
-  r.measured_ns = st.options.gpu->duration_of(op);
-  bool swap_in = static_cast<move_kind>(r.msg.kind) == move_kind::swap_in;
-  std::string bad = swap_in ? st.options.gpu->check_arrived(r.msg) : std::string{};
-  if (swap_in) {
-    st.swap_in_ops.at(id).completed = true;
-    release_if_done(self, id);
-  } else {
-    st.options.gpu->release(op);
-  }
-  if (!bad.empty())
-    deliver(self, id, false, bad);
-  else
-    finish(self, id);
-}
 
-void submit_compute(self_ptr self, pending_compute p) {
-  auto& st = self->state;
-  uint64_t after = 0;
-  uint64_t swap_in = p.req.after_swap_in;
-  if (swap_in != 0) {
-    auto it = st.swap_in_ops.find(swap_in);
-    if (it != st.swap_in_ops.end()) {
-      after = it->second.op;
-      it->second.referenced = true;
-    }
-  }
-  uint64_t op = st.options.gpu->submit_compute(p.req.lead_ns, p.req.layer_ns, after);
-  st.computes.emplace(op, std::move(p));
-  if (swap_in != 0)
-    release_if_done(self, swap_in);
-}
+ private:
+  self_ptr self_;
+};
 
-void on_compute(self_ptr self, pending_compute p) {
+std::unique_ptr<copy_backend> make_copies(self_ptr self) {
   auto& st = self->state;
-  uint64_t swap_in = p.req.after_swap_in;
-  auto t = st.transfers.find(swap_in);
-  if (swap_in != 0 && t != st.transfers.end() && !t->second.started) {
-    st.waiting_computes.emplace(swap_in, std::move(p));  // its swap-in still waits for a D2H
-    return;
-  }
-  submit_compute(self, std::move(p));
+  if (st.options.gpu)
+    return std::make_unique<cuda_copies>(st.options.gpu);
+  return std::make_unique<modelled_copies>(
+    st.links.links(), st.options,
+    [self](uint64_t id, std::vector<link_model::link_id> links, std::vector<link_model::op> ops) {
+      start_flow(self, id, std::move(links), std::move(ops));
+    });
 }
 
 transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
@@ -316,11 +232,8 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
   st.options = options;
   st.storage = std::move(storage);
   KVTIER_ASSERT(options.layers > 0 && options.block_bytes % options.layers == 0);
-  auto& l = st.links.links();
-  st.h2d = l.add_link("h2d", options.links.h2d_gbps);
-  st.d2h = l.add_link("d2h", options.links.d2h_gbps);
-  st.pcie = l.add_link("pcie_duplex", options.links.duplex_gbps);
-  st.nic = l.add_link("nic", options.links.nic_gbps);
+  st.copies = make_copies(self);
+  st.nic = st.links.links().add_link("nic", options.links.nic_gbps);
   return {
     [=](transfer& t) -> caf::result<transfer_done> {
       sync(self);
@@ -330,6 +243,9 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
       r.promise = self->make_response_promise<transfer_done>();
       auto promise = r.promise;
       bool go = ready_to_start(s, t);
+      auto kind = static_cast<move_kind>(t.kind);
+      if (kind == move_kind::swap_in || kind == move_kind::d2h)
+        s.copies->expect(t);
       r.msg = std::move(t);
       s.transfers.emplace(id, std::move(r));
       if (go)
@@ -339,26 +255,17 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
     [=](report_atom) -> engine_report {
       auto& s = self->state;
       engine_report r = s.report;
-      r.backend = s.options.gpu ? "cuda" : "modelled";
-      if (s.options.gpu)
-        r.device = s.options.gpu->device_name();
+      r.backend = s.copies->name();
+      r.device = s.copies->device();
       for (const auto& ls : s.links.links().stats())
         r.links.push_back({ls.name, ls.bytes, ls.busy_ns, ls.flows});
       return r;
     },
     [=](wake_atom, uint64_t) { sync(self); },
-    [=](compute_request& c) -> caf::result<compute_done> {
-      sync(self);
-      if (!self->state.options.gpu)
-        return compute_done{c.step, false, 0, "the modelled engine runs no compute"};
-      pending_compute p{std::move(c), self->make_response_promise<compute_done>()};
-      auto promise = p.promise;
-      on_compute(self, std::move(p));
-      return promise;
-    },
     [=](gpu_done_atom, uint64_t op, int32_t layer) {
       sync(self);
-      on_gpu_done(self, op, layer);
+      engine_events events(self);
+      self->state.copies->on_device_event(op, layer, events);
     },
   };
 }

@@ -1,17 +1,11 @@
 #pragma once
 
 // The transfer engine: moves blocks between device and host memory and between host memory and
-// storage. PCIe transfers run on the real backend (CUDA, cuda_backend.hpp) when one is given,
-// else on the modelled links (link_model.hpp):
-//   h2d, d2h   PCIe, one per direction;
-//   pcie       both directions together (duplex cap: one direction alone gets its own limit, both
-//              at once share this one);
-//   nic        the host's link to the storage nodes.
-// A swap-in moves layer by layer (one operation per layer: latency, then K and V of every block
-// of that layer) and reports when each layer was in device memory; a D2H moves all layers in one
-// operation; a load asks storage for the blocks (the node's media time) and then crosses the nic;
-// a store crosses the nic, then storage writes. A transfer starts once the transfers it must
-// follow are done.
+// storage. Device and host copies run on a copy backend (copy_backend.hpp): the modelled PCIe
+// links or the GPU. A swap-in reports when each layer was in device memory; a D2H moves all
+// layers at once. Storage traffic crosses the host's network link (`nic`, modelled): a load asks
+// storage for the blocks (the node's media time) and then crosses the nic; a store crosses the
+// nic, then storage writes. A transfer starts once the transfers it must follow are done.
 
 #include <cstdint>
 #include <string>
@@ -20,7 +14,7 @@
 
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
-#include "actors/transfer_engine/cuda_backend.hpp"
+#include "actors/device/cuda_device.hpp"
 
 namespace kvtier {
 
@@ -39,10 +33,9 @@ struct transfer_engine_options {
   uint32_t layers = 32;
   uint64_t block_bytes = 0;  ///< K and V of every layer of one block
   sim_clock clock;
-  /// The real backend (null: modelled). PCIe transfers and step compute then run on the GPU;
-  /// storage transfers stay modelled. Completions must be posted to the engine as
-  /// (gpu_done_atom, op, layer).
-  std::shared_ptr<cuda_backend> gpu;
+  /// The GPU the copies run on (null: the modelled links). Its copy completions must be posted
+  /// to the engine as (gpu_done_atom, op, layer); storage transfers stay modelled.
+  std::shared_ptr<cuda_device> gpu;
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

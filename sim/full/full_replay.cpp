@@ -1,6 +1,5 @@
 #include "sim/full/full_replay.hpp"
 
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -22,30 +21,13 @@ struct deployment {
   front_end_actor front_end;
 };
 
-// Where the CUDA backend's completions go: they come on a CUDA thread, so they become messages
-// to the engine (set once it exists, before any transfer can be submitted).
-struct gpu_completions {
-  std::mutex mutex;
-  caf::weak_actor_ptr engine;
-
-  void operator()(uint64_t op, int layer) {
-    std::lock_guard<std::mutex> guard(mutex);
-    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(engine))
-      caf::anon_send(caf::actor_cast<transfer_engine_actor>(strong), gpu_done_atom_v, op,
-                     static_cast<int32_t>(layer));
-  }
-};
-
 // Real backend: the CUDA cache is made (device and pinned host memory allocated, compute
 // calibrated) before the replay's clock starts, so no request is charged for it.
-std::shared_ptr<gpu_completions> prepare_backend(timed_config& config) {
+void prepare_backend(timed_config& config) {
   if (!config.cuda)
-    return nullptr;
-  auto completions = std::make_shared<gpu_completions>();
-  config.engine.gpu = std::make_shared<cuda_backend>(
-    config.cuda_options, [completions](uint64_t op, int layer) { (*completions)(op, layer); });
+    return;
+  config.engine.gpu = std::make_shared<cuda_device>(config.cuda_options);
   config.engine.block_bytes = config.engine.gpu->block_bytes();
-  return completions;
 }
 
 instance_config instance_of(const timed_config& config, const sim_clock& clock) {
@@ -60,16 +42,11 @@ instance_config instance_of(const timed_config& config, const sim_clock& clock) 
 }
 
 deployment spawn_all(caf::actor_system& sys, timed_config config,
-                     std::shared_ptr<request_feed> feed, const sim_clock& clock,
-                     const std::shared_ptr<gpu_completions>& completions) {
+                     std::shared_ptr<request_feed> feed, const sim_clock& clock) {
   config.storage.clock = clock;
   deployment d;
   d.storage = spawn_storage(sys, config.storage);
   d.instances.push_back(spawn_instance(sys, instance_of(config, clock), d.storage));
-  if (completions) {
-    std::lock_guard<std::mutex> guard(completions->mutex);
-    completions->engine = caf::actor_cast<caf::weak_actor_ptr>(d.instances.front().engine);
-  }
   front_end_config fc;
   fc.time_scale = config.time_scale;
   fc.clock = clock;
@@ -125,7 +102,7 @@ full_result run_virtual(const timed_config& config, std::shared_ptr<request_feed
   caf::actor_system sys{cfg};
   auto& coordinator = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   sim_clock clock(sys.clock().now(), 1.0);
-  deployment d = spawn_all(sys, config, std::move(feed), clock, nullptr);
+  deployment d = spawn_all(sys, config, std::move(feed), clock);
   caf::scoped_actor self{sys, true};
   auto run = self->request(d.front_end, caf::infinite, run_atom_v);
   full_result r;
@@ -152,14 +129,14 @@ full_result run_virtual(const timed_config& config, std::shared_ptr<request_feed
 
 full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
                      const full_run_options& options) {
-  auto completions = prepare_backend(config);
+  prepare_backend(config);
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", static_cast<size_t>(options.threads));
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), options.speed);
-  deployment d = spawn_all(sys, config, std::move(feed), clock, completions);
+  deployment d = spawn_all(sys, config, std::move(feed), clock);
   caf::scoped_actor self{sys};
   full_result r;
   // Wait for the front end's answer (every request done), then until no instance holds or moves

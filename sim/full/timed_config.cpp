@@ -105,7 +105,7 @@ namespace kvtier {
 
 void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
   t.cuda = true;
-  cuda_backend_options& o = t.cuda_options;
+  cuda_device_options& o = t.cuda_options;
   o.shape.layers = rc.model.layers;
   o.shape.kv_heads = rc.model.kv_heads;
   o.shape.head_dim = rc.model.head_dim;

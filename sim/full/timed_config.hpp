@@ -20,7 +20,7 @@ struct timed_config {
   double time_scale = 1;  ///< the front end stretches recorded arrivals and think times
   /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).
   bool cuda = false;
-  cuda_backend_options cuda_options;
+  cuda_device_options cuda_options;
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);

@@ -1,0 +1,202 @@
+#include "actors/device/cuda_device.hpp"
+
+#include <cstring>
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+namespace {
+
+std::vector<gpu::block_pair> pairs_of(const transfer& t) {
+  std::vector<gpu::block_pair> out;
+  out.reserve(t.blocks.size());
+  for (const block_move& b : t.blocks)
+    out.push_back({b.device_block, b.host_block});
+  return out;
+}
+
+std::vector<gpu::block_pattern> patterns_of(const transfer& t) {
+  std::vector<gpu::block_pattern> out;
+  out.reserve(t.blocks.size());
+  for (const block_move& b : t.blocks)
+    out.push_back({b.device_block, b.hash});
+  return out;
+}
+
+}  // namespace
+
+cuda_device::cuda_device(const cuda_device_options& options) : options_(options) {
+  gpu::kv_cache_config c;
+  c.shape = options.shape;
+  c.device_blocks = options.device_blocks;
+  c.host_blocks = options.host_blocks;
+  c.on_complete = [this](uint64_t op, int layer) { on_complete(op, layer); };
+  cache_ = gpu::make_kv_cache(c);
+}
+
+void cuda_device::set_sinks(sink copies, sink computes) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  copies_ = std::move(copies);
+  computes_ = std::move(computes);
+}
+
+// On a CUDA thread. The lock also waits out a submit whose op completes before it is recorded.
+void cuda_device::on_complete(uint64_t op, int layer) {
+  sink target;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (compute_ops_.count(op) > 0) {
+      if (layer >= 0)
+        return;  // a compute's layers are not reported one by one
+      target = computes_;
+    } else {
+      KVTIER_ASSERT(copy_ops_.count(op) > 0);
+      target = copies_;
+    }
+  }
+  if (target)
+    target(op, layer);
+}
+
+std::string cuda_device::device_name() const {
+  return cache_->device().name;
+}
+
+void cuda_device::expect_swap_in(uint64_t transfer) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  KVTIER_ASSERT(transfer > last_expected_);
+  last_expected_ = transfer;
+  swap_ins_[transfer];
+}
+
+uint64_t cuda_device::submit_copy(const transfer& t) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto kind = static_cast<move_kind>(t.kind);
+  if (kind == move_kind::d2h) {
+    uint64_t op = cache_->submit_d2h(pairs_of(t));
+    copy_ops_[op] = 0;
+    return op;
+  }
+  KVTIER_ASSERT(kind == move_kind::swap_in);
+  uint64_t op = cache_->submit_h2d(pairs_of(t));
+  copy_ops_[op] = t.id;
+  swap_in_op& s = swap_ins_.at(t.id);
+  s.op = op;
+  for (parked_compute& p : s.parked) {
+    s.referenced = true;
+    submit_compute_locked(p.step, p.lead_ns, p.layer_ns, op);
+  }
+  s.parked.clear();
+  return op;
+}
+
+void cuda_device::fill(const transfer& t) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  cache_->fill_device_blocks(patterns_of(t));
+}
+
+std::string cuda_device::check_arrived(const transfer& t) {
+  if (!options_.verify)
+    return {};
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto bad = cache_->check_device_blocks(patterns_of(t));
+  return bad ? to_string(*bad) : std::string{};
+}
+
+std::string cuda_device::keep(const transfer& t) {
+  if (!options_.verify)
+    return {};
+  std::lock_guard<std::mutex> guard(mutex_);
+  uint64_t bytes = block_bytes();
+  for (const block_move& b : t.blocks) {
+    auto& copy = stored_[b.storage_key];
+    if (copy.empty()) {
+      stored_bytes_ += bytes;
+      if (stored_bytes_ > options_.payload_limit_bytes)
+        return "verify: storage payloads exceed " + std::to_string(options_.payload_limit_bytes)
+               + " bytes; replay fewer blocks with --verify";
+      copy.resize(bytes);
+    }
+    std::memcpy(copy.data(), cache_->host_block(b.host_block), bytes);
+  }
+  return {};
+}
+
+std::string cuda_device::restore(const transfer& t) {
+  if (!options_.verify)
+    return {};
+  std::lock_guard<std::mutex> guard(mutex_);
+  for (const block_move& b : t.blocks) {
+    auto it = stored_.find(b.storage_key);
+    if (it == stored_.end())
+      return "verify: storage read block " + std::to_string(b.hash) + " that was never stored";
+    std::byte* host = cache_->host_block(b.host_block);
+    std::memcpy(host, it->second.data(), it->second.size());
+    if (auto bad = gpu::check_host_block(host, options_.shape, b.hash, b.host_block))
+      return "after a storage read: " + to_string(*bad);
+  }
+  return {};
+}
+
+void cuda_device::release_if_done_locked(uint64_t transfer) {
+  auto it = swap_ins_.find(transfer);
+  if (it != swap_ins_.end() && it->second.completed && it->second.referenced) {
+    copy_ops_.erase(it->second.op);
+    cache_->release(it->second.op);
+    swap_ins_.erase(it);
+  }
+}
+
+int64_t cuda_device::copy_completed(uint64_t op) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto took = static_cast<int64_t>(cache_->transfer_time(op).total_ns);
+  uint64_t transfer = copy_ops_.at(op);
+  if (transfer == 0) {  // a D2H: nothing waits on it
+    copy_ops_.erase(op);
+    cache_->release(op);
+    return took;
+  }
+  swap_ins_.at(transfer).completed = true;
+  release_if_done_locked(transfer);
+  return took;
+}
+
+uint64_t cuda_device::submit_compute_locked(uint64_t step, int64_t lead_ns,
+                                            const std::vector<int64_t>& layer_ns,
+                                            uint64_t after_op) {
+  std::vector<uint64_t> ns(layer_ns.begin(), layer_ns.end());
+  uint64_t op = cache_->submit_compute(ns, after_op, static_cast<uint64_t>(lead_ns));
+  compute_ops_[op] = step;
+  return op;
+}
+
+uint64_t cuda_device::submit_compute(uint64_t step, int64_t lead_ns, std::vector<int64_t> layer_ns,
+                                     uint64_t after_swap_in) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (after_swap_in == 0)
+    return submit_compute_locked(step, lead_ns, layer_ns, 0);
+  auto it = swap_ins_.find(after_swap_in);
+  if (it == swap_ins_.end() && after_swap_in <= last_expected_)
+    return submit_compute_locked(step, lead_ns, layer_ns, 0);  // complete and released
+  swap_in_op& s = swap_ins_[after_swap_in];  // expected, or still to be registered
+  if (s.op == 0) {
+    s.parked.push_back({step, lead_ns, std::move(layer_ns)});
+    return 0;
+  }
+  s.referenced = true;
+  uint64_t op = submit_compute_locked(step, lead_ns, layer_ns, s.op);
+  release_if_done_locked(after_swap_in);
+  return op;
+}
+
+std::pair<uint64_t, int64_t> cuda_device::compute_completed(uint64_t op) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  uint64_t step = compute_ops_.at(op);
+  compute_ops_.erase(op);
+  auto stall = static_cast<int64_t>(cache_->compute_time(op).stall_total_ns);
+  cache_->release(op);
+  return {step, stall};
+}
+
+}  // namespace kvtier

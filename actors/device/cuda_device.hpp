@@ -1,0 +1,109 @@
+#pragma once
+
+// The GPU as the actors share it: the CUDA KV cache (gpu/kv_cache.hpp) carrying the transfer
+// engine's device and host copies (cuda_copies.hpp), and the step compute emulated on the GPU
+// (gpu_compute.hpp). Two actors call it from their own threads, so every call takes its lock.
+//
+// A step's compute waits, layer by layer, for its swap-in. The compute may be asked for before
+// the engine has submitted that swap-in (it still waits for a D2H): it is parked here and
+// submitted right after the swap-in. Swap-in ids grow, so an id above every id the engine has
+// registered is one still to come, and an id at or below it that is no longer held was complete
+// and released. A swap-in is released once it is complete and its compute has been submitted.
+//
+// Completions arrive on a CUDA thread; each goes to the sink of the actor that submitted its op.
+// No storage system is attached: with --verify the bytes a store reads out of host memory are
+// kept here and a load writes exactly those bytes back, so a block's round trip through every
+// tier is checked against its pattern.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "actors/protocol.hpp"
+#include "gpu/kv_cache.hpp"
+
+namespace kvtier {
+
+struct cuda_device_options {
+  gpu::kv_shape shape;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  bool verify = false;
+  uint64_t payload_limit_bytes = 16ull << 30;  ///< --verify: stored bytes kept, at most
+};
+
+class cuda_device {
+ public:
+  /// (op, layer): layer -1 means the whole op completed.
+  using sink = std::function<void(uint64_t op, int layer)>;
+
+  explicit cuda_device(const cuda_device_options& options);
+
+  /// Where completions go: copies to the transfer engine, computes to the compute actor.
+  void set_sinks(sink copies, sink computes);
+
+  std::string device_name() const;
+  uint64_t block_bytes() const { return options_.shape.host_block_bytes(); }
+
+  // -- copies (the transfer engine) --
+  /// A swap-in with this transfer id will be submitted (computes asking for it wait).
+  void expect_swap_in(uint64_t transfer);
+  /// Starts a swap-in (layer by layer) or a D2H; returns the op.
+  uint64_t submit_copy(const transfer& t);
+  /// Marks the device blocks a step produced with their patterns (ordered before later D2Hs).
+  void fill(const transfer& t);
+  /// After a swap-in: whether its blocks arrived intact (empty) or what is wrong.
+  std::string check_arrived(const transfer& t);
+  /// A store read these host blocks: keep their bytes (--verify).
+  std::string keep(const transfer& t);
+  /// A load wrote these host blocks: put the kept bytes there and check them (--verify).
+  std::string restore(const transfer& t);
+  /// The copy op completed: its measured duration; the op is released when nothing waits on it.
+  int64_t copy_completed(uint64_t op);
+
+  // -- step compute (the compute actor) --
+  /// Runs a step: `lead_ns` first, then layer l after layer l of swap-in `after_swap_in` (0:
+  /// none). Returns the op, or 0 when it is parked until that swap-in is submitted (its
+  /// completion comes all the same).
+  uint64_t submit_compute(uint64_t step, int64_t lead_ns, std::vector<int64_t> layer_ns,
+                          uint64_t after_swap_in);
+  /// The compute op completed: the step it ran and the time its layers waited for data.
+  std::pair<uint64_t, int64_t> compute_completed(uint64_t op);
+
+ private:
+  struct parked_compute {
+    uint64_t step;
+    int64_t lead_ns;
+    std::vector<int64_t> layer_ns;
+  };
+  struct swap_in_op {
+    uint64_t op = 0;      // 0: expected, not submitted yet
+    bool completed = false;
+    bool referenced = false;
+    std::vector<parked_compute> parked;
+  };
+
+  void on_complete(uint64_t op, int layer);
+  uint64_t submit_compute_locked(uint64_t step, int64_t lead_ns, const std::vector<int64_t>& ns,
+                                 uint64_t after_op);
+  void release_if_done_locked(uint64_t transfer);
+
+  cuda_device_options options_;
+  std::unique_ptr<gpu::kv_cache> cache_;
+  std::mutex mutex_;
+  sink copies_, computes_;
+  std::map<uint64_t, swap_in_op> swap_ins_;            // by transfer id
+  absl::flat_hash_map<uint64_t, uint64_t> copy_ops_;   // op -> transfer id (swap-ins), or 0
+  absl::flat_hash_map<uint64_t, uint64_t> compute_ops_;  // op -> step
+  uint64_t last_expected_ = 0;
+  absl::flat_hash_map<uint64_t, std::vector<std::byte>> stored_;  // by storage key
+  uint64_t stored_bytes_ = 0;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,52 @@
+#pragma once
+
+// Where the transfer engine's PCIe copies run: on the modelled links (modelled_copies.hpp) or on
+// the GPU (cuda_copies.hpp). The engine owns the transfers, their order and the network to
+// storage; a backend only moves device and host blocks and says when they have moved.
+//
+//   swap-in  host -> device, layer by layer: a layer_done per layer, then copy_done
+//   d2h      device -> host, all layers at once: copy_done
+//   fill     --verify: a step produced these device blocks; marked at once
+//
+// Storage payloads pass through host memory: a backend that holds real bytes sees each store
+// before it reads host blocks and each load after it wrote them.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/protocol.hpp"
+
+namespace kvtier {
+
+/// What a backend reports to the engine.
+class copy_events {
+ public:
+  virtual ~copy_events() = default;
+  /// The next layer of swap-in `transfer` is in device memory now.
+  virtual void layer_done(uint64_t transfer) = 0;
+  /// Copy `transfer` is done: measured on the device (-1: the engine's clock tells), or failed.
+  virtual void copy_done(uint64_t transfer, int64_t measured_ns, const std::string& error) = 0;
+};
+
+class copy_backend {
+ public:
+  virtual ~copy_backend() = default;
+  virtual std::string name() const = 0;
+  /// The device the copies run on (empty when modelled).
+  virtual std::string device() const { return {}; }
+
+  /// A swap-in or D2H arrived; it starts once the transfers it follows are done.
+  virtual void expect(const transfer& t) = 0;
+  /// Starts a swap-in or a D2H.
+  virtual void start(const transfer& t) = 0;
+  /// Marks the device blocks a step produced (checked wherever they land later).
+  virtual void fill(const transfer& t) = 0;
+  /// A store is about to read these host blocks / a load has written them: "" or what is wrong.
+  virtual std::string before_store(const transfer& t) = 0;
+  virtual std::string after_load(const transfer& t) = 0;
+  /// A completion from the device (op, layer; -1: the whole op) reached the engine.
+  virtual void on_device_event(uint64_t op, int32_t layer, copy_events& events) = 0;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,31 @@
+#include "actors/transfer_engine/cuda_copies.hpp"
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+void cuda_copies::expect(const transfer& t) {
+  if (static_cast<move_kind>(t.kind) == move_kind::swap_in)
+    device_->expect_swap_in(t.id);  // a step's compute asking for it waits
+}
+
+void cuda_copies::start(const transfer& t) {
+  uint64_t op = device_->submit_copy(t);
+  running_.emplace(op, t);
+}
+
+void cuda_copies::on_device_event(uint64_t op, int32_t layer, copy_events& events) {
+  auto it = running_.find(op);
+  KVTIER_ASSERT(it != running_.end());
+  if (layer >= 0) {
+    events.layer_done(it->second.id);
+    return;
+  }
+  transfer t = std::move(it->second);
+  running_.erase(it);
+  int64_t took = device_->copy_completed(op);
+  bool swap_in = static_cast<move_kind>(t.kind) == move_kind::swap_in;
+  events.copy_done(t.id, took, swap_in ? device_->check_arrived(t) : std::string{});
+}
+
+}  // namespace kvtier

@@ -1,0 +1,31 @@
+#include "actors/transfer_engine/modelled_copies.hpp"
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+modelled_copies::modelled_copies(link_model& links, const transfer_engine_options& options,
+                                 flow_starter start)
+    : links_(options.links),
+      layers_(options.layers),
+      block_bytes_(options.block_bytes),
+      start_flow_(std::move(start)) {
+  h2d_ = links.add_link("h2d", links_.h2d_gbps);
+  d2h_ = links.add_link("d2h", links_.d2h_gbps);
+  pcie_ = links.add_link("pcie_duplex", links_.duplex_gbps);
+}
+
+void modelled_copies::start(const transfer& t) {
+  uint64_t n = t.blocks.size();
+  auto kind = static_cast<move_kind>(t.kind);
+  if (kind == move_kind::swap_in) {
+    uint64_t layer_bytes = block_bytes_ / layers_ * n;
+    std::vector<link_model::op> ops(layers_, {links_.h2d_layer_latency_ns, layer_bytes});
+    start_flow_(t.id, {h2d_, pcie_}, std::move(ops));
+    return;
+  }
+  KVTIER_ASSERT(kind == move_kind::d2h);
+  start_flow_(t.id, {d2h_, pcie_}, {{links_.d2h_latency_ns, block_bytes_ * n}});
+}
+
+}  // namespace kvtier

@@ -1,0 +1,44 @@
+#pragma once
+
+// PCIe copies on the modelled links (link_model.hpp), which the engine's network shares:
+//   h2d, d2h   one per direction;
+//   pcie       both directions together (duplex cap: one direction alone gets its own limit,
+//              both at once share this one).
+// A swap-in is one operation per layer (latency, then K and V of every block of that layer); a
+// D2H is one operation for all layers. The engine's link timers complete them.
+
+#include <functional>
+#include <vector>
+
+#include "actors/transfer_engine/copy_backend.hpp"
+#include "actors/transfer_engine/link_model.hpp"
+#include "actors/transfer_engine/transfer_engine.hpp"
+
+namespace kvtier {
+
+class modelled_copies : public copy_backend {
+ public:
+  /// Starts flow `ops` of transfer `id` over `links` on the engine's link model.
+  using flow_starter = std::function<void(uint64_t id, std::vector<link_model::link_id> links,
+                                          std::vector<link_model::op> ops)>;
+
+  /// Adds the PCIe links to `links`.
+  modelled_copies(link_model& links, const transfer_engine_options& options, flow_starter start);
+
+  std::string name() const override { return "modelled"; }
+  void expect(const transfer&) override {}
+  void start(const transfer& t) override;
+  void fill(const transfer&) override {}
+  std::string before_store(const transfer&) override { return {}; }
+  std::string after_load(const transfer&) override { return {}; }
+  void on_device_event(uint64_t, int32_t, copy_events&) override {}
+
+ private:
+  link_options links_;
+  uint32_t layers_;
+  uint64_t block_bytes_;
+  flow_starter start_flow_;
+  link_model::link_id h2d_ = 0, d2h_ = 0, pcie_ = 0;
+};
+
+}  // namespace kvtier
