@@ -51,6 +51,20 @@ struct request_done {
   bool rejected = false;
 };
 
+// -- front end -> cache controller (routing) ------------------------------------------------------
+
+/// How much of this prompt the instance holds now, device then host, without taking anything.
+struct prefix_lookup {
+  std::vector<cache_block> blocks;
+};
+
+struct prefix_hit {
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  uint64_t device_tokens = 0;
+  uint64_t host_tokens = 0;
+};
+
 // -- scheduler -> cache controller ----------------------------------------------------------------
 
 /// A request arrived with these prompt blocks. The controller looks for blocks the tiers lack in
@@ -334,6 +348,15 @@ typename Inspector::result_type inspect(Inspector& f, request_done& x) {
   return f(caf::meta::type_name("request_done"), x.req, x.at_ns, x.rejected);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefix_lookup& x) {
+  return f(caf::meta::type_name("prefix_lookup"), x.blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefix_hit& x) {
+  return f(caf::meta::type_name("prefix_hit"), x.device_blocks, x.host_blocks, x.device_tokens,
+           x.host_tokens);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
   return f(caf::meta::type_name("front_end_report"), x.read, x.pushed, x.finished, x.rejected,
            x.exhausted, x.per_instance);
@@ -503,6 +526,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::request_arrival))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::request_done))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::front_end_report))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_lookup))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_hit))
   CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
   CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
   CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
@@ -537,6 +562,7 @@ using gpu_compute_actor = caf::typed_actor<
   caf::reacts_to<gpu_done_atom, uint64_t, int32_t>>;  ///< CUDA: a compute op completed
 
 using cache_controller_actor = caf::typed_actor<
+  caf::replies_to<prefix_lookup>::with<prefix_hit>,  ///< the router's probe
   caf::replies_to<arrival>::with<ready>,
   caf::replies_to<probe>::with<probe_reply>,
   caf::replies_to<commit>::with<grant>,

@@ -133,6 +133,7 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       s.grants.emplace(c.step, std::move(p));
       return promise;
     },
+    [=](const prefix_lookup& q) -> prefix_hit { return self->state.core->lookup(q.blocks); },
     [=](caf::get_atom) -> bool { return self->state.core->idle(); },
     [=](report_atom) -> controller_report {
       auto& s = self->state;

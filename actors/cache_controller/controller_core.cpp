@@ -13,6 +13,11 @@ controller_core::controller_core(const cache_options& cache, const controller_op
 
 // -- arrival and storage prefetch ------------------------------------------------------------------
 
+prefix_hit controller_core::lookup(const std::vector<cache_block>& blocks) {
+  model_.match(blocks.data(), blocks.size(), match_);
+  return {match_.device, match_.host, match_.device_tokens, match_.host_tokens};
+}
+
 std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks) {
   request_state& r = requests_[req];
   r.blocks = std::move(blocks);

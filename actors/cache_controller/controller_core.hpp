@@ -58,6 +58,11 @@ class controller_core {
  public:
   controller_core(const cache_options& cache, const controller_options& options);
 
+  // -- routing -----------------------------------------------------------------------------------
+
+  /// The prefix of `blocks` held now (ready device copies, then host copies); takes nothing.
+  prefix_hit lookup(const std::vector<cache_block>& blocks);
+
   // -- arrival and storage prefetch ------------------------------------------------------------
 
   /// Registers a request; returns the storage keys of the blocks past the tree's match (empty:

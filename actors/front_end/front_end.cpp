@@ -1,5 +1,7 @@
 #include "actors/front_end/front_end.hpp"
 
+#include <deque>
+
 #include "core/check.hpp"
 #include "actors/front_end/workload.hpp"
 
@@ -12,8 +14,12 @@ struct front_end_state {
   front_end_config config;
   std::shared_ptr<request_feed> feed;
   std::unique_ptr<workload> load;
-  std::vector<scheduler_actor> instances;
-  uint64_t next_instance = 0;
+  std::vector<front_end_target> instances;
+  std::unique_ptr<router> route;
+  // arrived requests waiting for their instance, in arrival order (one probe round at a time)
+  std::deque<request_arrival> routing;
+  std::vector<prefix_hit> probed;
+  size_t probes_due = 0;
   int64_t arrival_wake = workload::never;
   uint64_t outstanding = 0;  // pushed, not answered
   bool running = false;
@@ -50,7 +56,7 @@ void fail_on_input(self_ptr self) {
 
 void finish_if_done(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || st.outstanding > 0 || !st.load->exhausted())
+  if (st.failed || st.outstanding > 0 || !st.routing.empty() || !st.load->exhausted())
     return;
   if (st.feed->problem()) {
     fail_on_input(self);
@@ -71,26 +77,58 @@ void schedule_arrivals(self_ptr self) {
   self->delayed_send(self, st.config.clock.until(self->clock(), t), wake_atom_v, uint64_t{0});
 }
 
-void on_done(self_ptr self, uint64_t session, uint32_t turn, const request_done& d) {
+void on_done(self_ptr self, size_t target, const trace_request& r, const request_done& d) {
   auto& st = self->state;
   --st.outstanding;
   ++(d.rejected ? st.report.rejected : st.report.finished);
-  st.load->finished(session, turn, d.at_ns);
+  st.route->answered(target, r.input_tokens);
+  st.load->finished(r.session, r.turn, d.at_ns);
   schedule_arrivals(self);
   finish_if_done(self);
 }
 
-void push(self_ptr self, trace_request r, std::vector<cache_block> blocks) {
+void push(self_ptr self, size_t target, request_arrival a) {
   auto& st = self->state;
-  size_t target = st.next_instance++ % st.instances.size();
   ++st.report.pushed;
   ++st.report.per_instance[target];
   ++st.outstanding;
-  uint64_t session = r.session;
-  uint32_t turn = r.turn;
-  self->request(st.instances[target], caf::infinite, request_arrival{std::move(r), std::move(blocks)})
-    .then([=](const request_done& d) { on_done(self, session, turn, d); },
+  st.route->pushed(target, a.req);
+  trace_request key;  // what the answer needs: the session turn and the prompt size
+  key.session = a.req.session;
+  key.turn = a.req.turn;
+  key.input_tokens = a.req.input_tokens;
+  self->request(st.instances[target].scheduler, caf::infinite, std::move(a))
+    .then([=](const request_done& d) { on_done(self, target, key, d); },
           [=](caf::error& e) { fail(self, std::move(e)); });
+}
+
+// Routes the waiting requests in order; a cache-aware choice waits for every instance's probe.
+void route_waiting(self_ptr self) {
+  auto& st = self->state;
+  while (!st.failed && st.probes_due == 0 && !st.routing.empty()) {
+    request_arrival& next = st.routing.front();
+    if (st.route->wants_probe(next.req) && st.probed.empty()) {
+      st.probed.assign(st.instances.size(), prefix_hit{});
+      st.probes_due = st.instances.size();
+      for (size_t i = 0; i < st.instances.size(); ++i)
+        self->request(st.instances[i].controller, caf::infinite, prefix_lookup{next.blocks})
+          .then(
+            [=](const prefix_hit& h) {
+              auto& s = self->state;
+              s.probed[i] = h;
+              if (--s.probes_due == 0)
+                route_waiting(self);
+            },
+            [=](caf::error& e) { fail(self, std::move(e)); });
+      return;
+    }
+    size_t target = st.route->pick(next.req, st.probed);
+    st.probed.clear();
+    request_arrival a = std::move(next);
+    st.routing.pop_front();
+    push(self, target, std::move(a));
+  }
+  finish_if_done(self);
 }
 
 void on_arrivals(self_ptr self) {
@@ -103,27 +141,28 @@ void on_arrivals(self_ptr self) {
   std::vector<trace_request> due;
   st.load->take_due(now, due);
   st.report.read = st.load->read();
-  std::vector<cache_block> blocks;
   for (trace_request& r : due) {
-    if (!st.feed->blocks_of(r, blocks)) {
+    request_arrival a;
+    if (!st.feed->blocks_of(r, a.blocks)) {
       fail_on_input(self);
       return;
     }
-    push(self, std::move(r), std::move(blocks));
-    blocks.clear();
+    a.req = std::move(r);
+    st.routing.push_back(std::move(a));
   }
   schedule_arrivals(self);
-  finish_if_done(self);
+  route_waiting(self);
 }
 
 front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_config config,
                                                   std::shared_ptr<request_feed> feed,
-                                                  std::vector<scheduler_actor> instances) {
+                                                  std::vector<front_end_target> instances) {
   auto& st = self->state;
   KVTIER_ASSERT(!instances.empty());
   st.config = config;
   st.feed = std::move(feed);
   st.instances = std::move(instances);
+  st.route = std::make_unique<router>(config.router, st.instances.size());
   st.report.per_instance.assign(st.instances.size(), 0);
   auto* raw = st.feed.get();
   st.load = std::make_unique<workload>([raw](trace_request& r) { return raw->next(r); },
@@ -149,7 +188,7 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
 
 front_end_actor spawn_front_end(caf::actor_system& sys, const front_end_config& config,
                                 std::shared_ptr<request_feed> feed,
-                                std::vector<scheduler_actor> instances) {
+                                std::vector<front_end_target> instances) {
   return sys.spawn(front_end_behavior, config, std::move(feed), std::move(instances));
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/front_end/request_feed.hpp"
+#include "actors/front_end/router.hpp"
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
 
@@ -18,13 +19,20 @@ namespace kvtier {
 
 struct front_end_config {
   double time_scale = 1;  ///< stretches recorded arrivals and think times
+  router_options router;
   sim_clock clock;
 };
 
-/// `instances` receive the requests, in turn (one instance receives them all).
+/// An instance as the front end sees it: where requests go, and whose index a probe reads.
+struct front_end_target {
+  scheduler_actor scheduler;
+  cache_controller_actor controller;
+};
+
+/// The router (router.hpp) chooses which of `instances` each request goes to.
 front_end_actor spawn_front_end(caf::actor_system& sys, const front_end_config& config,
                                 std::shared_ptr<request_feed> feed,
-                                std::vector<scheduler_actor> instances);
+                                std::vector<front_end_target> instances);
 
 /// The bad input named by a front end's error reply to `run`, if that is what it was.
 std::optional<input_problem> input_problem_of(const caf::error& e);

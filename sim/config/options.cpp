@@ -91,6 +91,20 @@ const std::vector<option_spec> specs = {
    "host network link to storage, GB/s"},
   {"links.nic_latency_us", option_type::number, 0, 1e9, {}, false,
    "fixed cost of each storage transfer over the network, microseconds"},
+  // -- deployment (timed replay) -----------------------------------------------------------------
+  {"cluster.instances", option_type::list, 0, 0, {}, false,
+   "the instances sharing the storage pool: a list of {\"role\": \"mixed\", \"count\": n, "
+   "\"overrides\": {key: value}}, overrides of cache.*, scheduler.*, compute.* and links.* keys "
+   "for that group (docs/cluster.md)"},
+  {"router.policy", option_type::text, 0, 0, {"round_robin", "least_loaded", "cache_aware"},
+   false,
+   "which instance a request goes to: in turn, the fewest requests in flight, or the best "
+   "prefix hit against queued work (docs/cluster.md gives the score)"},
+  {"router.session_affinity", option_type::boolean, 0, 0, {}, false,
+   "keep every turn of a session (agentic, multi-turn) on the instance of its first turn"},
+  {"router.load_weight", option_type::number, 0, 1e6, {}, false,
+   "cache_aware: what one prompt token in flight on an instance costs against one uncached "
+   "token of the request"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},
@@ -111,6 +125,7 @@ std::string describe(const option_spec& s) {
     }
     case option_type::number: return "a number";
     case option_type::boolean: return "true or false";
+    case option_type::list: return "a JSON list";
     case option_type::text: {
       if (s.choices.empty())
         return "a string";
@@ -252,6 +267,11 @@ void config::assign(const std::string& key, const json& value, const std::string
         throw bad();
       values_[i] = value;
       return;
+    case option_type::list:
+      if (!value.is_array())
+        throw bad();
+      values_[i] = value;
+      return;
     case option_type::text: {
       if (!value.is_string())
         throw bad();
@@ -292,6 +312,10 @@ const std::string& config::text(const std::string& key) const {
 
 bool config::boolean(const std::string& key) const {
   return value(key).get<bool>();
+}
+
+const json& config::list(const std::string& key) const {
+  return value(key);
 }
 
 json config::effective() const {

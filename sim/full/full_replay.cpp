@@ -1,5 +1,6 @@
 #include "sim/full/full_replay.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -30,15 +31,94 @@ void prepare_backend(timed_config& config) {
   config.engine.block_bytes = config.engine.gpu->block_bytes();
 }
 
-instance_config instance_of(const timed_config& config, const sim_clock& clock) {
-  instance_config ic;
-  ic.cache = config.cache;
-  ic.controller = config.controller;
-  ic.scheduler = config.scheduler;
-  ic.scheduler.clock = clock;
-  ic.engine = config.engine;
-  ic.engine.clock = clock;
-  return ic;
+std::vector<instance_config> instances_of(const timed_config& config, const sim_clock& clock) {
+  std::vector<instance_config> out = config.instances;
+  if (out.empty()) {
+    instance_config ic;
+    ic.cache = config.cache;
+    ic.controller = config.controller;
+    ic.scheduler = config.scheduler;
+    ic.engine = config.engine;
+    out.push_back(std::move(ic));
+  }
+  for (instance_config& ic : out) {
+    ic.scheduler.clock = clock;
+    ic.engine.clock = clock;
+  }
+  return out;
+}
+
+// -- a cluster's reports, summed ---------------------------------------------------------------
+
+void add_to(scheduler_report& sum, const scheduler_report& x) {
+  sum.requests.insert(sum.requests.end(), x.requests.begin(), x.requests.end());
+  sum.steps += x.steps;
+  sum.probes += x.probes;
+  sum.preemptions += x.preemptions;
+  sum.recomputed_tokens += x.recomputed_tokens;
+  sum.layer_wait_ns += x.layer_wait_ns;
+  sum.busy_ns += x.busy_ns;
+  sum.prefill_tokens += x.prefill_tokens;
+  sum.decode_tokens += x.decode_tokens;
+  sum.rejected += x.rejected;
+  sum.refused_admissions += x.refused_admissions;
+  sum.drained = sum.drained && x.drained;
+}
+
+void add_to(controller_report& sum, const controller_report& x, const std::string& name) {
+  for (auto [to, from] : {std::pair{&sum.device_evictions, x.device_evictions},
+                          {&sum.host_evictions, x.host_evictions}, {&sum.dropped, x.dropped},
+                          {&sum.backups, x.backups}, {&sum.backups_skipped, x.backups_skipped},
+                          {&sum.write_backs, x.write_backs}, {&sum.swap_ins, x.swap_ins},
+                          {&sum.loads, x.loads}, {&sum.stores, x.stores},
+                          {&sum.storage_probes, x.storage_probes},
+                          {&sum.failed_loads, x.failed_loads}, {&sum.transfers, x.transfers},
+                          {&sum.invariant_checked, x.invariant_checked},
+                          {&sum.invariant_violations, x.invariant_violations}})
+    *to += from;
+  for (const std::string& m : x.invariant_messages)
+    sum.invariant_messages.push_back(name + ": " + m);
+  sum.tree_nodes += x.tree_nodes;
+  sum.device_used += x.device_used;
+  sum.host_used += x.host_used;
+  sum.swap_ins_by_request.insert(sum.swap_ins_by_request.end(), x.swap_ins_by_request.begin(),
+                                 x.swap_ins_by_request.end());
+}
+
+void add_to(engine_report& sum, const engine_report& x) {
+  for (const link_report& l : x.links) {
+    auto it = std::find_if(sum.links.begin(), sum.links.end(),
+                           [&](const link_report& s) { return s.name == l.name; });
+    if (it == sum.links.end()) {
+      sum.links.push_back(l);
+      continue;
+    }
+    it->bytes += l.bytes;
+    it->busy_ns += l.busy_ns;
+    it->transfers += l.transfers;
+  }
+  for (int k = 0; k < move_kinds; ++k) {
+    sum.transfers[k] += x.transfers[k];
+    sum.bytes[k] += x.bytes[k];
+  }
+  sum.failed += x.failed;
+  sum.backend = x.backend;
+  sum.device = x.device;
+  sum.log.insert(sum.log.end(), x.log.begin(), x.log.end());
+}
+
+void sum_instances(full_result& r) {
+  r.scheduler = {};
+  r.scheduler.drained = true;
+  r.controller = {};
+  r.engine = {};
+  for (const instance_result& x : r.instances) {
+    add_to(r.scheduler, x.scheduler);
+    add_to(r.controller, x.controller, x.name);
+    add_to(r.engine, x.engine);
+  }
+  std::sort(r.scheduler.requests.begin(), r.scheduler.requests.end(),
+            [](const request_record& a, const request_record& b) { return a.req < b.req; });
 }
 
 deployment spawn_all(caf::actor_system& sys, timed_config config,
@@ -46,14 +126,16 @@ deployment spawn_all(caf::actor_system& sys, timed_config config,
   config.storage.clock = clock;
   deployment d;
   d.storage = spawn_storage(sys, config.storage);
-  d.instances.push_back(spawn_instance(sys, instance_of(config, clock), d.storage));
+  for (const instance_config& ic : instances_of(config, clock))
+    d.instances.push_back(spawn_instance(sys, ic, d.storage));
   front_end_config fc;
   fc.time_scale = config.time_scale;
+  fc.router = config.router;
   fc.clock = clock;
-  std::vector<scheduler_actor> schedulers;
+  std::vector<front_end_target> targets;
   for (const instance& x : d.instances)
-    schedulers.push_back(x.scheduler);
-  d.front_end = spawn_front_end(sys, fc, std::move(feed), std::move(schedulers));
+    targets.push_back({x.scheduler, x.controller});
+  d.front_end = spawn_front_end(sys, fc, std::move(feed), std::move(targets));
   return d;
 }
 
@@ -77,10 +159,22 @@ void collect_reports(caf::scoped_actor& self, const deployment& d, full_result& 
     pending.receive([&](std::decay_t<decltype(out)>& x) { out = std::move(x); },
                     [&](const caf::error& e) { raise(e); });
   };
-  const instance& x = d.instances.front();
-  ask(x.scheduler, r.scheduler);
-  ask(x.controller, r.controller);
-  ask(x.engine, r.engine);
+  if (d.instances.size() == 1) {
+    const instance& x = d.instances.front();
+    ask(x.scheduler, r.scheduler);
+    ask(x.controller, r.controller);
+    ask(x.engine, r.engine);
+  } else {
+    for (const instance& x : d.instances) {
+      instance_result one;
+      one.name = x.name;
+      ask(x.scheduler, one.scheduler);
+      ask(x.controller, one.controller);
+      ask(x.engine, one.engine);
+      r.instances.push_back(std::move(one));
+    }
+    sum_instances(r);
+  }
   ask(d.storage, r.storage);
   ask(d.front_end, r.front_end);
   r.drained = r.front_end.exhausted && r.scheduler.drained;

@@ -26,8 +26,19 @@ struct full_run_options {
   std::function<void()> progress;
 };
 
+/// One instance's reports.
+struct instance_result {
+  std::string name;
+  scheduler_report scheduler;
+  controller_report controller;
+  engine_report engine;
+};
+
+/// `scheduler`, `controller` and `engine` sum every instance's (requests in id order); a cluster
+/// also has each instance's apart in `instances`.
 struct full_result {
   front_end_report front_end;
+  std::vector<instance_result> instances;  ///< empty for a single instance
   bool drained = false;  ///< every request was answered and the instance holds none
   scheduler_report scheduler;
   controller_report controller;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/config/cluster_config.hpp"
+
 namespace kvtier {
 
 namespace {
@@ -51,7 +53,9 @@ void apply_calibration(const std::string& path, link_options& links) {
 
 }  // namespace
 
-timed_config resolve_timed(const config& c, const replay_config& rc) {
+namespace {
+
+timed_config resolve_one(const config& c, const replay_config& rc) {
   timed_config t;
   t.cache = rc.cache;
   t.block_bytes = rc.block_bytes();
@@ -99,11 +103,45 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   return t;
 }
 
+route_policy route_policy_of(const std::string& name) {
+  if (name == "least_loaded")
+    return route_policy::least_loaded;
+  if (name == "cache_aware")
+    return route_policy::cache_aware;
+  return route_policy::round_robin;
+}
+
+}  // namespace
+
+timed_config resolve_timed(const config& c, const replay_config& rc) {
+  timed_config t = resolve_one(c, rc);
+  t.router.policy = route_policy_of(c.text("router.policy"));
+  t.router.session_affinity = c.boolean("router.session_affinity");
+  t.router.load_weight = c.number("router.load_weight");
+  std::vector<instance_spec> specs = resolve_cluster(c);
+  if (single_instance(c))
+    return t;
+  for (const instance_spec& spec : specs) {
+    timed_config one = resolve_one(spec.settings, resolve(spec.settings));
+    instance_config ic;
+    ic.name = spec.name;
+    ic.cache = one.cache;
+    ic.controller = one.controller;
+    ic.scheduler = one.scheduler;
+    ic.engine = one.engine;
+    t.instances.push_back(std::move(ic));
+  }
+  return t;
+}
+
 }  // namespace kvtier
 
 namespace kvtier {
 
 void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
+  if (!t.instances.empty())
+    throw config_error("--backend cuda replays one instance: cluster.instances must be one mixed "
+                       "instance without overrides");
   t.cuda = true;
   cuda_device_options& o = t.cuda_options;
   o.shape.layers = rc.model.layers;

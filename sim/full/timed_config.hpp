@@ -2,7 +2,11 @@
 
 // The settings of a timed replay, resolved from the config keys for each actor.
 
+#include <vector>
+
 #include "actors/cache_controller/controller_core.hpp"
+#include "actors/front_end/router.hpp"
+#include "actors/instance.hpp"
 #include "actors/scheduler/scheduler.hpp"
 #include "actors/storage/storage.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
@@ -10,6 +14,8 @@
 
 namespace kvtier {
 
+/// The fields up to `engine` configure one instance: the only one, unless `instances` lists the
+/// deployment (cluster.instances), each with its own settings.
 struct timed_config {
   cache_options cache;
   controller_options controller;
@@ -18,6 +24,9 @@ struct timed_config {
   storage_options storage;
   uint64_t block_bytes = 0;
   double time_scale = 1;  ///< the front end stretches recorded arrivals and think times
+  router_options router;
+  /// The deployment, when it is more than one mixed instance configured as above.
+  std::vector<instance_config> instances;
   /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).
   bool cuda = false;
   cuda_device_options cuda_options;
