@@ -1,21 +1,23 @@
 #pragma once
 
-// The messages between kvtier's four actors and their typed interfaces, in one place.
+// The messages between kvtier's actors and their typed interfaces, in one place.
 //
-//              arrival ─► ready                      exists ─► exists_reply
-//   scheduler ────────────────────► cache_controller ─────────────────────► storage
-//              probe ─► probe_reply        │   ▲                              ▲  │
-//              commit ─► grant             │   │ transfer_done                │  │ get/put ─►
-//                                 transfer │   │ (per-layer times)            │  │  get/put_reply
-//                                          ▼   │                              │  ▼
-//                                        transfer_engine ─────────────────────┘
+//   front end ── request_arrival ─► scheduler            (one per request, answered request_done)
+//      │  prefix_lookup (router probe)        │
+//      ▼                                      │  arrival ─► ready        exists ─► exists_reply
+//   cache_controller ◄────────────────────────┘  probe ─► probe_reply  ─────────────────► storage
+//      │   ▲                                     commit ─► grant                        ▲  │
+//      │   │ transfer_done (per-layer times)                                            │  │
+//      ▼   │                                                              get/put ─►    │  ▼
+//   transfer_engine ─────────────────────────────────────────────────────────────────────┘
 //
-// The scheduler owns the requests (batching, admission, chunked prefill, preemption); the
-// cache controller owns the block index and decides every block move; the transfer engine
-// moves bytes (modelled links or CUDA); storage keeps the L3 pool. One commit per scheduler
-// step carries all block work of the step (never one message per block); the grant comes back
-// once the step's inputs are in device memory, with the time each layer arrived, so the
-// scheduler runs layer i's compute as soon as layer i is there.
+// The front end owns the workload (arrivals, sessions, routing to instances); each instance's
+// scheduler owns its requests (batching, admission, chunked prefill, preemption); its cache
+// controller owns the block index and decides every block move; its transfer engine moves bytes
+// (modelled links or CUDA); storage keeps the L3 pool that every instance shares. One commit per
+// scheduler step carries all block work of the step (never one message per block); the grant
+// comes back once the step's inputs are in device memory, with the time each layer arrived, so
+// the scheduler runs layer i's compute as soon as layer i is there.
 //
 // Every message is a plain struct of ids and integers with an inspect(), so it can cross a
 // process boundary (registered in the kvtier type-ID block at the end of this file). Times are
