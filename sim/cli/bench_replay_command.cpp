@@ -94,6 +94,7 @@ cache_run time_baseline(const preloaded_trace& t, uint32_t repeat) {
 
 struct full_run {
   double seconds = 0;
+  size_t instances = 1;
   double virtual_s = 0;
   uint64_t messages = 0;
   uint64_t steps = 0;
@@ -111,6 +112,7 @@ full_run time_full(const preloaded_trace& t, const config& cfg, const replay_con
     full_result r = run_full_replay(timed, feed_of(t), {});
     times.push_back(since(start));
     run.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
+    run.instances = std::max<size_t>(1, r.instances.size());
     run.messages = r.messages;
     run.steps = r.scheduler.steps;
     run.violations = r.controller.invariant_violations;
@@ -132,7 +134,11 @@ CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
   cmd->add_option("--repeat", args.repeat, "runs per measurement (the median is reported)")
     ->capture_default_str();
   cmd->add_option("--json", args.json_out, "also write the figures to this JSON file");
-  cmd->add_flag("--no-full", args.skip_full, "skip the timed (full mode) replay");
+  cmd->add_flag("--no-full", args.skip_full, "skip the timed (full mode) replays");
+  cmd->add_option("--cluster", args.cluster_instances,
+                  "mixed instances of the cluster replay timed after the single one (1: none)")
+    ->check(CLI::Range(1, 1024))
+    ->capture_default_str();
   return cmd;
 }
 
@@ -168,17 +174,37 @@ int run_bench_replay(const bench_replay_args& args) {
                             {"mops_per_s", mops}, {"hit_ratio_blocks", r.hit_ratio_blocks}});
   }
   if (!args.skip_full) {
-    full_run f = time_full(t, cfg, rc, args.repeat);
-    std::printf("full:    %8.3f s  %.1f virtual s  %.0f virtual s per wall s  %llu messages "
-                "(%.2f M/s)  %llu steps\n",
-                f.seconds, f.virtual_s, f.virtual_s / f.seconds,
-                static_cast<unsigned long long>(f.messages),
-                static_cast<double>(f.messages) / f.seconds / 1e6,
-                static_cast<unsigned long long>(f.steps));
-    out["full"] = {{"seconds", f.seconds}, {"virtual_s", f.virtual_s},
-                   {"virtual_s_per_wall_s", f.virtual_s / f.seconds}, {"messages", f.messages},
+    // The single instance, then the same requests on a cluster of mixed instances (round
+    // robin); each is timed per simulated instance-hour, the cluster against the single one.
+    config cluster_cfg = cfg;
+    cluster_cfg.set("cluster.instances=[{\"role\": \"mixed\", \"count\": "
+                    + std::to_string(args.cluster_instances) + "}]");
+    cluster_cfg.set("router.policy=round_robin");
+    std::vector<std::pair<std::string, full_run>> fulls;
+    fulls.emplace_back("full", time_full(t, cfg, rc, args.repeat));
+    if (args.cluster_instances > 1)
+      fulls.emplace_back("cluster", time_full(t, cluster_cfg, rc, args.repeat));
+    double single_per_hour = 0;
+    for (const auto& [name, f] : fulls) {
+      double instance_hours = f.virtual_s * static_cast<double>(f.instances) / 3600.0;
+      double per_hour = instance_hours > 0 ? f.seconds / instance_hours : 0;
+      if (name == "full")
+        single_per_hour = per_hour;
+      std::printf("%-8s %8.3f s  %zu instance(s)  %.1f virtual s  %.3f wall s per instance-hour"
+                  "  %llu messages (%.2f M/s)  %llu steps\n",
+                  (name + ":").c_str(), f.seconds, f.instances, f.virtual_s, per_hour,
+                  static_cast<unsigned long long>(f.messages),
+                  static_cast<double>(f.messages) / f.seconds / 1e6,
+                  static_cast<unsigned long long>(f.steps));
+      out[name] = {{"seconds", f.seconds}, {"instances", f.instances}, {"virtual_s", f.virtual_s},
+                   {"virtual_s_per_wall_s", f.virtual_s / f.seconds},
+                   {"wall_s_per_instance_hour", per_hour}, {"messages", f.messages},
                    {"messages_per_s", static_cast<double>(f.messages) / f.seconds},
                    {"steps", f.steps}};
+      if (name == "cluster" && single_per_hour > 0)
+        std::printf("         cluster / single time per instance-hour: %.2fx (target at most 2x)\n",
+                    per_hour / single_per_hour);
+    }
   }
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);

@@ -45,6 +45,7 @@ struct bench_replay_args {
   uint32_t repeat = 3;
   std::string json_out;
   bool skip_full = false;
+  uint32_t cluster_instances = 4;
 };
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
 int run_bench_replay(const bench_replay_args& args);
