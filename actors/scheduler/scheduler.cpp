@@ -89,6 +89,7 @@ void on_arrivals(self_ptr self) {
     // Its KV at the last step covers the prompt and every generated token but the last one.
     if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
       ++st.report.rejected;  // it could never be held on the device whole
+      x.record.rejected = true;
       st.load->finished(x.trace, now);
       continue;
     }
