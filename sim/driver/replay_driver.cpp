@@ -98,10 +98,10 @@ std::unique_ptr<run_outputs> open_outputs(const replay_job& job) {
 replay_result replay_hitrate(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
+  std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job));
   request_blocks mapper = mapper_of(job, rc);
   hitrate_replay replay(rc, job.check_every);
-  std::unique_ptr<run_outputs> outputs = open_outputs(job);
   std::ostream* csv = outputs ? &outputs->csv.out() : nullptr;
   if (csv)
     write_hitrate_csv_header(*csv);
@@ -147,9 +147,9 @@ replay_result replay_full(const replay_job& job) {
   timed_config timed = resolve_timed(job.cfg, rc);
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
+  std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job));
   request_blocks mapper = mapper_of(job, rc);
-  std::unique_ptr<run_outputs> outputs = open_outputs(job);
   std::vector<uint64_t> per_file(job.traces.size(), 0);
   uint64_t read = 0;
   trace_totals totals;
