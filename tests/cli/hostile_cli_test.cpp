@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <csignal>
+#include <functional>
+#include <vector>
 #include <thread>
 
 #include <fcntl.h>
@@ -312,14 +314,26 @@ TEST_CASE("hostile: SIGINT and SIGTERM remove the run's temporaries", "[cli][hos
             "mooncake", "--trace", fifo.c_str(), "--out", out.c_str(), nullptr);
       _exit(127);
     }
-    // A few requests, then silence: the replay waits for more with its outputs open.
-    int fd = ::open(fifo.c_str(), O_WRONLY);
-    REQUIRE(fd >= 0);
+    // A few requests, then silence: the replay waits for more with its outputs open. The FIFO
+    // is opened without blocking, so that a child that never started cannot hang the test.
+    int fd = -1;
+    for (int i = 0; i < 500 && fd < 0; ++i) {
+      fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd < 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (fd < 0) {
+      ::kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      FAIL("kvtier never opened the FIFO");
+    }
+    // More than the reader's 1 MiB chunk, so that it has requests to replay whatever it buffers.
+    ::fcntl(fd, F_SETFL, 0);
     std::string lines;
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; lines.size() < (size_t{3} << 19); ++i)
       lines += R"({"timestamp": )" + std::to_string(i) +
                R"(, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})" "\n";
-    REQUIRE(::write(fd, lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()));
+    CHECK(::write(fd, lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()));
     fs::path temp = out / ("requests.csv.tmp." + std::to_string(child));
     for (int i = 0; i < 500 && !fs::exists(temp); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
