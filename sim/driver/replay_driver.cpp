@@ -181,7 +181,8 @@ replay_result replay_full(const replay_job& job) {
       // A request whose KV could never be held on the device whole is rejected by the scheduler
       // (it counts what it needs from the tokens alone): its blocks are not built, so that one
       // claim of 4e9 tokens costs nothing.
-      uint64_t kv_tokens = uint64_t{r.input_tokens} + (r.output_tokens > 0 ? r.output_tokens : 1) - 1;
+      uint64_t kv_tokens =
+        uint64_t{r.input_tokens} + (r.output_tokens > 0 ? r.output_tokens : 1) - 1;
       if ((kv_tokens + rc.block_size - 1) / rc.block_size > timed.scheduler.device_blocks) {
         out.clear();
         totals.blocks += mapper.blocks_at_most(r);
