@@ -88,7 +88,8 @@ int run_replay(const replay_args& in) {
   replay_args args = in;
   if (args.traces.empty())
     args.traces.push_back(default_trace_path());
-  if (args.backend == "cuda" && (args.mode != "full" || (args.clock == "virtual" && args.speed != 1.0)))
+  if (args.backend == "cuda" &&
+      (args.mode != "full" || (args.clock == "virtual" && args.speed != 1.0)))
     throw config_error("--backend cuda replays in full mode on the wall clock");
   replay_job job;
   job.cfg = load_config(args.config);
