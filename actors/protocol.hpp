@@ -245,8 +245,13 @@ struct request_record {
   uint32_t blocks = 0;
   std::array<uint32_t, 3> hit_blocks{};  ///< device, host, storage (at the last admission)
   std::array<uint64_t, 3> hit_tokens{};
+  /// At the first admission: after a preemption, the last admission also finds the request's
+  /// own blocks, computed before it was preempted.
+  std::array<uint32_t, 3> first_hit_blocks{};
+  std::array<uint64_t, 3> first_hit_tokens{};
   uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
   uint32_t preemptions = 0;
+  bool rejected = false;               ///< it could never fit on the device
 };
 
 /// What the front end pushed and what came back. `exhausted`: the feed ended and every request
@@ -459,8 +464,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_record& x) {
   return f(caf::meta::type_name("request_record"), x.req, x.file, x.line, x.arrival_ns,
            x.ready_ns, x.admitted_ns, x.first_token_ns, x.finish_ns, x.input_tokens,
-           x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.computed_tokens,
-           x.preemptions);
+           x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.first_hit_blocks,
+           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.rejected);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {

@@ -1,16 +1,35 @@
 #include "sim/request_blocks.hpp"
 
 #include "sim/config/options.hpp"
+#include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
 
-request_blocks::request_blocks(uint32_t cache_block_size, std::vector<std::string> files)
-  : block_size_(cache_block_size), files_(std::move(files)), checked_(files_.size(), 0) {
+request_blocks::request_blocks(uint32_t cache_block_size, std::vector<std::string> files,
+                               uint64_t max_blocks)
+  : block_size_(cache_block_size),
+    max_blocks_(max_blocks),
+    files_(std::move(files)),
+    checked_(files_.size(), 0) {
   // nop
+}
+
+uint64_t request_blocks::blocks_at_most(const trace_request& r) const {
+  // Every mapping covers at most the prompt's tokens, each cache block holding up to a block.
+  return (uint64_t{r.input_tokens} + block_size_ - 1) / block_size_;
 }
 
 void request_blocks::map(const trace_request& r, std::vector<cache_block>& out) {
   out.clear();
+  // Checked before anything is built: one line of a few bytes may claim 4e9 tokens.
+  if (uint64_t n = blocks_at_most(r); n > max_blocks_) {
+    std::string file = r.file < files_.size() ? files_[r.file] : "trace";
+    throw trace_error(file, r.line, "",
+                      "a request of " + std::to_string(r.input_tokens) + " input tokens covers " +
+                        std::to_string(n) + " cache blocks of " + std::to_string(block_size_) +
+                        " tokens, more than trace.max_blocks_per_request (" +
+                        std::to_string(max_blocks_) + ")");
+  }
   if (!r.ids.empty()) {
     if (r.file >= checked_.size())
       checked_.resize(r.file + 1, 0);

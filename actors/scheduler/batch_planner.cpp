@@ -199,8 +199,11 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options&,
     r.running = true;
     r.record.hit_blocks = {res->device_blocks, res->host_blocks, res->storage_blocks};
     r.record.hit_tokens = {res->device_tokens, res->host_tokens, res->storage_tokens};
-    if (r.record.admitted_ns < 0)
+    if (r.record.admitted_ns < 0) {
       r.record.admitted_ns = now;
+      r.record.first_hit_blocks = r.record.hit_blocks;
+      r.record.first_hit_tokens = r.record.hit_tokens;
+    }
     book.running.push_back(w.req);
     items.push_back({w.req, cached, static_cast<uint32_t>(until - cached), 0, true});
   }

@@ -78,6 +78,7 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
   // Its KV at the last step covers the prompt and every generated token but the last one.
   if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
     ++st.report.rejected;  // it could never be held on the device whole
+    x.record.rejected = true;
     return request_done{id, now, true};
   }
   ++st.awaiting_ready;

@@ -10,6 +10,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
+#include "sim/cli/validators.hpp"
 #include "sim/config/replay_config.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
@@ -132,6 +133,7 @@ CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
   add_config_options(*cmd, args.config);
   cmd->add_option("--trace", args.traces, "trace file(s) to replay")->required();
   cmd->add_option("--repeat", args.repeat, "runs per measurement (the median is reported)")
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->capture_default_str();
   cmd->add_option("--json", args.json_out, "also write the figures to this JSON file");
   cmd->add_flag("--no-full", args.skip_full, "skip the timed (full mode) replays");

@@ -8,6 +8,7 @@
 #include "gpu/transfer_bench.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
+#include "sim/cli/validators.hpp"
 #include "sim/config/replay_config.hpp"
 #include "sim/report/atomic_file.hpp"
 
@@ -20,9 +21,13 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
   add_config_options(*cmd, args.config);
   cmd->add_option("--block-sizes", args.block_sizes, "tokens per block")
     ->delimiter(',')
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->capture_default_str();
-  cmd->add_option("--gib", args.gib, "bytes per transfer, GiB")->capture_default_str();
+  cmd->add_option("--gib", args.gib, "bytes per transfer, GiB")
+    ->check(finite_positive())
+    ->capture_default_str();
   cmd->add_option("--repetitions", args.repetitions, "timed runs per figure (median)")
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->capture_default_str();
   cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");
   cmd->add_option("--json", args.json_out, "also write every figure to this JSON file");
@@ -31,7 +36,8 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
                   "--set links.calibration=FILE)");
   cmd->add_option("--calibration-block-size", args.calibration_block_size,
                   "which measured block size the calibration describes (default: "
-                  "cache.block_size if measured, else the largest)");
+                  "cache.block_size if measured, else the largest)")
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()));
   return cmd;
 }
 

@@ -4,6 +4,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/load_config.hpp"
+#include "sim/cli/validators.hpp"
 #include "sim/driver/replay_driver.hpp"
 
 namespace kvtier {
@@ -34,6 +35,9 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_option("--format", args.format, "trace format")
     ->check(CLI::IsMember({"auto", "mooncake", "azure", "agentic", "native"}));
   cmd->add_option("--out", args.out_dir, "output directory (summary.json, requests.csv)")
+    ->check(CLI::Validator(
+      [](std::string& dir) { return dir.empty() ? "expected a directory name, got ''" : ""; },
+      "DIR"))
     ->capture_default_str();
   cmd->add_option("--mode", args.mode,
                   "full: the four actors with timing (latency, traffic); hitrate: cache decisions "
@@ -45,7 +49,7 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     ->check(CLI::IsMember({"virtual", "wall"}))
     ->capture_default_str();
   cmd->add_option("--speed", args.speed, "wall clock: virtual seconds per wall second")
-    ->check(CLI::PositiveNumber)
+    ->check(finite_positive())
     ->capture_default_str();
   cmd->add_option("--backend", args.backend,
                   "modelled: links and compute from the config; cuda: real block transfers and "
@@ -58,11 +62,25 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_flag("--skip-bad-lines", args.skip_bad_lines,
                 "skip and count malformed trace lines instead of stopping");
   cmd->add_option("--check-every", args.check_every,
-                  "run the invariant checker every N requests too (it always runs at the end)");
-  cmd->add_option("--seed", args.seed, "seed of every random choice")->capture_default_str();
+                  "run the invariant checker every N requests too (it always runs at the end)")
+    ->check(unsigned_in_range());
+  cmd->add_option("--seed", args.seed, "seed of every random choice")
+    ->check(unsigned_in_range())
+    ->capture_default_str();
   cmd->add_flag("--deterministic", args.deterministic,
                 "write wall-clock figures as 0 so outputs are byte-identical across runs");
   cmd->add_flag("--quiet", args.quiet, "print nothing on success");
+  // Options that the chosen mode would ignore are refused: a user who gave them expects an effect.
+  cmd->callback([cmd, &args] {
+    bool clock = cmd->count("--clock") > 0, speed = cmd->count("--speed") > 0;
+    if (args.mode == "hitrate" && (clock || speed))
+      throw CLI::ValidationError(clock ? "--clock" : "--speed",
+                                 "--mode hitrate replays without a clock; --clock and --speed "
+                                 "apply to --mode full");
+    if (speed && args.clock != "wall" && args.backend != "cuda")
+      throw CLI::ValidationError("--speed", "sets the pace of the wall clock: it needs --clock "
+                                            "wall (the virtual clock runs as fast as it can)");
+  });
   return cmd;
 }
 
@@ -70,7 +88,8 @@ int run_replay(const replay_args& in) {
   replay_args args = in;
   if (args.traces.empty())
     args.traces.push_back(default_trace_path());
-  if (args.backend == "cuda" && (args.mode != "full" || args.clock == "virtual" && args.speed != 1.0))
+  if (args.backend == "cuda" &&
+      (args.mode != "full" || (args.clock == "virtual" && args.speed != 1.0)))
     throw config_error("--backend cuda replays in full mode on the wall clock");
   replay_job job;
   job.cfg = load_config(args.config);

@@ -1,5 +1,7 @@
 #include "sim/config/options.hpp"
 
+#include "sim/config/strict_json.hpp"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -52,6 +54,13 @@ const std::vector<option_spec> specs = {
   {"trace.time_scale", option_type::number, 1e-6, 1e6, {}, false,
    "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
    "rate, as one of four instances sharing a cluster's trace would see it"},
+  {"trace.max_line_bytes", option_type::integer, 1024, 4294967296.0, {}, false,
+   "longest trace line read, in bytes: a longer one is an error before it is buffered whole"},
+  {"trace.max_document_bytes", option_type::integer, 1024, 68719476736.0, {}, false,
+   "largest agentic JSON document read, in bytes (it is read whole)"},
+  {"trace.max_blocks_per_request", option_type::integer, 1, max_u32, {}, false,
+   "cache blocks one request may cover (ceil(input tokens / cache.block_size)), at most: a larger "
+   "request is an error before its blocks are built"},
   // -- scheduler (timed replay) ------------------------------------------------------------------
   {"scheduler.max_num_seqs", option_type::integer, 1, 1e6, {}, false,
    "requests running at once, at most"},
@@ -115,6 +124,21 @@ const std::vector<option_spec> specs = {
    "KV cache element type; part of every storage key"},
 };
 
+// 1e-06 -> 1e-6, 1e+06 -> 1e6, 0.001 -> 0.001: short and exact for the bounds in the table.
+std::string number_text(double x) {
+  std::ostringstream o;
+  o << x;
+  std::string t = o.str();
+  auto e = t.find('e');
+  if (e == std::string::npos)
+    return t;
+  std::string mantissa = t.substr(0, e), exponent = t.substr(e + 1);
+  bool negative = exponent[0] == '-';
+  size_t digits = exponent.find_first_not_of("+-0");
+  return mantissa + "e" + (negative ? "-" : "") +
+         (digits == std::string::npos ? "0" : exponent.substr(digits));
+}
+
 std::string describe(const option_spec& s) {
   switch (s.type) {
     case option_type::integer: {
@@ -123,7 +147,9 @@ std::string describe(const option_spec& s) {
         << static_cast<long long>(s.max) << "]";
       return s.optional ? o.str() + " or null" : o.str();
     }
-    case option_type::number: return "a number";
+    case option_type::number:
+      return "a number in [" + number_text(s.min) + ", " + number_text(s.max) + "]" +
+             (s.optional ? " or null" : "");
     case option_type::boolean: return "true or false";
     case option_type::list: return "a JSON list";
     case option_type::text: {
@@ -169,6 +195,14 @@ const std::vector<option_spec>& option_specs() {
   return specs;
 }
 
+const option_spec& option_spec_of(const std::string& key) {
+  return specs[index_of(key)];
+}
+
+std::string expected_value_text(const option_spec& spec) {
+  return describe(spec);
+}
+
 std::string valid_keys_text() {
   std::string out;
   for (const auto& s : specs)
@@ -177,7 +211,7 @@ std::string valid_keys_text() {
 }
 
 config::config() : values_(specs.size()), sources_(specs.size()) {
-  json defaults = json::parse(default_config_json);
+  json defaults = parse_json_strict(default_config_json, "configs/default.json");
   merge_json(defaults, "configs/default.json");
   for (size_t i = 0; i < specs.size(); ++i)
     if (!specs[i].optional && values_[i].is_null())
@@ -185,15 +219,7 @@ config::config() : values_(specs.size()), sources_(specs.size()) {
 }
 
 void config::merge_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw config_error(path + ": cannot open config file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw config_error(path + ": not valid JSON: " + e.what());
-  }
+  json j = read_json_file(path, "config file");
   if (!j.is_object())
     throw config_error(path + ": expected a JSON object of config keys");
   merge_json(j, path);
@@ -250,7 +276,7 @@ void config::assign(const std::string& key, const json& value, const std::string
       if (!value.is_number())
         throw bad();
       double d = value.get<double>();
-      if (std::floor(d) != d || d < s.min || d > s.max)
+      if (!std::isfinite(d) || std::floor(d) != d || d < s.min || d > s.max)
         throw bad();
       values_[i] = static_cast<int64_t>(d);
       return;
@@ -258,7 +284,9 @@ void config::assign(const std::string& key, const json& value, const std::string
     case option_type::number:
       if (!value.is_number())
         throw bad();
-      if (value.get<double>() < s.min || value.get<double>() > s.max)
+      // NaN compares false with every bound: refuse it (and infinities) by name.
+      if (!std::isfinite(value.get<double>()) || value.get<double>() < s.min ||
+          value.get<double>() > s.max)
         throw bad();
       values_[i] = value.get<double>();
       return;

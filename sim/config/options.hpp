@@ -35,6 +35,10 @@ struct option_spec {
 
 /// The table of every key.
 const std::vector<option_spec>& option_specs();
+/// The spec of `key`; throws config_error (listing the valid keys) for an unknown one.
+const option_spec& option_spec_of(const std::string& key);
+/// What a value of `spec` must be, in words, with its range: "a number in [1e-6, 1e6]".
+std::string expected_value_text(const option_spec& spec);
 
 class config {
  public:

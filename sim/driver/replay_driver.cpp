@@ -1,5 +1,6 @@
 #include "sim/driver/replay_driver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -24,6 +25,8 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
+const std::vector<std::string> output_names = {"summary.json", "requests.csv"};
+
 std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   auto format = parse_trace_format(job.format);
   if (!format)
@@ -31,6 +34,8 @@ std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   reader_options options;
   options.skip_bad_lines = job.skip_bad_lines;
   options.on_skip = job.on_skip;
+  options.max_line_bytes = static_cast<uint64_t>(job.cfg.integer("trace.max_line_bytes"));
+  options.max_document_bytes = static_cast<uint64_t>(job.cfg.integer("trace.max_document_bytes"));
   std::vector<std::unique_ptr<trace_source>> sources;
   for (size_t i = 0; i < job.traces.size(); ++i)
     sources.push_back(open_trace(job.traces[i], *format, static_cast<uint32_t>(i), options));
@@ -55,24 +60,53 @@ run_info run_info_of(const replay_job& job) {
   return run;
 }
 
-void write_summary(const replay_job& job, const nlohmann::json& summary) {
-  atomic_file summary_file(job.out_dir + "/summary.json");
-  summary_file.out() << summary.dump(2) << '\n';
-  summary_file.commit();
+request_blocks mapper_of(const replay_job& job, const replay_config& rc) {
+  return request_blocks(rc.block_size, job.traces,
+                        static_cast<uint64_t>(job.cfg.integer("trace.max_blocks_per_request")));
+}
+
+// The outputs of one run: the folder is made (and checked writable, by opening both temporaries)
+// before the replay starts, and both files are renamed into place together at the end.
+struct run_outputs {
+  explicit run_outputs(const std::string& dir)
+    : folder(dir, output_names),
+      summary(folder.file("summary.json")),
+      csv(folder.file("requests.csv")) {}
+
+  void commit(const nlohmann::json& summary_json) {
+    summary.out() << summary_json.dump(2) << '\n';
+    // requests.csv first: a crash between the renames leaves the old summary.json, which the
+    // new requests.csv is then newer than (docs/outputs.md).
+    commit_together({&csv, &summary});
+    folder.keep();
+  }
+
+  output_folder folder;  // first: removed (if it is new and empty) after the files
+  atomic_file summary;
+  atomic_file csv;
+};
+
+// An --out that cannot be made or written is bad input, found before anything is replayed.
+std::unique_ptr<run_outputs> open_outputs(const replay_job& job) {
+  if (job.out_dir.empty())
+    return nullptr;
+  try {
+    return std::make_unique<run_outputs>(job.out_dir);
+  } catch (const std::runtime_error& e) {
+    throw config_error(std::string("--out: ") + e.what());
+  }
 }
 
 replay_result replay_hitrate(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
+  std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job));
-  request_blocks mapper(rc.block_size, job.traces);
+  request_blocks mapper = mapper_of(job, rc);
   hitrate_replay replay(rc, job.check_every);
-  std::unique_ptr<atomic_file> csv;
-  if (!job.out_dir.empty()) {
-    make_directories(job.out_dir);
-    csv = std::make_unique<atomic_file>(job.out_dir + "/requests.csv");
-    write_hitrate_csv_header(csv->out());
-  }
+  std::ostream* csv = outputs ? &outputs->csv.out() : nullptr;
+  if (csv)
+    write_hitrate_csv_header(*csv);
   run_info run = run_info_of(job);
   std::vector<uint64_t> per_file(job.traces.size(), 0);
   progress_bar progress("replay", merger.bytes_total(), job.progress);
@@ -89,7 +123,7 @@ replay_result replay_hitrate(const replay_job& job) {
     mapper.map(request, blocks);
     replay.process(request, blocks, outcome);
     if (csv)
-      write_hitrate_csv_row(csv->out(), request, outcome);
+      write_hitrate_csv_row(*csv, request, outcome);
     ++per_file[request.file];
     progress.update(merger.bytes_read(), replay.totals().requests);
   }
@@ -104,10 +138,8 @@ replay_result replay_hitrate(const replay_job& job) {
   result.invariant_violations = inv.violations;
   if (!inv.ok())
     result.first_violation = inv.messages.front();
-  if (csv) {
-    csv->commit();
-    write_summary(job, result.summary);
-  }
+  if (outputs)
+    outputs->commit(result.summary);
   return result;
 }
 
@@ -117,7 +149,12 @@ replay_result replay_full(const replay_job& job) {
   timed_config timed = resolve_timed(job.cfg, rc);
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
-  auto feed = std::make_shared<trace_feed>(open_traces(job), rc.block_size, job.traces);
+  std::unique_ptr<run_outputs> outputs = open_outputs(job);
+  uint32_t max_device_blocks = timed.scheduler.device_blocks;
+  for (const instance_config& ic : timed.instances)
+    max_device_blocks = std::max(max_device_blocks, ic.scheduler.device_blocks);
+  auto feed = std::make_shared<trace_feed>(open_traces(job), mapper_of(job, rc), rc.block_size,
+                                           max_device_blocks);
   progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
   full_run_options options;
   options.mode = job.wall_clock || job.cuda ? clock_mode::wall : clock_mode::virtual_time;
@@ -129,6 +166,7 @@ replay_result replay_full(const replay_job& job) {
   run_info run = run_info_of(job);
   run.parse_s = feed->parse_s();
   run.wall_s = seconds_since(start);
+  run.trace = feed->totals();
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.text = full_text(result.summary, job.out_dir);
@@ -136,12 +174,9 @@ replay_result replay_full(const replay_job& job) {
   if (!fr.controller.invariant_messages.empty())
     result.first_violation = fr.controller.invariant_messages.front();
   result.drained = fr.drained;
-  if (!job.out_dir.empty()) {
-    make_directories(job.out_dir);
-    atomic_file csv(job.out_dir + "/requests.csv");
-    write_full_csv(csv.out(), fr);
-    csv.commit();
-    write_summary(job, result.summary);
+  if (outputs) {
+    write_full_csv(outputs->csv.out(), fr);
+    outputs->commit(result.summary);
   }
   return result;
 }

@@ -1,10 +1,11 @@
 #include "sim/full/timed_config.hpp"
 
-#include <fstream>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/config/cluster_config.hpp"
+#include "sim/config/strict_json.hpp"
 
 namespace kvtier {
 
@@ -16,16 +17,13 @@ int64_t us_to_ns(double us) {
 
 // Reads a calibration written by `kvtier bench transfer --emit-calibration` into `links`.
 void apply_calibration(const std::string& path, link_options& links) {
-  std::ifstream in(path);
-  if (!in)
-    throw config_error("links.calibration: " + path + ": cannot open");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw config_error("links.calibration: " + path + ": not valid JSON: " + e.what());
+    j = read_json_file(path, "calibration file");
+  } catch (const config_error& e) {
+    throw config_error(std::string("links.calibration: ") + e.what());
   }
-  auto number = [&](const char* section, const char* field) {
+  auto number = [&](const char* section, const char* field, const char* key) {
     const nlohmann::json* v = &j;
     std::string name = field;
     if (section) {
@@ -34,21 +32,26 @@ void apply_calibration(const std::string& path, link_options& links) {
         throw config_error("links.calibration: " + path + ": missing object '" + section + "'");
       v = &j[section];
     }
-    if (!v->contains(field) || !(*v)[field].is_number() || (*v)[field].get<double>() < 0)
-      throw config_error("links.calibration: " + path + ": field '" + name +
-                         "': expected a non-negative number");
-    return (*v)[field].get<double>();
+    // The range of the config key the value replaces.
+    const option_spec& range = option_spec_of(key);
+    const nlohmann::json* x = v->contains(field) ? &(*v)[field] : nullptr;
+    if (x == nullptr || !x->is_number() || !std::isfinite(x->get<double>()) ||
+        x->get<double>() < range.min || x->get<double>() > range.max) {
+      throw config_error("links.calibration: " + path + ": field '" + name + "' (it replaces " +
+                         key + "): expected " + expected_value_text(range) + ", got " +
+                         (x ? x->dump() : std::string("nothing")));
+    }
+    return x->get<double>();
   };
   if (j.value("schema", "") != "kvtier.calibration/1")
     throw config_error("links.calibration: " + path +
                        ": field 'schema': expected \"kvtier.calibration/1\"");
-  links.h2d_gbps = number("h2d", "bandwidth_gbps");
-  links.h2d_layer_latency_ns = us_to_ns(number("h2d", "layer_latency_us"));
-  links.d2h_gbps = number("d2h", "bandwidth_gbps");
-  links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us"));
-  links.duplex_gbps = number(nullptr, "duplex_gbps");
-  if (links.h2d_gbps <= 0 || links.d2h_gbps <= 0 || links.duplex_gbps <= 0)
-    throw config_error("links.calibration: " + path + ": bandwidths must be positive");
+  links.h2d_gbps = number("h2d", "bandwidth_gbps", "links.h2d_gbps");
+  links.h2d_layer_latency_ns =
+    us_to_ns(number("h2d", "layer_latency_us", "links.h2d_layer_latency_us"));
+  links.d2h_gbps = number("d2h", "bandwidth_gbps", "links.d2h_gbps");
+  links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", "links.d2h_latency_us"));
+  links.duplex_gbps = number(nullptr, "duplex_gbps", "links.duplex_gbps");
 }
 
 }  // namespace

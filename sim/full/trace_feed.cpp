@@ -18,9 +18,13 @@ input_problem problem_of(const config_error& e) {
 
 }  // namespace
 
-trace_feed::trace_feed(std::vector<std::unique_ptr<trace_source>> sources, uint32_t block_size,
-                       std::vector<std::string> files)
-    : merger_(std::move(sources)), mapper_(block_size, files), per_file_(files.size(), 0) {
+trace_feed::trace_feed(std::vector<std::unique_ptr<trace_source>> sources, request_blocks mapper,
+                       uint32_t block_size, uint32_t max_device_blocks)
+    : merger_(std::move(sources)),
+      mapper_(std::move(mapper)),
+      block_size_(block_size),
+      max_device_blocks_(max_device_blocks),
+      per_file_(merger_.sources().size(), 0) {
   // nop
 }
 
@@ -34,6 +38,8 @@ bool trace_feed::next(trace_request& out) {
     if (more) {
       ++per_file_[out.file];
       ++read_;
+      totals_.input_tokens += out.input_tokens;
+      totals_.output_tokens += out.output_tokens;
     }
     return more;
   } catch (const trace_error& e) {
@@ -48,7 +54,14 @@ bool trace_feed::blocks_of(const trace_request& r, std::vector<cache_block>& out
   if (problem_)
     return false;
   try {
+    uint64_t kv_tokens = uint64_t{r.input_tokens} + (r.output_tokens > 0 ? r.output_tokens : 1) - 1;
+    if ((kv_tokens + block_size_ - 1) / block_size_ > max_device_blocks_) {
+      out.clear();
+      totals_.blocks += mapper_.blocks_at_most(r);
+      return true;
+    }
     mapper_.map(r, out);
+    totals_.blocks += out.size();
     return true;
   } catch (const trace_error& e) {
     problem_ = problem_of(e);

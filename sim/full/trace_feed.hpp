@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/front_end/request_feed.hpp"
+#include "sim/report/hitrate_report.hpp"
 #include "sim/request_blocks.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -18,8 +19,10 @@ namespace kvtier {
 
 class trace_feed : public request_feed {
  public:
-  trace_feed(std::vector<std::unique_ptr<trace_source>> sources, uint32_t block_size,
-             std::vector<std::string> files);
+  /// A request whose KV needs more than `max_device_blocks` blocks fits no instance: it will be
+  /// rejected, so its blocks are counted but not built (one claim of 4e9 tokens costs nothing).
+  trace_feed(std::vector<std::unique_ptr<trace_source>> sources, request_blocks mapper,
+             uint32_t block_size, uint32_t max_device_blocks);
 
   bool next(trace_request& out) override;
   bool blocks_of(const trace_request& r, std::vector<cache_block>& out) override;
@@ -29,13 +32,18 @@ class trace_feed : public request_feed {
   /// Requests read per file, and in all.
   const std::vector<uint64_t>& per_file() const { return per_file_; }
   uint64_t read() const { return read_; }
+  /// The trace as read: tokens of every request, and the blocks they list.
+  const trace_totals& totals() const { return totals_; }
   /// Wall seconds spent reading (not deterministic).
   double parse_s() const { return parse_s_; }
 
  private:
   trace_merger merger_;
   request_blocks mapper_;
+  uint32_t block_size_;
+  uint32_t max_device_blocks_;
   std::vector<uint64_t> per_file_;
+  trace_totals totals_;
   uint64_t read_ = 0;
   double parse_s_ = 0;
   std::optional<input_problem> problem_;

@@ -81,7 +81,8 @@ double percentile(const std::vector<double>& sorted, double p) {
 void write_full_csv(std::ostream& out, const full_result& r) {
   out << "seq,file,line,arrival_s,ready_s,admitted_s,first_token_s,finish_s,"
          "input_tokens,output_tokens,blocks,device_hit_blocks,host_hit_blocks,storage_hit_blocks,"
-         "device_hit_tokens,host_hit_tokens,storage_hit_tokens,computed_tokens,preemptions\n";
+         "device_hit_tokens,host_hit_tokens,storage_hit_tokens,computed_tokens,preemptions,"
+         "first_hit_blocks,first_hit_tokens\n";
   for (const request_record& x : r.scheduler.requests) {
     out << x.req << ',' << x.file << ',' << x.line << ',' << seconds_text(x.arrival_ns) << ','
         << time_or_empty(x.ready_ns) << ',' << time_or_empty(x.admitted_ns) << ','
@@ -91,7 +92,13 @@ void write_full_csv(std::ostream& out, const full_result& r) {
       out << ',' << b;
     for (uint64_t t : x.hit_tokens)
       out << ',' << t;
-    out << ',' << x.computed_tokens << ',' << x.preemptions << '\n';
+    uint64_t first_blocks = 0, first_tokens = 0;
+    for (int t = 0; t < 3; ++t) {
+      first_blocks += x.first_hit_blocks[t];
+      first_tokens += x.first_hit_tokens[t];
+    }
+    out << ',' << x.computed_tokens << ',' << x.preemptions << ',' << first_blocks << ','
+        << first_tokens << '\n';
   }
 }
 
@@ -101,9 +108,15 @@ json full_summary(const full_result& r, const run_info& run,
   std::vector<double> ttft, tpot, e2e, queue;
   uint64_t finished = 0, blocks = 0, input = 0, output = 0, hit_blocks = 0, hit_tokens = 0;
   uint64_t tier_blocks[3] = {0, 0, 0}, tier_tokens[3] = {0, 0, 0};
+  uint64_t rejected_input = 0, rejected_output = 0;
+  uint64_t readmitted = 0, readmission_blocks = 0, readmission_tokens = 0;
   int64_t first_arrival = INT64_MAX, last_finish = 0;
   for (const request_record& x : s.requests) {
     first_arrival = std::min(first_arrival, x.arrival_ns);
+    if (x.rejected) {
+      rejected_input += x.input_tokens;
+      rejected_output += x.output_tokens;
+    }
     if (x.finish_ns < 0)
       continue;
     ++finished;
@@ -111,11 +124,21 @@ json full_summary(const full_result& r, const run_info& run,
     blocks += x.blocks;
     input += x.input_tokens;
     output += x.output_tokens;
+    // Hits found when the request was first admitted: what the cache saved it. After a
+    // preemption its last admission also finds its own blocks, computed before it was preempted;
+    // those are reported apart, as readmission hits.
     for (int t = 0; t < 3; ++t) {
-      tier_blocks[t] += x.hit_blocks[t];
-      tier_tokens[t] += x.hit_tokens[t];
-      hit_blocks += x.hit_blocks[t];
-      hit_tokens += x.hit_tokens[t];
+      tier_blocks[t] += x.first_hit_blocks[t];
+      tier_tokens[t] += x.first_hit_tokens[t];
+      hit_blocks += x.first_hit_blocks[t];
+      hit_tokens += x.first_hit_tokens[t];
+    }
+    if (x.preemptions > 0) {
+      ++readmitted;
+      for (int t = 0; t < 3; ++t) {
+        readmission_blocks += x.hit_blocks[t];
+        readmission_tokens += x.hit_tokens[t];
+      }
     }
     ttft.push_back(static_cast<double>(x.first_token_ns - x.arrival_ns) / 1e6);
     e2e.push_back(static_cast<double>(x.finish_ns - x.arrival_ns) / 1e6);
@@ -163,13 +186,20 @@ json full_summary(const full_result& r, const run_info& run,
   double wall = run.deterministic ? 0.0 : run.wall_s;
   json summary = {
     {"mode", "full"},
-    {"trace", {{"files", file_list}, {"requests", s.requests.size()}, {"blocks", blocks},
-               {"input_tokens", input}, {"output_tokens", output}, {"skipped_lines", skipped}}},
+    {"trace", {{"files", file_list}, {"requests", s.requests.size()},
+               {"blocks", run.trace.blocks}, {"input_tokens", run.trace.input_tokens},
+               {"output_tokens", run.trace.output_tokens}, {"skipped_lines", skipped}}},
     {"requests", {{"finished", finished}, {"rejected", s.rejected},
-                  {"unfinished", s.requests.size() - finished - s.rejected}}},
+                  {"unfinished", s.requests.size() - finished - s.rejected},
+                  {"finished_blocks", blocks}, {"finished_input_tokens", input},
+                  {"finished_output_tokens", output},
+                  {"rejected_input_tokens", rejected_input},
+                  {"rejected_output_tokens", rejected_output}}},
     {"hit_ratio", {{"blocks", ratio(hit_blocks, blocks)}, {"tokens", ratio(hit_tokens, input)},
                    {"by_tier", by_tier}}},
     {"hits", {{"blocks", hits_blocks}, {"tokens", hits_tokens}}},
+    {"readmission_hits", {{"requests", readmitted}, {"blocks", readmission_blocks},
+                          {"tokens", readmission_tokens}}},
     {"latency_ms", {{"ttft", distribution(ttft)}, {"tpot", distribution(tpot)},
                     {"e2e", distribution(e2e)}, {"queue", distribution(queue)}}},
     {"throughput", {{"makespan_s", round6(makespan)},

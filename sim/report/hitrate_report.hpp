@@ -26,6 +26,13 @@ struct trace_file_info {
 void write_hitrate_csv_header(std::ostream& out);
 void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o);
 
+/// The trace as read (full mode counts it apart from the requests that finished).
+struct trace_totals {
+  uint64_t input_tokens = 0;
+  uint64_t output_tokens = 0;
+  uint64_t blocks = 0;  ///< prompt blocks; a request too large for the device: ceil(input / block)
+};
+
 struct run_info {
   std::vector<trace_file_info> files;
   nlohmann::json config;  ///< the effective config
@@ -33,6 +40,7 @@ struct run_info {
   double parse_s = 0;     ///< wall time spent reading traces (not deterministic)
   double wall_s = 0;      ///< wall time of the whole replay (not deterministic)
   bool deterministic = false;  ///< write wall-clock figures as 0
+  trace_totals trace;          ///< full mode
 };
 
 nlohmann::json hitrate_summary(const hitrate_replay& replay, const run_info& run);

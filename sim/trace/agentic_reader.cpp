@@ -120,7 +120,7 @@ class agentic_source final : public trace_source {
 agentic_source::agentic_source(const std::string& path, uint32_t file_index,
                                const reader_options& options)
     : path_(path), file_index_(file_index), options_(options) {
-  simdjson::padded_string text = json_read_file(path);
+  simdjson::padded_string text = json_read_file(path, options.max_document_bytes);
   bytes_ = text.size();
   simdjson::dom::parser parser;
   element root;
@@ -129,6 +129,7 @@ agentic_source::agentic_source(const std::string& path, uint32_t file_index,
   if (auto error = parser.parse(text).get(root))
     at.fail("", std::string("malformed JSON: ") + simdjson::error_message(error));
   auto object = json_object(at, "", root);
+  json_unique_keys(at, "", object);
   block_size_ = static_cast<uint32_t>(
       json_uint(at, "block_size", required_field(at, object, "block_size"), 1, max_u32));
   if (auto scope = optional_field(object, "hash_id_scope")) {
@@ -179,6 +180,7 @@ void agentic_source::flatten(simdjson::dom::array requests, const std::string& p
 void agentic_source::add_subagent(simdjson::dom::object entry, const std::string& name,
                                   int64_t offset_ns, conversation& conv) {
   json_at at{path_, numbered_ + 1, name + "."};
+  json_unique_keys(at, "", entry);
   if (conv.number != 1)
     at.fail("type", "a sub-agent inside a sub-agent is not supported");
   int64_t t_ns = json_seconds_ns(at, "t", required_field(at, entry, "t"));
@@ -200,6 +202,7 @@ void agentic_source::add_request(element value, const std::string& name, int64_t
                                  conversation& conv, const std::optional<parent_link>& parent) {
   auto object = json_object(json_at{path_, numbered_, {}}, name, value);
   json_at at{path_, numbered_, name + "."};
+  json_unique_keys(at, "", object);
   json_string(at, "type", required_field(at, object, "type"));
   int64_t t_ns = json_seconds_ns(at, "t", required_field(at, object, "t"));
   auto input = static_cast<uint32_t>(

@@ -3,7 +3,10 @@
 //   2023-11-16 18:17:03.9799600,4808,10
 // Timestamps are wall-clock strings with 100 ns resolution; arrivals are taken relative to the
 // first row, in exact integer nanoseconds (a double of nanoseconds since 1970 would round at the
-// microsecond). There is no prefix information.
+// microsecond). Nanoseconds since 1970 overflow 64 bits outside 1677-2262, so times are kept as
+// whole seconds plus a fraction, and only the offset from the first row becomes nanoseconds: any
+// date from 0001 to 9999 is read, and a row too far after the first is refused. There is no
+// prefix information.
 
 #include <algorithm>
 #include <charconv>
@@ -55,8 +58,25 @@ bool expect(std::string_view text, size_t& pos, char c) {
   return true;
 }
 
-// "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 9 fraction digits) as nanoseconds since 1970.
-std::optional<int64_t> wall_clock_ns(std::string_view text) {
+// A wall-clock time: seconds since 1970 (negative before) and nanoseconds within the second.
+struct wall_time {
+  int64_t seconds;
+  int64_t fraction_ns;
+};
+
+// Nanoseconds from `from` to `to` (to >= from), or nothing when they do not fit in 64 bits.
+std::optional<int64_t> nanoseconds_between(const wall_time& from, const wall_time& to) {
+  constexpr int64_t ns_per_s = 1'000'000'000;
+  // Years 0001-9999 keep |seconds| below 2.6e11, so the difference cannot overflow.
+  int64_t seconds = to.seconds - from.seconds;
+  int64_t fraction = to.fraction_ns - from.fraction_ns;
+  if (seconds > std::numeric_limits<int64_t>::max() / ns_per_s - 1)
+    return std::nullopt;
+  return seconds * ns_per_s + fraction;
+}
+
+// "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 9 fraction digits).
+std::optional<wall_time> wall_clock(std::string_view text) {
   size_t pos = 0;
   int64_t year, month, day, hour, minute, second;
   if (!digits(text, pos, 4, year) || !expect(text, pos, '-') || !digits(text, pos, 2, month) ||
@@ -84,7 +104,11 @@ std::optional<int64_t> wall_clock_ns(std::string_view text) {
   }
   int64_t seconds =
       days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
-  return seconds * 1'000'000'000 + fraction_ns;
+  return wall_time{seconds, fraction_ns};
+}
+
+bool earlier(const wall_time& a, const wall_time& b) {
+  return a.seconds != b.seconds ? a.seconds < b.seconds : a.fraction_ns < b.fraction_ns;
 }
 
 class azure_source final : public line_source {
@@ -110,8 +134,8 @@ class azure_source final : public line_source {
   }
   uint32_t count(std::string_view column, std::string_view text, uint32_t min) const;
 
-  std::optional<int64_t> first_ns_;
-  int64_t last_ns_ = 0;
+  std::optional<wall_time> first_;
+  wall_time last_{0, 0};
 };
 
 uint32_t azure_source::count(std::string_view column, std::string_view text,
@@ -135,19 +159,25 @@ void azure_source::parse(std::string_view line, trace_request& out) {
   std::string_view cells[3] = {line.substr(0, first),
                                line.substr(first + 1, second - first - 1),
                                line.substr(second + 1)};
-  std::optional<int64_t> ns = wall_clock_ns(cells[0]);
-  if (!ns)
+  std::optional<wall_time> time = wall_clock(cells[0]);
+  if (!time)
     fail("TIMESTAMP", "expected a time like 2023-11-16 18:17:03.9799600, got '" +
                           std::string(cells[0].substr(0, 40)) + "'");
   out.input_tokens = count("ContextTokens", cells[1], 1);
   out.output_tokens = count("GeneratedTokens", cells[2], 0);
-  if (first_ns_ && *ns < last_ns_)
+  if (first_ && earlier(*time, last_))
     fail("TIMESTAMP", std::string(cells[0]) +
                           " is earlier than the previous row (the file must be sorted by time)");
-  if (!first_ns_)
-    first_ns_ = *ns;
-  last_ns_ = *ns;
-  out.arrival_ns = *ns - *first_ns_;
+  std::optional<int64_t> arrival = nanoseconds_between(first_ ? *first_ : *time, *time);
+  if (!arrival)
+    fail("TIMESTAMP", std::string(cells[0]) + " is " +
+                          std::to_string((time->seconds - first_->seconds) / 31'556'952) +
+                          " years after the first row; a trace may span at most 292 years "
+                          "(64-bit nanoseconds)");
+  if (!first_)
+    first_ = *time;
+  last_ = *time;
+  out.arrival_ns = *arrival;
 }
 
 }  // namespace

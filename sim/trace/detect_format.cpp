@@ -1,5 +1,7 @@
 #include <string>
 
+#include <sys/stat.h>
+
 #include "sim/trace/json_fields.hpp"
 #include "sim/trace/line_file.hpp"
 #include "sim/trace/trace_reader.hpp"
@@ -7,10 +9,6 @@
 namespace kvtier {
 
 namespace {
-
-// A first line that is not a JSON object may begin a pretty-printed agentic document; larger
-// files are not read whole just to find out.
-constexpr uint64_t max_document_bytes = uint64_t{256} << 20;
 
 std::optional<trace_format> format_of(simdjson::dom::object object) {
   auto has = [&](const char* key) { return !object[key].error(); };
@@ -25,10 +23,18 @@ std::optional<trace_format> format_of(simdjson::dom::object object) {
 
 }  // namespace
 
-trace_format detect_format(const std::string& path) {
+trace_format detect_format(const std::string& path, const reader_options& options) {
+  // Detection reads the first bytes and the reader reads them again: a pipe, a FIFO or a device
+  // would hand the reader what detection left (or block). A regular file behind /dev/stdin or a
+  // symlink is fine: stat follows links.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    throw trace_error(path, 0, "",
+                      "is not a regular file (a pipe, FIFO or device), so its format cannot be "
+                      "detected without consuming it: name the format with --format");
   std::string why;
   {
-    line_file lines(path);
+    line_file lines(path, options.max_line_bytes);
     std::string_view first;
     do {
       if (!lines.next(first))
@@ -44,12 +50,14 @@ trace_format detect_format(const std::string& path) {
       why = "its first line is a JSON object without those keys";
     } else if (first[first.find_first_not_of(" \t")] != '{') {
       why = "its first line is neither a CSV header nor a JSON object";
-    } else if (lines.bytes_total() > max_document_bytes) {
+    } else if (lines.bytes_total() > options.max_document_bytes) {
+      // A first line that is not a JSON object may begin a pretty-printed agentic document;
+      // larger files are not read whole just to find out.
       why = "its first line is not a whole JSON object";
     }
   }
   if (why.empty()) {
-    simdjson::padded_string text = json_read_file(path);
+    simdjson::padded_string text = json_read_file(path, options.max_document_bytes);
     simdjson::dom::parser parser;
     simdjson::dom::object object;
     auto error = parser.parse(text).get_object().get(object);

@@ -34,19 +34,31 @@ void json_at::fail(std::string_view field, const std::string& message) const {
                     message);
 }
 
-simdjson::padded_string json_read_file(const std::string& path) {
+simdjson::padded_string json_read_file(const std::string& path, uint64_t max_bytes) {
   std::FILE* file = open_trace_file(path);
   std::string text;
   char chunk[1 << 16];
   size_t got;
-  while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0)
+  while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0) {
+    if (text.size() + got > max_bytes) {
+      std::fclose(file);
+      throw trace_error(path, 0, "",
+                        "the document is larger than " + std::to_string(max_bytes) +
+                          " bytes (trace.max_document_bytes; --set trace.max_document_bytes=N "
+                          "reads larger ones)");
+    }
     text.append(chunk, got);
+  }
   bool failed = std::ferror(file);
   int error = errno;
   std::fclose(file);
   if (failed)
     throw trace_error(path, 0, "", std::string("cannot read: ") + std::strerror(error));
-  return simdjson::padded_string(text);
+  // The line readers drop a byte order mark too; editors on Windows write one.
+  std::string_view body = text;
+  if (body.substr(0, 3) == "\xEF\xBB\xBF")
+    body.remove_prefix(3);
+  return simdjson::padded_string(body);
 }
 
 simdjson::dom::object json_object_line(simdjson::dom::parser& parser, std::string_view text,
@@ -198,6 +210,24 @@ std::string json_describe(element value) {
       return "null";
   }
   return "an unknown value";
+}
+
+void json_unique_keys(const json_at& at, std::string_view field, simdjson::dom::object object) {
+  // Objects of a trace hold a handful of keys: comparing every pair costs less than a set.
+  size_t index = 0;
+  for (auto entry : object) {
+    size_t other = 0;
+    for (auto earlier : object) {
+      if (other++ == index)
+        break;
+      if (earlier.key == entry.key) {
+        std::string name = field.empty() ? std::string(entry.key)
+                                         : std::string(field) + "." + std::string(entry.key);
+        at.fail(name, "appears twice");
+      }
+    }
+    ++index;
+  }
 }
 
 void json_mark_seen(const json_at& at, std::string_view field, uint32_t& seen, uint32_t bit) {

@@ -22,8 +22,9 @@ struct json_at {
   [[noreturn]] void fail(std::string_view field, const std::string& message) const;
 };
 
-/// The whole file, padded for simdjson; throws trace_error (line 0) when it cannot be read.
-simdjson::padded_string json_read_file(const std::string& path);
+/// The whole file, padded for simdjson, without a UTF-8 byte order mark; throws trace_error
+/// (line 0) when it cannot be read or holds more than `max_bytes` (trace.max_document_bytes).
+simdjson::padded_string json_read_file(const std::string& path, uint64_t max_bytes);
 
 /// Parses `text`, which must be followed by line_padding readable bytes, as one JSON object.
 simdjson::dom::object json_object_line(simdjson::dom::parser& parser, std::string_view text,
@@ -53,6 +54,10 @@ void json_tokens(const json_at& at, std::string_view field, simdjson::dom::eleme
 
 /// The value in a few words for messages: `"text"`, `-3`, `1.5`, `an array`, `null`, ...
 std::string json_describe(simdjson::dom::element value);
+
+/// Fails if `object` (named `field`) holds a key twice: simdjson would keep both and a lookup
+/// would silently take the first.
+void json_unique_keys(const json_at& at, std::string_view field, simdjson::dom::object object);
 
 /// Notes that field number `bit` was seen; fails if it was seen before (a duplicate key would
 /// otherwise silently win or lose).

@@ -25,8 +25,9 @@ std::FILE* open_trace_file(const std::string& path) {
   return file;
 }
 
-line_file::line_file(const std::string& path)
+line_file::line_file(const std::string& path, uint64_t max_line_bytes)
     : path_(path),
+      max_line_bytes_(max_line_bytes),
       file_(open_trace_file(path)),
       buf_(std::make_unique<char[]>(chunk_bytes + line_padding)),
       capacity_(chunk_bytes) {
@@ -65,6 +66,13 @@ bool line_file::fill() {
   return got > 0;
 }
 
+void line_file::too_long() const {
+  throw trace_error(path_, line_number_ + 1, "",
+                    "the line is longer than " + std::to_string(max_line_bytes_) +
+                      " bytes (trace.max_line_bytes; --set trace.max_line_bytes=N reads "
+                      "longer ones)");
+}
+
 bool line_file::next(std::string_view& line) {
   size_t scanned = 0;  // bytes after begin_ known to hold no newline
   size_t length;
@@ -78,6 +86,8 @@ bool line_file::next(std::string_view& line) {
       break;
     }
     scanned = end_ - begin_;
+    if (scanned > max_line_bytes_)
+      too_long();
     if (!fill()) {
       if (begin_ == end_)
         return false;
@@ -86,6 +96,8 @@ bool line_file::next(std::string_view& line) {
       break;
     }
   }
+  if (length > max_line_bytes_)
+    too_long();
   line = std::string_view(buf_.get() + begin_, length);
   begin_ += length + (newline ? 1 : 0);
   consumed_ += length + (newline ? 1 : 0);

@@ -23,8 +23,9 @@ std::FILE* open_trace_file(const std::string& path);
 
 class line_file {
  public:
-  /// Throws trace_error (line 0) when the file cannot be opened.
-  explicit line_file(const std::string& path);
+  /// Throws trace_error (line 0) when the file cannot be opened. A line longer than
+  /// `max_line_bytes` is an error (trace_error naming its line) before it is buffered whole.
+  explicit line_file(const std::string& path, uint64_t max_line_bytes = uint64_t{16} << 20);
   ~line_file();
   line_file(const line_file&) = delete;
   line_file& operator=(const line_file&) = delete;
@@ -41,8 +42,10 @@ class line_file {
 
  private:
   bool fill();
+  [[noreturn]] void too_long() const;
 
   std::string path_;
+  uint64_t max_line_bytes_;
   std::FILE* file_;
   std::unique_ptr<char[]> buf_;
   size_t capacity_;     // usable bytes of buf_; line_padding more are allocated

@@ -6,7 +6,10 @@ namespace kvtier {
 
 line_source::line_source(const std::string& path, uint32_t file_index,
                          const reader_options& options)
-    : path_(path), file_index_(file_index), options_(options), lines_(path) {
+    : path_(path),
+      file_index_(file_index),
+      options_(options),
+      lines_(path, options.max_line_bytes) {
   // nop
 }
 

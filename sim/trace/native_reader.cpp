@@ -50,6 +50,7 @@ native_source::native_source(const std::string& path, uint32_t file_index,
   // Header errors are never skipped: without the header no line can be read correctly.
   json_at at{path, line_number(), {}};
   auto header = json_object_line(parser_, line, at);
+  json_unique_keys(at, "", header);
   if (header["kvtier_trace"].error())
     at.fail("kvtier_trace", "missing: the first line of a native trace must be its header");
   for (auto [key, value] : header) {

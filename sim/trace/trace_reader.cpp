@@ -61,7 +61,7 @@ std::unique_ptr<trace_source> open_trace(const std::string& path, trace_format f
   // Session ids put file_index + 1 in their upper 32 bits.
   KVTIER_ASSERT(file_index < std::numeric_limits<uint32_t>::max());
   if (format == trace_format::detect)
-    format = detect_format(path);
+    format = detect_format(path, options);
   switch (format) {
     case trace_format::mooncake:
       return open_mooncake(path, file_index, options);

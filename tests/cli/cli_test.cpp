@@ -2,61 +2,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
+#include "cli_support.hpp"
 
-#include <sys/wait.h>
-
-#include <nlohmann/json.hpp>
-
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-namespace {
-
-struct outcome {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-outcome kvtier(const std::string& args) {
-  std::string cmd = std::string(KVTIER_BINARY) + " " + args + " 2>&1";
-  outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
-    o.out.append(buf, n);
-  int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("kvtier-cli-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
-
-const std::string data = std::string(KVTIER_TEST_DATA);
-const std::string shared = std::string(KVTIER_SHARED_DIR) + "/traces/mooncake/";
-
-json summary_of(const fs::path& dir) {
-  return json::parse(slurp(dir / "summary.json"));
-}
-
-}  // namespace
+using namespace cli_test;
 
 TEST_CASE("cli: a hit-rate replay worked out by hand", "[cli]") {
   // Three 512-token device blocks, LRU over leaves. R1 [0,1,2] misses; R2 [0,1,3] hits 0,1 and
