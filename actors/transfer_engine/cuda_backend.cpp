@@ -93,6 +93,24 @@ std::string cuda_backend::restore(const transfer& t) {
   return {};
 }
 
+std::vector<uint8_t> cuda_backend::host_payload(uint32_t host_block) {
+  const auto* p = reinterpret_cast<const uint8_t*>(cache_->host_block(host_block));
+  return std::vector<uint8_t>(p, p + block_bytes());
+}
+
+std::string cuda_backend::restore_payload(const block_move& b, const std::vector<uint8_t>& payload) {
+  if (payload.size() != block_bytes())
+    return "verify: storage returned " + std::to_string(payload.size()) + " bytes for block " +
+           std::to_string(b.hash) + " of " + std::to_string(block_bytes());
+  std::byte* host = cache_->host_block(b.host_block);
+  std::memcpy(host, payload.data(), payload.size());
+  if (!options_.verify)
+    return {};
+  if (auto bad = gpu::check_host_block(host, options_.shape, b.hash, b.host_block))
+    return "after a storage read: " + to_string(*bad);
+  return {};
+}
+
 uint64_t cuda_backend::submit_compute(int64_t lead_ns, const std::vector<int64_t>& layer_ns,
                                       uint64_t after_op) {
   std::vector<uint64_t> ns(layer_ns.begin(), layer_ns.end());

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "actors/check.hpp"
+#include "actors/storage/payload_pattern.hpp"
 #include "actors/timed_links.hpp"
 
 namespace kvtier {
@@ -72,6 +73,41 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
+void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error);
+
+// A store's bytes for a byte-carrying storage backend: the host blocks on the real backend, else
+// each block's hash pattern.
+void add_storage_payloads(engine_state& st, const transfer& t, storage_io& io) {
+  if (st.options.storage_payload_bytes == 0)
+    return;
+  for (const auto& b : t.blocks) {
+    io.hashes.push_back(b.hash);
+    io.payloads.push_back(st.options.gpu
+                            ? st.options.gpu->host_payload(b.host_block)
+                            : pattern_payload(b.hash, st.options.storage_payload_bytes));
+  }
+}
+
+// A load's bytes: into the host blocks and checked there (real backend), else checked against
+// each block's pattern. Empty if every block is what was stored.
+std::string check_storage_payloads(self_ptr self, const transfer& t, const storage_io_reply& r) {
+  auto& st = self->state;
+  if (st.options.storage_payload_bytes == 0)
+    return {};
+  if (r.payloads.size() != t.blocks.size())
+    return "verify: storage answered " + std::to_string(r.payloads.size()) + " payloads for " +
+           std::to_string(t.blocks.size()) + " blocks";
+  for (size_t i = 0; i < t.blocks.size(); ++i) {
+    const block_move& b = t.blocks[i];
+    std::string bad = st.options.gpu
+                        ? st.options.gpu->restore_payload(b, r.payloads[i])
+                        : check_pattern_payload(b.hash, st.options.storage_payload_bytes,
+                                                r.payloads[i]);
+    if (!bad.empty())
+      return bad;
+  }
+  return {};
+}
 
 void submit_compute(self_ptr self, pending_compute p);
 
@@ -133,21 +169,38 @@ void start(self_ptr self, uint64_t id) {
       for (const auto& b : t.blocks)
         io.keys.push_back(b.storage_key);
       io.bytes_each = st.options.block_bytes;
+      if (st.options.storage_payload_bytes > 0)
+        for (const auto& b : t.blocks)
+          io.hashes.push_back(b.hash);
       self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
-        .then([=](const storage_io_reply& reply) {
-          sync(self);
-          auto& s = self->state;
-          running_transfer& rt = s.transfers.at(id);
-          rt.lease = reply.lease;
-          if (reply.done < rt.msg.blocks.size()) {
-            // Evicted since the controller looked: the load fails and the controller drops it.
-            self->send(s.storage, storage_release{reply.lease});
-            rt.lease = 0;
-            finish(self, id);
-            return;
-          }
-          start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
-        });
+        .then(
+          [=](const storage_io_reply& reply) {
+            sync(self);
+            auto& s = self->state;
+            running_transfer& rt = s.transfers.at(id);
+            rt.lease = reply.lease;
+            if (reply.done < rt.msg.blocks.size()) {
+              // Evicted (or lost with its node) since the controller looked: the load fails and
+              // the controller drops it.
+              self->send(s.storage, storage_release{reply.lease});
+              rt.lease = 0;
+              finish(self, id);
+              return;
+            }
+            if (std::string bad = check_storage_payloads(self, rt.msg, reply); !bad.empty()) {
+              ++s.report.payload_errors;
+              self->send(s.storage, storage_release{reply.lease});
+              rt.lease = 0;
+              deliver(self, id, false, bad);
+              return;
+            }
+            start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
+          },
+          [=](const caf::error& e) {
+            sync(self);
+            self->state.transfers.at(id).lease = 0;
+            deliver(self, id, false, "storage get failed: " + caf::to_string(e));
+          });
       return;
     }
   }
@@ -196,7 +249,7 @@ void finish(self_ptr self, uint64_t id) {
       return;
     }
     self->send(st.storage, storage_release{r.lease});
-    if (st.options.gpu) {
+    if (st.options.gpu && st.options.storage_payload_bytes == 0) {
       std::string bad = st.options.gpu->restore(r.msg);
       if (!bad.empty()) {
         deliver(self, id, false, bad);
@@ -205,7 +258,7 @@ void finish(self_ptr self, uint64_t id) {
     }
   }
   if (kind == move_kind::store) {
-    if (st.options.gpu) {
+    if (st.options.gpu && st.options.storage_payload_bytes == 0) {
       std::string bad = st.options.gpu->keep(r.msg);
       if (!bad.empty()) {
         deliver(self, id, false, bad);
@@ -216,11 +269,17 @@ void finish(self_ptr self, uint64_t id) {
     for (const auto& b : r.msg.blocks)
       io.keys.push_back(b.storage_key);
     io.bytes_each = st.options.block_bytes;
+    add_storage_payloads(st, r.msg, io);
     self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-      .then([=](const storage_io_reply&) {
-        sync(self);
-        deliver(self, id, true, "");
-      });
+      .then(
+        [=](const storage_io_reply&) {
+          sync(self);
+          deliver(self, id, true, "");  // blocks a backend could not store are its count
+        },
+        [=](const caf::error& e) {
+          sync(self);
+          deliver(self, id, false, "storage put failed: " + caf::to_string(e));
+        });
     return;
   }
   deliver(self, id, true, "");

@@ -43,6 +43,10 @@ struct transfer_engine_options {
   /// storage transfers stay modelled. Completions must be posted to the engine as
   /// (gpu_done_atom, op, layer).
   std::shared_ptr<cuda_backend> gpu;
+  /// Storage keeps bytes (storage.backend is not `model`): each store sends every block's bytes
+  /// (the host block's on the real backend, else this many bytes of the block's hash pattern) and
+  /// each load checks what comes back. 0: storage carries no bytes.
+  uint64_t storage_payload_bytes = 0;
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

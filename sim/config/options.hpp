@@ -21,7 +21,7 @@ class config_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class option_type { integer, number, text, boolean };
+enum class option_type { integer, number, text, boolean, text_list };
 
 struct option_spec {
   const char* key;
@@ -54,6 +54,7 @@ class config {
   double number(const std::string& key) const;
   const std::string& text(const std::string& key) const;
   bool boolean(const std::string& key) const;
+  std::vector<std::string> text_list(const std::string& key) const;
 
   /// All keys and values as one nested object (for summary.json and `kvtier config`).
   nlohmann::json effective() const;

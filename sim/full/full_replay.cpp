@@ -47,6 +47,23 @@ std::shared_ptr<gpu_completions> prepare_backend(timed_config& config) {
   return completions;
 }
 
+// Byte-carrying storage: the backend is made (connections opened, directories made) before the
+// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
+// payload is its host block.
+void prepare_storage(timed_config& config) {
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(config.storage_backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
+  config.storage.backend = std::move(backend);
+  config.engine.storage_payload_bytes =
+    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
+}
+
 actors spawn_all(caf::actor_system& sys, timed_config config, request_source source,
                  const sim_clock& clock, const std::shared_ptr<gpu_completions>& completions) {
   config.storage.clock = clock;
@@ -88,8 +105,9 @@ void stop_all(const actors& a) {
   caf::anon_send_exit(a.storage, caf::exit_reason::user_shutdown);
 }
 
-full_result run_virtual(const timed_config& config, request_source source,
+full_result run_virtual(timed_config config, request_source source,
                         const full_run_options& options) {
+  prepare_storage(config);
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", caf::atom("testing"));
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
@@ -117,6 +135,7 @@ full_result run_virtual(const timed_config& config, request_source source,
 full_result run_wall(timed_config config, request_source source,
                      const full_run_options& options) {
   auto completions = prepare_backend(config);
+  prepare_storage(config);
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", static_cast<size_t>(options.threads));
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
@@ -157,6 +176,10 @@ full_result run_full_replay(const timed_config& config, request_source source,
                             const full_run_options& options) {
   if (config.cuda && options.mode != clock_mode::wall)
     throw std::invalid_argument("the CUDA backend runs on the wall clock only");
+  const std::string& kind = config.storage_backend.kind;
+  if ((kind == "redis" || kind == "file") && options.mode != clock_mode::wall)
+    throw config_error("storage.backend=" + kind + " does real I/O: it runs on the wall clock "
+                       "only (--clock wall)");
   if (options.mode == clock_mode::virtual_time)
     return run_virtual(config, std::move(source), options);
   return run_wall(config, std::move(source), options);

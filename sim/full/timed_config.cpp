@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/storage/redis_backend.hpp"
+
 namespace kvtier {
 
 namespace {
@@ -47,6 +49,41 @@ void apply_calibration(const std::string& path, link_options& links) {
   links.duplex_gbps = number(nullptr, "duplex_gbps");
   if (links.h2d_gbps <= 0 || links.d2h_gbps <= 0 || links.duplex_gbps <= 0)
     throw config_error("links.calibration: " + path + ": bandwidths must be positive");
+}
+
+// The storage.backend keys; a list that does not match storage.nodes is an error that says so.
+void resolve_storage_backend(const config& c, const replay_config& rc, timed_config& t) {
+  backend_options& b = t.storage_backend;
+  b.kind = c.text("storage.backend");
+  b.ns = {rc.model.name, rc.model.kv_dtype};
+  b.nodes = rc.storage_nodes;
+  b.redis = c.text_list("storage.redis");
+  b.redis_ttl_s = static_cast<uint32_t>(c.integer("storage.redis_ttl_s"));
+  b.file_dirs = c.text_list("storage.file_dirs");
+  b.file_direct = c.boolean("storage.file_direct");
+  auto one_per_node = [&](const char* key, size_t n) {
+    if (n != rc.storage_nodes)
+      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry per "
+                         "storage node: " + std::to_string(n) + " given, storage.nodes is " +
+                         std::to_string(rc.storage_nodes) + " (set storage.nodes=" +
+                         std::to_string(n) + ")");
+  };
+  if (b.kind == "redis") {
+    one_per_node("storage.redis", b.redis.size());
+    for (const std::string& a : b.redis) {
+      try {
+        parse_redis_address(a);
+      } catch (const std::invalid_argument& e) {
+        throw config_error(e.what());
+      }
+    }
+  }
+  if (b.kind == "file")
+    one_per_node("storage.file_dirs", b.file_dirs.size());
+  t.storage_payload_bytes = b.kind == "model" ? 0
+                            : c.is_set("storage.payload_bytes")
+                              ? static_cast<uint64_t>(c.integer("storage.payload_bytes"))
+                              : rc.block_bytes();
 }
 
 }  // namespace
@@ -96,6 +133,8 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   t.storage.read_gbps = c.number("storage.read_gbps");
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
+  t.storage.name_space = rc.storage_namespace;
+  resolve_storage_backend(c, rc, t);
   return t;
 }
 
