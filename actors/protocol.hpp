@@ -304,7 +304,10 @@ struct storage_report {
   uint64_t bytes_read = 0, bytes_written = 0;  ///< payload bytes a backend moved (0: modelled)
   std::string backend;                     ///< model, memory, redis or file
   uint64_t puts_dropped = 0;               ///< blocks a put could not store (node down, disk full)
-  uint64_t gets_missed = 0;                ///< indexed blocks a get did not find (node down, lost)
+  /// Indexed blocks the backend did not have when an exists or a get asked (node down, or back
+  /// empty after a restart): each leaves the index.
+  uint64_t misses = 0;
+  uint64_t open_leases = 0, pending = 0;   ///< gets not released, requests not answered (now)
   uint64_t rollbacks = 0;                  ///< partly written blocks removed
   uint64_t corrupt = 0;                    ///< blocks read back damaged (counted as misses)
   uint64_t node_downs = 0, reconnects = 0;
@@ -449,7 +452,7 @@ typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
   return f(caf::meta::type_name("storage_report"), x.exists_queries, x.gets, x.puts,
            x.keys_found, x.keys_stored, x.evictions, x.stored, x.capacity, x.nodes,
            x.read_service_ns, x.write_service_ns, x.bytes_read, x.bytes_written, x.backend,
-           x.puts_dropped, x.gets_missed, x.rollbacks, x.corrupt, x.node_downs, x.reconnects,
+           x.puts_dropped, x.misses, x.open_leases, x.pending, x.rollbacks, x.corrupt, x.node_downs, x.reconnects,
            x.removed, x.rebuilt);
 }
 

@@ -144,6 +144,15 @@ file_backend::file_backend(const backend_options& o)
       }
       ::closedir(dir);
     }
+    if (o.file_direct) {
+      std::string probe = n->path + "/.direct-probe";
+      int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+      if (fd < 0)
+        throw std::invalid_argument("storage.file_direct: " + n->path +
+                                    " does not support O_DIRECT: " + std::strerror(errno));
+      ::close(fd);
+      ::unlink(probe.c_str());
+    }
     dirs_.push_back(std::move(n));
   }
   pool_ = std::make_unique<io_pool>(o.file_threads > 0 ? o.file_threads : 1);
@@ -180,7 +189,10 @@ bool file_backend::write_block(const block_ref& b, const block_bytes_t& payload)
     return false;
   bool ok;
   uint64_t quota = options_.file_quota_bytes;
-  if (quota > 0 && dir.used.load() + file_bytes > quota) {
+  // The space is taken before the write (writers racing for the last of it see it gone) and given
+  // back if the block does not land.
+  uint64_t used_before = dir.used.fetch_add(file_bytes);
+  if (quota > 0 && used_before + file_bytes > quota) {
     // The test hook's full disk: part of the block lands, then the write fails as ENOSPC would.
     std::vector<uint8_t> part(header_bytes, 0);
     ssize_t partial = ::pwrite(fd, part.data(), part.size(), 0);
@@ -210,15 +222,16 @@ bool file_backend::write_block(const block_ref& b, const block_bytes_t& payload)
   ::close(fd);
   if (!ok) {
     ::unlink(temp.c_str());
+    dir.used -= file_bytes;
     return false;
   }
   struct stat old {};
   uint64_t replaced = ::stat(final_path.c_str(), &old) == 0 ? static_cast<uint64_t>(old.st_size) : 0;
   if (::rename(temp.c_str(), final_path.c_str()) != 0) {
     ::unlink(temp.c_str());
+    dir.used -= file_bytes;
     return false;
   }
-  dir.used += file_bytes;
   dir.used -= replaced;
   return true;
 }
@@ -251,10 +264,10 @@ std::optional<block_bytes_t> file_backend::read_block(const block_ref& b) {
   }
   ::close(fd);
   // A block cut short or damaged on disk is a miss, never data.
-  if (out && XXH3_64bits(out->data(), out->size()) != h.checksum) {
-    ++counters_->corrupt;
+  if (out && XXH3_64bits(out->data(), out->size()) != h.checksum)
     out.reset();
-  }
+  if (!out)
+    ++counters_->corrupt;
   return out;
 }
 

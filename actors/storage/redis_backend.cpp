@@ -204,12 +204,14 @@ struct redis_backend::loop {
         break;
       case op_kind::put: {
         bool ok = r && r->type == REDIS_REPLY_STATUS;
-        b.parts_ok[to.block] += ok;
-        if (++b.parts_done[to.block] == 2 && b.parts_ok[to.block] == 1) {
+        if (ok)
+          b.parts_ok[to.block] |= static_cast<uint8_t>(1u << to.part);
+        uint8_t landed = b.parts_ok[to.block];
+        if (++b.parts_done[to.block] == 2 && (landed == 1 || landed == 2)) {
           // One part landed, the other did not: take the landed one back so that the block is
           // absent, not half there.
           ++rollbacks;
-          del_block(*to.n, b.blocks[to.block]);
+          del_part(*to.n, b.blocks[to.block], landed == 1 ? 0 : 1);
         }
         break;
       }
@@ -244,7 +246,7 @@ struct redis_backend::loop {
       case op_kind::put: {
         std::vector<bool> stored(b.blocks.size());
         for (size_t i = 0; i < stored.size(); ++i) {
-          stored[i] = b.parts_ok[i] == 2;
+          stored[i] = b.parts_ok[i] == 3;
           if (stored[i]) {
             ++puts_ok;
             bytes_written += b.payloads[i].size();
@@ -278,14 +280,15 @@ struct redis_backend::loop {
     return true;
   }
 
-  void del_block(node& n, const block_ref& ref) {
+  // A part left by a rolled-back put. If the node is gone meanwhile, the part stays there alone:
+  // never a block (both parts are asked for), overwritten by the block's next put.
+  void del_part(node& n, const block_ref& ref, int part) {
     if (!n.ctx)
       return;
-    std::string name = block_name(options.ns, ref.hash);
-    std::string k = name + part_suffix[0], v = name + part_suffix[1];
-    const char* argv[3] = {"DEL", k.c_str(), v.c_str()};
-    size_t len[3] = {3, k.size(), v.size()};
-    redisAsyncCommandArgv(n.ctx, nullptr, nullptr, 3, argv, len);
+    std::string key = block_name(options.ns, ref.hash) + part_suffix[part];
+    const char* argv[2] = {"DEL", key.c_str()};
+    size_t len[2] = {3, key.size()};
+    redisAsyncCommandArgv(n.ctx, nullptr, nullptr, 2, argv, len);
   }
 
   // Issues a batch's commands (all of them before the loop's next write: one pipeline per node).

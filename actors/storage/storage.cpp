@@ -253,6 +253,13 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
       uint32_t leading = 0;
       while (leading < d.ok.size() && d.ok[leading])
         ++leading;
+      // Indexed but not there (its node is down, or came back empty): the index stops promising
+      // it. Bytes a node still holds after a blip are overwritten by the block's next put.
+      for (size_t i = leading; i < d.ok.size(); ++i)
+        if (!d.ok[i] && st.index->erase(io.keys[i])) {
+          st.hash_of.erase(io.keys[i]);
+          ++st.report.misses;
+        }
       io.exists_promise.deliver(exists_reply{leading});
       break;
     }
@@ -274,7 +281,7 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
         st.index->release_lease(io.keys[i]);
         st.index->erase(io.keys[i]);
         st.hash_of.erase(io.keys[i]);
-        ++st.report.gets_missed;
+        ++st.report.misses;
       }
       reply.done = static_cast<uint32_t>(leased.size());
       st.report.keys_found += leased.size();
@@ -388,6 +395,8 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       r.capacity = st.index->capacity();
       for (const auto& l : st.links.links().stats())
         r.nodes.push_back({l.name, l.bytes, l.busy_ns, l.flows});
+      r.open_leases = st.leases.size();
+      r.pending = st.ios.size();
       if (st.backend) {
         backend_counters c = st.backend->counters();
         r.bytes_read = c.bytes_read;

@@ -60,6 +60,9 @@ const std::vector<option_spec> specs = {
    "storage.backend=file: one directory per storage node"},
   {"storage.file_direct", option_type::boolean, 0, 0, {}, false,
    "storage.backend=file: O_DIRECT reads and writes (bypass the page cache)"},
+  {"storage.file_quota_bytes", option_type::integer, 0, 1e15, {}, false,
+   "storage.backend=file: bytes each node's block files may hold; a write beyond fails as on a "
+   "full disk (ENOSPC), 0 = no limit (a test hook for full-disk faults)"},
   {"storage.payload_bytes", option_type::integer, 1, 1e12, {}, true,
    "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
    "hash pattern, checked on every read); null = the model's real bytes per block"},

@@ -61,6 +61,7 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
   b.redis_ttl_s = static_cast<uint32_t>(c.integer("storage.redis_ttl_s"));
   b.file_dirs = c.text_list("storage.file_dirs");
   b.file_direct = c.boolean("storage.file_direct");
+  b.file_quota_bytes = static_cast<uint64_t>(c.integer("storage.file_quota_bytes"));
   auto one_per_node = [&](const char* key, size_t n) {
     if (n != rc.storage_nodes)
       throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry per "

@@ -1,0 +1,136 @@
+// Faults with a real store during wall-clock replays: a Redis node killed and restarted, a disk
+// that fills. Every request must complete, the misses and dropped writes must be counted, no read
+// may return bytes that were not completely written (each payload is its block's pattern, checked
+// on every read), and nothing may be left held or pending.
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "sim/driver/replay_driver.hpp"
+#include "tests/storage/redis_server.hpp"
+
+using namespace kvtier;
+using namespace kvtier::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int requests = 120;
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string t = (fs::temp_directory_path() / "kvtier-faults-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+// A trace whose blocks must come back from storage: 20 prompts of 2048 tokens (32 blocks each) take
+// turns, 120 requests 100 ms apart, while device and host hold 256 blocks each; so every prompt's
+// next turn finds it evicted to storage (about 100 loads). 12 s of virtual time at 10x: 1.2 s.
+replay_job faulty_job(const fs::path& dir, const std::vector<std::string>& sets) {
+  fs::path trace = dir / "trace.jsonl";
+  std::ofstream out(trace);
+  for (int k = 0; k < requests; ++k) {
+    int g = k % 20;
+    out << "{\"timestamp\": " << k * 100 << ", \"input_length\": 2048, \"output_length\": 4, "
+        << "\"hash_ids\": [" << g * 10 << ", " << g * 10 + 1 << ", " << g * 10 + 2 << ", "
+        << g * 10 + 3 << "]}\n";
+  }
+  out.close();
+  replay_job job;
+  job.traces = {trace.string()};
+  job.wall_clock = true;
+  job.speed = 10;
+  for (const char* s : {"cache.device_tokens=16384", "cache.host_tokens=16384",
+                        "storage.capacity_tokens=400000", "storage.payload_bytes=4096"})
+    job.cfg.set(s);
+  for (const auto& s : sets)
+    job.cfg.set(s);
+  return job;
+}
+
+void require_complete_and_verified(const replay_result& r) {
+  const auto& s = r.summary;
+  INFO(s["storage"].dump());
+  INFO(r.first_violation);
+  CHECK(s["requests"]["unfinished"] == 0);
+  CHECK(s["requests"]["finished"].get<uint64_t>() + s["requests"]["rejected"].get<uint64_t>() ==
+        static_cast<uint64_t>(requests));
+  CHECK(s["storage"]["payload_errors"] == 0);
+  CHECK(s["storage"]["corrupt"] == 0);
+  CHECK(s["invariants"]["violations"] == 0);
+  CHECK(s["storage"]["open_leases"] == 0);
+  CHECK(s["storage"]["pending_requests"] == 0);
+  CHECK(s["transfers"]["storage_loads"].get<uint64_t>() > 0);
+  CHECK(s["storage"]["payload_bytes_read"].get<uint64_t>() > 0);
+  CHECK_FALSE(r.failed());
+}
+
+}  // namespace
+
+TEST_CASE("a redis node killed in the middle of a replay and restarted", "[storage][faults][redis]") {
+  temp_dir dir;
+  redis_server a, b, c;
+  replay_job job = faulty_job(dir.path, {"storage.backend=redis", "storage.nodes=3",
+                                         "storage.redis=[\"" + a.address() + "\",\"" +
+                                           b.address() + "\",\"" + c.address() + "\"]"});
+  replay_result result;
+  std::exception_ptr failure;
+  std::thread replay([&] {
+    try {
+      result = run_replay_job(job);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  uint64_t lost = b.keys();
+  b.kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  b.start();
+  replay.join();
+  if (failure)
+    std::rethrow_exception(failure);
+  require_complete_and_verified(result);
+  const auto& st = result.summary["storage"];
+  INFO("keys on the killed node: " << lost << "; storage: " << st.dump());
+  CHECK(lost > 0);
+  CHECK(st["node_downs"] == 1);
+  CHECK(st["reconnects"] == 1);
+  CHECK(st["puts_dropped"].get<uint64_t>() + st["misses"].get<uint64_t>() > 0);
+  // What the pool indexes is there: two keys per stored block over the three nodes, and no more
+  // than the blocks the restarted node lost besides.
+  uint64_t keys = a.keys() + b.keys() + c.keys();
+  CHECK(keys >= 2 * st["stored_blocks"].get<uint64_t>());
+  WARN("redis fault replay: " << st["puts_dropped"] << " puts dropped, " << st["misses"]
+       << " misses, " << result.summary["transfers"]["failed_loads"] << " failed loads, "
+       << st["node_downs"] << " node down, " << st["reconnects"] << " reconnect");
+}
+
+TEST_CASE("a disk that fills in the middle of a replay", "[storage][faults][file]") {
+  temp_dir dir;
+  // 200 blocks of 4 KiB (+ the 4 KiB header) per node, of the 640 the trace stores, well under the
+  // pool's capacity: the disk fills before the pool would evict.
+  replay_job job = faulty_job(dir.path, {"storage.backend=file", "storage.nodes=2",
+                                         "storage.file_quota_bytes=1638400",
+                                         "storage.file_dirs=[\"" + (dir.path / "n0").string() +
+                                           "\",\"" + (dir.path / "n1").string() + "\"]"});
+  replay_result result = run_replay_job(job);
+  require_complete_and_verified(result);
+  const auto& st = result.summary["storage"];
+  CHECK(st["puts_dropped"].get<uint64_t>() > 0);
+  size_t temps = 0, blocks = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path)) {
+    temps += e.path().filename().string().find(".tmp.") != std::string::npos;
+    blocks += e.path().extension() == ".blk";
+  }
+  CHECK(temps == 0);
+  CHECK(blocks == st["stored_blocks"].get<uint64_t>());
+  WARN("full-disk replay: " << st["puts_dropped"] << " puts dropped, " << st["stored_blocks"]
+       << " blocks stored");
+}
