@@ -312,7 +312,7 @@ void file_backend::get(std::vector<block_ref> blocks, get_done done) {
         ++counters_->batches;
         (*finish)(std::move(batch->results));
       }
-    });
+    }, true);
 }
 
 void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,

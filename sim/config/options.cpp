@@ -48,6 +48,9 @@ const std::vector<option_spec> specs = {
    "write bandwidth of each storage node's media, GB/s"},
   {"storage.op_latency_us", option_type::number, 0, 1e9, {}, false,
    "latency of every storage request (exists, get, put), microseconds"},
+  {"storage.calibration", option_type::text, 0, 0, {}, true,
+   "a file from `kvtier bench storage --emit-calibration`: its measured bandwidths and latency "
+   "replace storage.read_gbps, storage.write_gbps and storage.op_latency_us"},
   {"storage.backend", option_type::text, 0, 0, {"model", "memory", "redis", "file"}, false,
    "where stored blocks' bytes go: model = modelled media timing, no bytes; memory = this "
    "process (modelled timing); redis = one redis-server per node (storage.redis); file = one "

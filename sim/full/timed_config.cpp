@@ -51,6 +51,31 @@ void apply_calibration(const std::string& path, link_options& links) {
     throw config_error("links.calibration: " + path + ": bandwidths must be positive");
 }
 
+// Reads a calibration written by `kvtier bench storage --emit-calibration` into `s`.
+void apply_storage_calibration(const std::string& path, storage_options& s) {
+  std::ifstream in(path);
+  if (!in)
+    throw config_error("storage.calibration: " + path + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw config_error("storage.calibration: " + path + ": not valid JSON: " + e.what());
+  }
+  if (j.value("schema", "") != "kvtier.storage_calibration/1")
+    throw config_error("storage.calibration: " + path +
+                       ": field 'schema': expected \"kvtier.storage_calibration/1\"");
+  auto number = [&](const char* field) {
+    if (!j.contains(field) || !j[field].is_number() || j[field].get<double>() <= 0)
+      throw config_error("storage.calibration: " + path + ": field '" + field +
+                         "': expected a positive number");
+    return j[field].get<double>();
+  };
+  s.read_gbps = number("read_gbps");
+  s.write_gbps = number("write_gbps");
+  s.op_latency_ns = us_to_ns(number("op_latency_us"));
+}
+
 // The storage.backend keys; a list that does not match storage.nodes is an error that says so.
 void resolve_storage_backend(const config& c, const replay_config& rc, timed_config& t) {
   backend_options& b = t.storage_backend;
@@ -134,6 +159,8 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   t.storage.read_gbps = c.number("storage.read_gbps");
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
+  if (c.is_set("storage.calibration"))
+    apply_storage_calibration(c.text("storage.calibration"), t.storage);
   t.storage.name_space = rc.storage_namespace;
   resolve_storage_backend(c, rc, t);
   return t;
