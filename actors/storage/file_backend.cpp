@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -155,11 +156,14 @@ file_backend::file_backend(const backend_options& o)
     }
     dirs_.push_back(std::move(n));
   }
-  pool_ = std::make_unique<io_pool>(o.file_threads > 0 ? o.file_threads : 1);
+  unsigned half = std::max(1u, o.file_threads / 2);
+  writers_ = std::make_unique<io_pool>(half);
+  readers_ = std::make_unique<io_pool>(half);
 }
 
 file_backend::~file_backend() {
-  pool_.reset();
+  writers_.reset();
+  readers_.reset();
 }
 
 std::string file_backend::path_of(const block_ref& b) const {
@@ -298,7 +302,7 @@ void file_backend::get(std::vector<block_ref> blocks, get_done done) {
   auto batch = std::make_shared<batch_state<std::optional<block_bytes_t>>>(blocks.size());
   auto finish = std::make_shared<get_done>(std::move(done));
   for (size_t i = 0; i < blocks.size(); ++i)
-    pool_->post([this, batch, finish, i, b = blocks[i]] {
+    readers_->post([this, batch, finish, i, b = blocks[i]] {
       auto bytes = read_block(b);
       if (bytes) {
         ++counters_->gets_hit;
@@ -312,7 +316,7 @@ void file_backend::get(std::vector<block_ref> blocks, get_done done) {
         ++counters_->batches;
         (*finish)(std::move(batch->results));
       }
-    }, true);
+    });
 }
 
 void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
@@ -322,7 +326,7 @@ void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t>
   auto batch = std::make_shared<batch_state<char>>(blocks.size());
   auto finish = std::make_shared<put_done>(std::move(done));
   for (size_t i = 0; i < blocks.size(); ++i)
-    pool_->post([this, batch, finish, i, b = blocks[i], p = std::move(payloads[i])] {
+    writers_->post([this, batch, finish, i, b = blocks[i], p = std::move(payloads[i])] {
       bool ok = write_block(b, p);
       if (ok) {
         ++counters_->puts_ok;

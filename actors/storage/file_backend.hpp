@@ -12,7 +12,7 @@
 // once every byte is written, so a reader never sees a torn block; its header records the payload
 // length and an XXH3 checksum, checked on every read, so a file cut short by a crash (rename
 // without fsync) reads as a miss, never as data. Leftover temporary files are removed at start.
-// Writes and reads run on a small thread pool (io_pool.hpp); with `file_direct` they bypass the
+// Writes and reads run on small thread pools of their own (io_pool.hpp); with `file_direct` they bypass the
 // page cache (O_DIRECT, 4 KiB-aligned buffers and sizes).
 //
 // Capacity is the pool's: the storage index evicts and the actor removes the victims' files. A
@@ -56,7 +56,9 @@ class file_backend final : public storage_backend {
   std::atomic<uint64_t> next_temp_{0};
   struct atomic_counters;
   std::unique_ptr<atomic_counters> counters_;
-  std::unique_ptr<io_pool> pool_;  // last: its threads stop before the state they use goes
+  // last: their threads stop before the state they use goes. Reads have threads of their own, so
+  // a load never queues behind a burst of backups.
+  std::unique_ptr<io_pool> writers_, readers_;
 };
 
 }  // namespace kvtier

@@ -1,8 +1,7 @@
 #pragma once
 
 // A few threads that run blocking I/O jobs (the file backend's reads and writes), so that the
-// actors that asked never block. Urgent jobs (reads: a request waits for them) go before the
-// others (writes: backups nobody waits for); the pool drains its queues before it stops.
+// actors that asked never block. Jobs run in any order; the pool drains its queue before it stops.
 
 #include <condition_variable>
 #include <deque>
@@ -31,10 +30,10 @@ class io_pool {
   io_pool(const io_pool&) = delete;
   io_pool& operator=(const io_pool&) = delete;
 
-  void post(std::function<void()> job, bool urgent = false) {
+  void post(std::function<void()> job) {
     {
       std::lock_guard<std::mutex> guard(mutex_);
-      (urgent ? urgent_ : jobs_).push_back(std::move(job));
+      jobs_.push_back(std::move(job));
     }
     wake_.notify_one();
   }
@@ -45,12 +44,11 @@ class io_pool {
       std::function<void()> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !jobs_.empty() || !urgent_.empty(); });
-        auto& queue = !urgent_.empty() ? urgent_ : jobs_;
-        if (queue.empty())
+        wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty())
           return;
-        job = std::move(queue.front());
-        queue.pop_front();
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
       }
       job();
     }
@@ -58,7 +56,7 @@ class io_pool {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> urgent_, jobs_;
+  std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

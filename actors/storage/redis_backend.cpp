@@ -6,6 +6,7 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +54,21 @@ struct batch {
 }  // namespace
 
 struct redis_backend::loop {
+  // A command waiting for room in its connection's output buffer. hiredis copies each command
+  // into one buffer and moves what is left to the front after every socket write: handed a whole
+  // batch of megabyte values at once, it would copy the batch over and over. So each connection
+  // gets commands only while less than `buffer_limit` bytes wait to be written.
+  struct queued {
+    std::shared_ptr<batch> b;
+    uint32_t block = 0;
+    uint8_t part = 0;
+    std::vector<std::string> words;  // the command, its payload at `payload_at` (if any)
+    const uint8_t* payload = nullptr;
+    size_t payload_len = 0;
+    size_t payload_at = 0;
+  };
+  static constexpr size_t buffer_limit = 4u << 20;
+
   struct node {
     loop* owner = nullptr;
     uint32_t index = 0;
@@ -67,6 +83,7 @@ struct redis_backend::loop {
     uint64_t pending = 0;       // commands out
     int64_t last_progress = 0;  // last reply (or first command after an idle spell)
     std::atomic<bool> up{false};
+    std::deque<queued> waiting;  // commands not yet handed to hiredis (its buffer is full)
   };
 
   // What a command's reply goes back to.
@@ -265,19 +282,55 @@ struct redis_backend::loop {
   }
 
   // -- commands -------------------------------------------------------------------------------
-  bool command(node& n, std::shared_ptr<batch> b, uint32_t block, uint8_t part,
-               std::vector<const char*>& argv, std::vector<size_t>& len) {
+  // Queues a command on node `n`; false (nothing queued) if the node is down.
+  bool command(node& n, const std::shared_ptr<batch>& b, uint32_t block, uint8_t part,
+               std::vector<std::string> words, const uint8_t* payload = nullptr,
+               size_t payload_len = 0, size_t payload_at = 0) {
     if (!n.ctx)
       return false;
-    auto* to = new reply_to{this, std::move(b), block, part, &n};
-    if (redisAsyncCommandArgv(n.ctx, on_reply, to, static_cast<int>(argv.size()), argv.data(),
-                              len.data()) != REDIS_OK) {
-      delete to;
-      return false;
-    }
-    if (n.pending++ == 0)
-      n.last_progress = now_ns();
+    n.waiting.push_back({b, block, part, std::move(words), payload, payload_len, payload_at});
     return true;
+  }
+
+  // Hands waiting commands to hiredis while its output buffer has room (see `queued`).
+  void pump(node& n) {
+    while (n.ctx && !n.waiting.empty() && sdslen(n.ctx->c.obuf) < buffer_limit) {
+      queued q = std::move(n.waiting.front());
+      n.waiting.pop_front();
+      std::vector<const char*> argv;
+      std::vector<size_t> len;
+      for (size_t i = 0; i <= q.words.size(); ++i) {
+        if (q.payload && i == q.payload_at) {
+          argv.push_back(reinterpret_cast<const char*>(q.payload));
+          len.push_back(q.payload_len);
+        }
+        if (i < q.words.size()) {
+          argv.push_back(q.words[i].c_str());
+          len.push_back(q.words[i].size());
+        }
+      }
+      auto* to = new reply_to{this, q.b, q.block, q.part, &n};
+      if (redisAsyncCommandArgv(n.ctx, on_reply, to, static_cast<int>(argv.size()), argv.data(),
+                                len.data()) != REDIS_OK) {
+        delete to;
+        settle_unsent(n, q);
+        continue;
+      }
+      if (n.pending++ == 0)
+        n.last_progress = now_ns();
+    }
+    // A node that went down with commands still waiting: they fail.
+    while (!n.ctx && !n.waiting.empty()) {
+      queued q = std::move(n.waiting.front());
+      n.waiting.pop_front();
+      settle_unsent(n, q);
+    }
+  }
+
+  void settle_unsent(node& n, queued& q) {
+    reply_to to{this, q.b, q.block, q.part, &n};
+    ++n.pending;  // settle() counts it back
+    settle(to, nullptr);
   }
 
   // A part left by a rolled-back put. If the node is gone meanwhile, the part stays there alone:
@@ -307,47 +360,33 @@ struct redis_backend::loop {
       node& n = *nodes[node_of_key(b.blocks[i].key, static_cast<uint32_t>(nodes.size()))];
       std::string name = block_name(options.ns, b.blocks[i].hash);
       std::string k = name + part_suffix[0], v = name + part_suffix[1];
-      std::vector<const char*> argv;
-      std::vector<size_t> len;
-      auto one = [&](uint8_t part) {
+      auto one = [&](const char* verb) {
         ++b.remaining;
-        if (command(n, bp, i, part, argv, len))
+        if (command(n, bp, i, 0, {verb, k, v}))
           ++issued;
         else
           --b.remaining;
       };
       switch (b.what) {
         case op_kind::exists:
-          argv = {"EXISTS", k.c_str(), v.c_str()};
-          len = {6, k.size(), v.size()};
-          one(0);
+          one("EXISTS");
           break;
         case op_kind::get:
-          argv = {"MGET", k.c_str(), v.c_str()};
-          len = {4, k.size(), v.size()};
-          one(0);
+          one("MGET");
           break;
         case op_kind::remove:
-          argv = {"DEL", k.c_str(), v.c_str()};
-          len = {3, k.size(), v.size()};
-          one(0);
+          one("DEL");
           break;
         case op_kind::put: {
           const block_bytes_t& p = b.payloads[i];
           size_t half = p.size() / 2;
-          const char* data[2] = {reinterpret_cast<const char*>(p.data()),
-                                 reinterpret_cast<const char*>(p.data()) + half};
-          size_t sizes[2] = {half, p.size() - half};
           for (uint8_t part = 0; part < 2; ++part) {
-            const std::string& key = part == 0 ? k : v;
-            argv = {"SET", key.c_str(), data[part]};
-            len = {3, key.size(), sizes[part]};
-            if (options.redis_ttl_s > 0) {
-              argv.insert(argv.end(), {"EX", ttl.c_str()});
-              len.insert(len.end(), {2, ttl.size()});
-            }
+            std::vector<std::string> words = {"SET", part == 0 ? k : v};
+            if (options.redis_ttl_s > 0)
+              words.insert(words.end(), {"EX", ttl});
             ++b.remaining;
-            if (command(n, bp, i, part, argv, len)) {
+            if (command(n, bp, i, part, std::move(words), p.data() + (part ? half : 0),
+                        part ? p.size() - half : half, 2)) {
               ++issued;
             } else {
               --b.remaining;
@@ -377,6 +416,8 @@ struct redis_backend::loop {
       }
       for (auto& b : todo)
         dispatch(b);
+      for (auto& n : nodes)
+        pump(*n);
       int64_t now = now_ns();
       int64_t wait_ns = 50 * ms;
       for (auto& n : nodes) {
@@ -412,12 +453,15 @@ struct redis_backend::loop {
           redisAsyncHandleRead(n->ctx);
         if (n->ctx && (re & POLLOUT))
           redisAsyncHandleWrite(n->ctx);
+        pump(*n);
       }
     }
     // Stopping: every connection goes; commands still out complete as failures.
     for (auto& n : nodes)
       if (n->ctx)
         redisAsyncFree(n->ctx);
+    for (auto& n : nodes)
+      pump(*n);  // no connection: what still waits fails
     std::deque<std::shared_ptr<batch>> left;
     {
       std::lock_guard<std::mutex> guard(mutex);
