@@ -301,6 +301,9 @@ struct storage_report {
   std::vector<link_report> nodes;
   /// Time from each get / put request to its answer, summed (modelled or measured).
   int64_t read_service_ns = 0, write_service_ns = 0;
+  /// Real backends: what the modelled media (storage.read_gbps ...) would have taken for the same
+  /// requests at the same instants, summed the same way.
+  int64_t modelled_read_service_ns = 0, modelled_write_service_ns = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  ///< payload bytes a backend moved (0: modelled)
   std::string backend;                     ///< model, memory, redis or file
   uint64_t puts_dropped = 0;               ///< blocks a put could not store (node down, disk full)
@@ -451,7 +454,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
   return f(caf::meta::type_name("storage_report"), x.exists_queries, x.gets, x.puts,
            x.keys_found, x.keys_stored, x.evictions, x.stored, x.capacity, x.nodes,
-           x.read_service_ns, x.write_service_ns, x.bytes_read, x.bytes_written, x.backend,
+           x.read_service_ns, x.write_service_ns, x.modelled_read_service_ns,
+           x.modelled_write_service_ns, x.bytes_read, x.bytes_written, x.backend,
            x.puts_dropped, x.misses, x.open_leases, x.pending, x.rollbacks, x.corrupt, x.node_downs, x.reconnects,
            x.removed, x.rebuilt);
 }

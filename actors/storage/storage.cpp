@@ -18,6 +18,7 @@ struct pending_io {
   std::vector<uint64_t> keys;
   uint32_t flows = 0;  // still running
   int64_t requested_ns = 0;
+  bool shadow = false;  // the model's timing of a request a real backend serves (no reply)
   // byte-carrying backends
   std::vector<uint64_t> hashes;
   std::vector<std::vector<uint8_t>> payloads;
@@ -91,6 +92,13 @@ void finish_io(self_ptr self, uint64_t id) {
   auto& st = self->state;
   auto it = st.ios.find(id);
   pending_io& io = it->second;
+  if (io.shadow) {
+    int64_t took = now_of(self) - io.requested_ns;
+    (io.what == pending_io::kind::get ? st.report.modelled_read_service_ns
+                                      : st.report.modelled_write_service_ns) += took;
+    st.ios.erase(it);
+    return;
+  }
   if (st.backend) {
     start_backend(self, id);  // the media time is over: now the bytes move
     return;
@@ -325,6 +333,16 @@ Promise begin_io(self_ptr self, pending_io io, Promise pending_io::*promise, uin
   io.requested_ns = now_of(self);
   Promise p = io.*promise;
   if (st.backend && st.backend->asynchronous()) {
+    if (io.what != pending_io::kind::exists) {
+      // The model serves the same request on its links, beside the real one: what it would have
+      // taken, measured against what it took (storage.modelled_*_service_s).
+      pending_io shadow;
+      shadow.what = io.what;
+      shadow.keys = io.keys;
+      shadow.requested_ns = io.requested_ns;
+      shadow.shadow = true;
+      start_io(self, std::move(shadow), bytes_each, write);
+    }
     uint64_t id = st.next_io++;
     st.ios.emplace(id, std::move(io));
     start_backend(self, id);
@@ -396,7 +414,9 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       for (const auto& l : st.links.links().stats())
         r.nodes.push_back({l.name, l.bytes, l.busy_ns, l.flows});
       r.open_leases = st.leases.size();
-      r.pending = st.ios.size();
+      r.pending = 0;
+      for (const auto& [id, io] : st.ios)
+        r.pending += !io.shadow;
       if (st.backend) {
         backend_counters c = st.backend->counters();
         r.bytes_read = c.bytes_read;
