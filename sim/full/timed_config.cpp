@@ -88,6 +88,9 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
   b.file_direct = c.boolean("storage.file_direct");
   b.file_quota_bytes = static_cast<uint64_t>(c.integer("storage.file_quota_bytes"));
   auto one_per_node = [&](const char* key, size_t n) {
+    if (n == 0)
+      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry "
+                         "per storage node; none given");
     if (n != rc.storage_nodes)
       throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry per "
                          "storage node: " + std::to_string(n) + " given, storage.nodes is " +

@@ -5,6 +5,7 @@
 #include "actors/storage/payload_pattern.hpp"
 #include "actors/storage/storage.hpp"
 #include "actors/storage/storage_index.hpp"
+#include "sim/full/timed_config.hpp"
 
 using namespace kvtier;
 namespace fs = std::filesystem;
@@ -105,4 +106,26 @@ TEST_CASE("storage actor over files: bytes in, bytes out, evicted files deleted,
     caf::anon_send(again.storage, storage_release{get.lease});
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("storage backend config: errors name the key and what is expected", "[storage][config]") {
+  auto resolve_with = [](std::vector<std::string> sets) {
+    config c;
+    for (const auto& s : sets)
+      c.set(s);
+    replay_config rc = resolve(c);
+    return resolve_timed(c, rc);
+  };
+  CHECK_THROWS_WITH(resolve_with({"storage.backend=redis"}),
+                    Catch::Contains("storage.redis") && Catch::Contains("none given"));
+  CHECK_THROWS_WITH(resolve_with({"storage.backend=file", "storage.nodes=2",
+                                  "storage.file_dirs=[\"a\"]"}),
+                    Catch::Contains("1 given, storage.nodes is 2"));
+  CHECK_THROWS_WITH(resolve_with({"storage.backend=redis", "storage.redis=[\"nohost\"]"}),
+                    Catch::Contains("'nohost': expected host:port"));
+  CHECK_THROWS_AS(resolve_with({"storage.redis=5"}), config_error);
+  timed_config t = resolve_with({"storage.backend=file", "storage.file_dirs=[\"d\"]"});
+  CHECK(t.storage_backend.kind == "file");
+  CHECK(t.storage_payload_bytes == 64u * 128 * 1024);  // the default model's block
+  CHECK(resolve_with({}).storage_payload_bytes == 0);  // model: no bytes
 }
