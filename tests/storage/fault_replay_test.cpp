@@ -134,3 +134,21 @@ TEST_CASE("a disk that fills in the middle of a replay", "[storage][faults][file
   WARN("full-disk replay: " << st["puts_dropped"] << " puts dropped, " << st["stored_blocks"]
        << " blocks stored");
 }
+
+TEST_CASE("the memory backend carries real bytes in virtual time without changing the replay",
+          "[storage][replay]") {
+  temp_dir dir;
+  replay_job model = faulty_job(dir.path, {});
+  model.wall_clock = false;
+  replay_job memory = faulty_job(dir.path, {"storage.backend=memory"});
+  memory.wall_clock = false;
+  replay_result a = run_replay_job(model);
+  replay_result b = run_replay_job(memory);
+  require_complete_and_verified(b);
+  CHECK(a.summary["latency_ms"] == b.summary["latency_ms"]);
+  CHECK(a.summary["transfers"] == b.summary["transfers"]);
+  CHECK(a.summary["storage"]["read_service_s"] == b.summary["storage"]["read_service_s"]);
+  CHECK(a.summary["storage"]["payload_bytes_read"] == 0);
+  CHECK(b.summary["storage"]["payload_bytes_read"].get<uint64_t>() ==
+        4096 * b.summary["transfers"]["storage_loads"].get<uint64_t>());
+}
