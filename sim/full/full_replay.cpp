@@ -116,6 +116,7 @@ full_result run_virtual(timed_config config, request_source source,
   auto& coordinator = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   sim_clock clock(sys.clock().now(), 1.0);
   actors a = spawn_all(sys, config, std::move(source), clock, nullptr);
+  config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   full_result r;
   for (;;) {
     r.messages += coordinator.run();
@@ -143,6 +144,7 @@ full_result run_wall(timed_config config, request_source source,
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), options.speed);
   actors a = spawn_all(sys, config, std::move(source), clock, completions);
+  config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};
   full_result r;
   // Poll until every request finished and the controller holds and moves nothing.
