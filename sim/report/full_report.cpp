@@ -237,6 +237,14 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  evictions       device %llu   host %llu   storage %llu\n",
       e["device"].get<unsigned long long>(), e["host"].get<unsigned long long>(),
       e["storage"].get<unsigned long long>());
+  const json& sp = s["storage"];
+  if (sp["backend"] != "model")
+    add("  storage (%s)  %.3f GB read, %.3f GB written   %llu puts dropped   %llu misses   "
+        "%llu payload errors   %llu node downs\n",
+        sp["backend"].get<std::string>().c_str(), sp["payload_bytes_read"].get<double>() / 1e9,
+        sp["payload_bytes_written"].get<double>() / 1e9,
+        sp["puts_dropped"].get<unsigned long long>(), sp["misses"].get<unsigned long long>(),
+        sp["payload_errors"].get<unsigned long long>(), sp["node_downs"].get<unsigned long long>());
   const json& inv = s["invariants"];
   add("  invariants      %llu checked, %llu violations\n",
       inv["checked"].get<unsigned long long>(), inv["violations"].get<unsigned long long>());
