@@ -157,12 +157,13 @@ file_backend::file_backend(const backend_options& o)
     dirs_.push_back(std::move(n));
   }
   unsigned half = std::max(1u, o.file_threads / 2);
-  writers_ = std::make_unique<io_pool>(half);
+  for (unsigned i = 0; i < half; ++i)
+    writers_.push_back(std::make_unique<io_pool>(1));
   readers_ = std::make_unique<io_pool>(half);
 }
 
 file_backend::~file_backend() {
-  writers_.reset();
+  writers_.clear();
   readers_.reset();
 }
 
@@ -288,12 +289,16 @@ struct batch_state {
 
 }  // namespace
 
+// Metadata operations (exists, remove, list) touch the disk too: they run on the pools as well,
+// never on the caller's thread.
 void file_backend::exists(std::vector<block_ref> blocks, exists_done done) {
-  std::vector<bool> out(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i)
-    out[i] = ::access(path_of(blocks[i]).c_str(), F_OK) == 0;
-  ++counters_->batches;
-  done(std::move(out));
+  readers_->post([this, blocks = std::move(blocks), done = std::move(done)] {
+    std::vector<bool> out(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      out[i] = ::access(path_of(blocks[i]).c_str(), F_OK) == 0;
+    ++counters_->batches;
+    done(std::move(out));
+  });
 }
 
 void file_backend::get(std::vector<block_ref> blocks, get_done done) {
@@ -326,7 +331,7 @@ void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t>
   auto batch = std::make_shared<batch_state<char>>(blocks.size());
   auto finish = std::make_shared<put_done>(std::move(done));
   for (size_t i = 0; i < blocks.size(); ++i)
-    writers_->post([this, batch, finish, i, b = blocks[i], p = std::move(payloads[i])] {
+    writer_of(blocks[i]).post([this, batch, finish, i, b = blocks[i], p = std::move(payloads[i])] {
       bool ok = write_block(b, p);
       if (ok) {
         ++counters_->puts_ok;
@@ -344,18 +349,28 @@ void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t>
 }
 
 void file_backend::remove(std::vector<block_ref> blocks, remove_done done) {
-  for (const block_ref& b : blocks) {
-    std::string path = path_of(b);
-    struct stat s {};
-    if (::stat(path.c_str(), &s) == 0 && ::unlink(path.c_str()) == 0) {
-      dirs_[node_of_key(b.key, nodes())]->used -= static_cast<uint64_t>(s.st_size);
-      ++counters_->removed;
-    }
-  }
-  done();
+  if (blocks.empty())
+    return done();
+  auto remaining = std::make_shared<std::atomic<size_t>>(blocks.size());
+  auto finish = std::make_shared<remove_done>(std::move(done));
+  for (const block_ref& b : blocks)
+    writer_of(b).post([this, b, remaining, finish] {
+      std::string path = path_of(b);
+      struct stat s {};
+      if (::stat(path.c_str(), &s) == 0 && ::unlink(path.c_str()) == 0) {
+        dirs_[node_of_key(b.key, nodes())]->used -= static_cast<uint64_t>(s.st_size);
+        ++counters_->removed;
+      }
+      if (--*remaining == 0)
+        (*finish)();
+    });
 }
 
 void file_backend::list(list_done done) {
+  readers_->post([this, done = std::move(done)] { done(list_blocks()); });
+}
+
+std::vector<uint64_t> file_backend::list_blocks() const {
   std::vector<uint64_t> out;
   for (const auto& d : dirs_) {
     DIR* dir = ::opendir(d->path.c_str());
@@ -372,7 +387,7 @@ void file_backend::list(list_done done) {
     }
     ::closedir(dir);
   }
-  done(std::move(out));
+  return out;
 }
 
 backend_counters file_backend::counters() const {

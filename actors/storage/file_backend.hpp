@@ -50,15 +50,21 @@ class file_backend final : public storage_backend {
   std::string path_of(const block_ref& b) const;
   bool write_block(const block_ref& b, const block_bytes_t& payload);
   std::optional<block_bytes_t> read_block(const block_ref& b);
+  std::vector<uint64_t> list_blocks() const;
 
   backend_options options_;
   std::vector<std::unique_ptr<node_dir>> dirs_;
   std::atomic<uint64_t> next_temp_{0};
   struct atomic_counters;
   std::unique_ptr<atomic_counters> counters_;
+  io_pool& writer_of(const block_ref& b) { return *writers_[b.hash % writers_.size()]; }
+
   // last: their threads stop before the state they use goes. Reads have threads of their own, so
-  // a load never queues behind a burst of backups.
-  std::unique_ptr<io_pool> writers_, readers_;
+  // a load never queues behind a burst of backups. Each writer is one thread, and a block's
+  // writes and removals always go to the same one: they happen in the order they were asked
+  // (a block evicted and stored again is never deleted after its new write).
+  std::vector<std::unique_ptr<io_pool>> writers_;
+  std::unique_ptr<io_pool> readers_;
 };
 
 }  // namespace kvtier
