@@ -214,15 +214,30 @@ struct transfer_done {
 // -- transfer engine -> storage ------------------------------------------------------------------------
 
 /// Reads (get) or writes (put) blocks of `bytes_each` bytes; storage answers after its service
-/// time. A get leases its keys until `storage_release`.
+/// time. A get leases its keys until `storage_release`. With a byte-carrying storage backend
+/// (storage.backend = memory | redis | file) `hashes` names each block in the backend and a put
+/// carries each block's bytes in `payloads`; with the modelled one both stay empty.
 struct storage_io {
   std::vector<uint64_t> keys;
   uint64_t bytes_each = 0;
+  std::vector<uint64_t> hashes;                ///< block hash of each key
+  std::vector<std::vector<uint8_t>> payloads;  ///< put: the bytes of each block
 };
 
 struct storage_io_reply {
   uint32_t done = 0;   ///< keys found (get) or stored (put)
   uint64_t lease = 0;  ///< get: names the keys it leased, for storage_release
+  /// get with a byte-carrying backend: each key's bytes, empty where the key was not found.
+  std::vector<std::vector<uint8_t>> payloads;
+};
+
+/// A backend's answer to one storage request, as the storage actor posts it to itself.
+struct storage_backend_done {
+  uint64_t io = 0;
+  std::vector<uint8_t> ok;                     ///< exists: present; put: stored (per block)
+  std::vector<std::vector<uint8_t>> payloads;  ///< get: bytes per block (empty: missing)
+  std::vector<uint8_t> found;                  ///< get: per block
+  std::vector<uint64_t> listed;                ///< rebuild: the block hashes the backend holds
 };
 
 struct storage_release {
@@ -321,6 +336,7 @@ struct engine_report {
   std::array<uint64_t, move_kinds> transfers{};  ///< by move_kind
   std::array<uint64_t, move_kinds> bytes{};
   uint64_t failed = 0;
+  uint64_t payload_errors = 0;          ///< storage reads whose bytes were not what was stored
   std::string backend;                  ///< modelled or cuda
   std::string device;                   ///< cuda: the GPU
   std::vector<transfer_log> log;
@@ -332,6 +348,23 @@ struct storage_report {
   uint64_t evictions = 0;
   uint64_t stored = 0, capacity = 0;
   std::vector<link_report> nodes;
+  /// Time from each get / put request to its answer, summed (modelled or measured).
+  int64_t read_service_ns = 0, write_service_ns = 0;
+  /// Real backends: what the modelled media (storage.read_gbps ...) would have taken for the same
+  /// requests at the same instants, summed the same way.
+  int64_t modelled_read_service_ns = 0, modelled_write_service_ns = 0;
+  uint64_t bytes_read = 0, bytes_written = 0;  ///< payload bytes a backend moved (0: modelled)
+  std::string backend;                     ///< model, memory, redis or file
+  uint64_t puts_dropped = 0;               ///< blocks a put could not store (node down, disk full)
+  /// Indexed blocks the backend did not have when an exists or a get asked (node down, or back
+  /// empty after a restart): each leaves the index.
+  uint64_t misses = 0;
+  uint64_t open_leases = 0, pending = 0;   ///< gets not released, requests not answered (now)
+  uint64_t rollbacks = 0;                  ///< partly written blocks removed
+  uint64_t corrupt = 0;                    ///< blocks read back damaged (counted as misses)
+  uint64_t node_downs = 0, reconnects = 0;
+  uint64_t removed = 0;                    ///< evicted blocks deleted from the backend
+  uint64_t rebuilt = 0;                    ///< blocks indexed from the backend at start
 };
 
 // -- inspect ---------------------------------------------------------------------------------------------
@@ -450,11 +483,16 @@ typename Inspector::result_type inspect(Inspector& f, transfer_done& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_io& x) {
-  return f(caf::meta::type_name("storage_io"), x.keys, x.bytes_each);
+  return f(caf::meta::type_name("storage_io"), x.keys, x.bytes_each, x.hashes, x.payloads);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_io_reply& x) {
-  return f(caf::meta::type_name("storage_io_reply"), x.done, x.lease);
+  return f(caf::meta::type_name("storage_io_reply"), x.done, x.lease, x.payloads);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, storage_backend_done& x) {
+  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.payloads, x.found,
+           x.listed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_release& x) {
@@ -487,12 +525,16 @@ typename Inspector::result_type inspect(Inspector& f, link_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_report& x) {
   return f(caf::meta::type_name("engine_report"), x.links, x.transfers, x.bytes, x.failed,
-           x.backend, x.device, x.log);
+           x.payload_errors, x.backend, x.device, x.log);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
   return f(caf::meta::type_name("storage_report"), x.exists_queries, x.gets, x.puts,
-           x.keys_found, x.keys_stored, x.evictions, x.stored, x.capacity, x.nodes);
+           x.keys_found, x.keys_stored, x.evictions, x.stored, x.capacity, x.nodes,
+           x.read_service_ns, x.write_service_ns, x.modelled_read_service_ns,
+           x.modelled_write_service_ns, x.bytes_read, x.bytes_written, x.backend,
+           x.puts_dropped, x.misses, x.open_leases, x.pending, x.rollbacks, x.corrupt, x.node_downs, x.reconnects,
+           x.removed, x.rebuilt);
 }
 
 }  // namespace kvtier
@@ -535,12 +577,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::front_end_report))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_lookup))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_hit))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_backend_done))
   CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
   CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
   CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
   CAF_ADD_ATOM(kvtier, kvtier, step_atom, "step")
   CAF_ADD_ATOM(kvtier, kvtier, run_atom, "run")
   CAF_ADD_ATOM(kvtier, kvtier, gpu_done_atom, "gpu_done")
+  CAF_ADD_ATOM(kvtier, kvtier, rebuild_atom, "rebuild")
 CAF_END_TYPE_ID_BLOCK(kvtier)
 
 namespace kvtier {
@@ -555,7 +599,10 @@ using storage_actor = caf::typed_actor<
   caf::replies_to<caf::put_atom, storage_io>::with<storage_io_reply>,
   caf::reacts_to<storage_release>,
   caf::replies_to<report_atom>::with<storage_report>,
-  caf::reacts_to<wake_atom, uint64_t>>;
+  caf::reacts_to<wake_atom, uint64_t>,
+  caf::reacts_to<storage_backend_done>,          ///< from its backend's completions
+  /// Indexes every block the backend holds (a restarted pool); answers how many it indexed.
+  caf::replies_to<rebuild_atom>::with<uint64_t>>;
 
 using transfer_engine_actor = caf::typed_actor<
   caf::replies_to<transfer>::with<transfer_done>,

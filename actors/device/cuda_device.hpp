@@ -64,6 +64,10 @@ class cuda_device {
   std::string keep(const transfer& t);
   /// A load wrote these host blocks: put the kept bytes there and check them (--verify).
   std::string restore(const transfer& t);
+  /// A byte-carrying storage pool keeps the bytes instead: a copy of a host block for a put,
+  /// and a get's bytes written into the host block (checked against its pattern with --verify).
+  std::vector<uint8_t> host_payload(uint32_t host_block);
+  std::string restore_payload(const block_move& b, const std::vector<uint8_t>& payload);
   /// The copy op completed: its measured duration; the op is released when nothing waits on it.
   int64_t copy_completed(uint64_t op);
 

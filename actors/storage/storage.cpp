@@ -7,6 +7,8 @@
 #include "actors/storage/storage_index.hpp"
 #include "actors/timed_links.hpp"
 
+#include <absl/container/flat_hash_map.h>
+
 namespace kvtier {
 
 namespace {
@@ -15,6 +17,12 @@ struct pending_io {
   enum class kind : uint8_t { exists, get, put } what = kind::exists;
   std::vector<uint64_t> keys;
   uint32_t flows = 0;  // still running
+  int64_t requested_ns = 0;
+  bool shadow = false;  // the model's timing of a request a real backend serves (no reply)
+  // byte-carrying backends
+  std::vector<uint64_t> hashes;
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<uint8_t> leased;  // get: which keys it leased before reading
   caf::typed_response_promise<exists_reply> exists_promise;
   caf::typed_response_promise<storage_io_reply> io_promise;
 };
@@ -30,6 +38,9 @@ struct storage_state {
   std::map<uint64_t, std::vector<uint64_t>> leases;  // by lease id: the keys a get leased
   uint64_t next_io = 1;
   storage_report report;
+  std::shared_ptr<storage_backend> backend;
+  absl::flat_hash_map<uint64_t, uint64_t> hash_of;  // byte backends: storage key -> block hash
+  std::vector<caf::typed_response_promise<uint64_t>> rebuilds;
 };
 
 using self_ptr = storage_actor::stateful_pointer<storage_state>;
@@ -66,10 +77,33 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
   return id;
 }
 
+void start_backend(self_ptr self, uint64_t id);
+
+void add_service_time(self_ptr self, const pending_io& io) {
+  auto& st = self->state;
+  int64_t took = now_of(self) - io.requested_ns;
+  if (io.what == pending_io::kind::get)
+    st.report.read_service_ns += took;
+  else if (io.what == pending_io::kind::put)
+    st.report.write_service_ns += took;
+}
+
 void finish_io(self_ptr self, uint64_t id) {
   auto& st = self->state;
   auto it = st.ios.find(id);
   pending_io& io = it->second;
+  if (io.shadow) {
+    int64_t took = now_of(self) - io.requested_ns;
+    (io.what == pending_io::kind::get ? st.report.modelled_read_service_ns
+                                      : st.report.modelled_write_service_ns) += took;
+    st.ios.erase(it);
+    return;
+  }
+  if (st.backend) {
+    start_backend(self, id);  // the media time is over: now the bytes move
+    return;
+  }
+  add_service_time(self, io);
   switch (io.what) {
     case pending_io::kind::exists:
       io.exists_promise.deliver(
@@ -114,9 +148,216 @@ void sync(self_ptr self) {
   arm(self, st.options.clock, st.links);
 }
 
+// -- byte-carrying backends ------------------------------------------------------------------------
+
+std::vector<block_ref> refs_of(const storage_state& st, const std::vector<uint64_t>& keys) {
+  std::vector<block_ref> refs;
+  refs.reserve(keys.size());
+  for (uint64_t k : keys) {
+    auto it = st.hash_of.find(k);
+    refs.push_back({k, it == st.hash_of.end() ? 0 : it->second});
+  }
+  return refs;
+}
+
+// Deletes evicted blocks' bytes (the index chose them; nothing waits for the delete).
+void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
+  auto& st = self->state;
+  if (victims.empty())
+    return;
+  std::vector<block_ref> refs = refs_of(st, victims);
+  for (uint64_t k : victims)
+    st.hash_of.erase(k);
+  st.backend->remove(std::move(refs), [] {});
+}
+
+// Asks the backend for a request's bytes; its answer comes back as a storage_backend_done.
+void start_backend(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  pending_io& io = st.ios.at(id);
+  auto me = caf::actor_cast<storage_actor>(self);
+  switch (io.what) {
+    case pending_io::kind::exists: {
+      // Only what the index holds can be there; the backend says whether it still is.
+      size_t leading = st.index->leading_run(io.keys.data(), io.keys.size());
+      std::vector<uint64_t> keys(io.keys.begin(), io.keys.begin() + static_cast<long>(leading));
+      st.backend->exists(refs_of(st, keys), [me, id](std::vector<bool> present) {
+        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}, {}, {}};
+        caf::anon_send(me, std::move(d));
+      });
+      return;
+    }
+    case pending_io::kind::get: {
+      io.leased.assign(io.keys.size(), 0);
+      std::vector<block_ref> refs;
+      for (size_t i = 0; i < io.keys.size(); ++i) {
+        if (!st.index->lease(io.keys[i]))
+          continue;
+        io.leased[i] = 1;
+        uint64_t hash = i < io.hashes.size() ? io.hashes[i] : 0;
+        auto it = st.hash_of.find(io.keys[i]);
+        refs.push_back({io.keys[i], it != st.hash_of.end() ? it->second : hash});
+      }
+      st.backend->get(std::move(refs), [me, id](std::vector<std::optional<block_bytes_t>> got) {
+        storage_backend_done d;
+        d.io = id;
+        d.found.reserve(got.size());
+        d.payloads.reserve(got.size());
+        for (auto& g : got) {
+          d.found.push_back(g.has_value());
+          d.payloads.push_back(g ? std::move(*g) : block_bytes_t{});
+        }
+        caf::anon_send(me, std::move(d));
+      });
+      return;
+    }
+    case pending_io::kind::put: {
+      KVTIER_ASSERT(io.hashes.size() == io.keys.size() && io.payloads.size() == io.keys.size());
+      std::vector<block_ref> refs;
+      for (size_t i = 0; i < io.keys.size(); ++i)
+        refs.push_back({io.keys[i], io.hashes[i]});
+      st.backend->put(std::move(refs), std::move(io.payloads), [me, id](std::vector<bool> stored) {
+        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}, {}, {}};
+        caf::anon_send(me, std::move(d));
+      });
+      return;
+    }
+  }
+}
+
+void on_rebuilt(self_ptr self, std::vector<uint64_t>& hashes) {
+  auto& st = self->state;
+  uint64_t indexed = 0;
+  std::vector<uint64_t> victims;
+  for (uint64_t h : hashes) {
+    uint64_t key = make_storage_key(st.options.name_space, h);
+    if (st.index->contains(key))
+      continue;
+    if (!st.index->put(key, &victims))
+      continue;
+    st.hash_of[key] = h;
+    ++indexed;
+  }
+  indexed -= std::min<uint64_t>(indexed, victims.size());
+  remove_from_backend(self, victims);  // a smaller pool than the one that wrote them
+  st.report.rebuilt += indexed;
+  for (auto& p : st.rebuilds)
+    p.deliver(indexed);
+  st.rebuilds.clear();
+}
+
+void on_backend_done(self_ptr self, storage_backend_done& d) {
+  auto& st = self->state;
+  if (d.io == 0) {
+    on_rebuilt(self, d.listed);
+    return;
+  }
+  auto it = st.ios.find(d.io);
+  KVTIER_ASSERT(it != st.ios.end());
+  pending_io& io = it->second;
+  add_service_time(self, io);
+  switch (io.what) {
+    case pending_io::kind::exists: {
+      uint32_t leading = 0;
+      while (leading < d.ok.size() && d.ok[leading])
+        ++leading;
+      // Indexed but not there (its node is down, or came back empty): the index stops promising
+      // it. Bytes a node still holds after a blip are overwritten by the block's next put.
+      for (size_t i = leading; i < d.ok.size(); ++i)
+        if (!d.ok[i] && st.index->erase(io.keys[i])) {
+          st.hash_of.erase(io.keys[i]);
+          ++st.report.misses;
+        }
+      io.exists_promise.deliver(exists_reply{leading});
+      break;
+    }
+    case pending_io::kind::get: {
+      storage_io_reply reply;
+      reply.payloads.resize(io.keys.size());
+      std::vector<uint64_t> leased;
+      size_t next = 0;  // the backend answered for the leased keys, in order
+      for (size_t i = 0; i < io.keys.size(); ++i) {
+        if (!io.leased[i])
+          continue;
+        size_t j = next++;
+        if (d.found[j]) {
+          reply.payloads[i] = std::move(d.payloads[j]);
+          leased.push_back(io.keys[i]);
+          continue;
+        }
+        // Indexed but gone (its node went down or came back empty): a miss, and no longer held.
+        st.index->release_lease(io.keys[i]);
+        st.index->erase(io.keys[i]);
+        st.hash_of.erase(io.keys[i]);
+        ++st.report.misses;
+      }
+      reply.done = static_cast<uint32_t>(leased.size());
+      st.report.keys_found += leased.size();
+      reply.lease = st.next_io++;
+      st.leases.emplace(reply.lease, std::move(leased));
+      io.io_promise.deliver(std::move(reply));
+      break;
+    }
+    case pending_io::kind::put: {
+      uint32_t stored = 0;
+      std::vector<uint64_t> victims, refused;
+      for (size_t i = 0; i < io.keys.size(); ++i) {
+        if (!d.ok[i]) {
+          ++st.report.puts_dropped;
+          continue;
+        }
+        if (!st.index->put(io.keys[i], &victims)) {
+          refused.push_back(io.keys[i]);  // the node is full of blocks being read
+          st.hash_of.emplace(io.keys[i], io.hashes[i]);
+          continue;
+        }
+        st.hash_of[io.keys[i]] = io.hashes[i];
+        ++stored;
+      }
+      remove_from_backend(self, victims);
+      remove_from_backend(self, refused);
+      st.report.keys_stored += stored;
+      io.io_promise.deliver(storage_io_reply{stored, 0, {}});
+      break;
+    }
+  }
+  st.ios.erase(it);
+}
+
+// Registers a request and starts it: on the modelled media first (model, memory), or straight at
+// an asynchronous backend (its real I/O is the service time).
+template <class Promise>
+Promise begin_io(self_ptr self, pending_io io, Promise pending_io::*promise, uint64_t bytes_each,
+                 bool write) {
+  auto& st = self->state;
+  io.requested_ns = now_of(self);
+  Promise p = io.*promise;
+  if (st.backend && st.backend->asynchronous()) {
+    if (io.what != pending_io::kind::exists) {
+      // The model serves the same request on its links, beside the real one: what it would have
+      // taken, measured against what it took (storage.modelled_*_service_s).
+      pending_io shadow;
+      shadow.what = io.what;
+      shadow.keys = io.keys;
+      shadow.requested_ns = io.requested_ns;
+      shadow.shadow = true;
+      start_io(self, std::move(shadow), bytes_each, write);
+    }
+    uint64_t id = st.next_io++;
+    st.ios.emplace(id, std::move(io));
+    start_backend(self, id);
+  } else {
+    start_io(self, std::move(io), bytes_each, write);
+  }
+  return p;
+}
+
 storage_actor::behavior_type storage_behavior(self_ptr self, storage_options options) {
   auto& st = self->state;
   st.options = options;
+  st.backend = options.backend;
+  st.report.backend = st.backend ? st.backend->name() : "model";
+  KVTIER_ASSERT(!st.backend || st.backend->nodes() == options.nodes);
   st.index = std::make_unique<storage_index>(options.capacity_blocks, options.nodes);
   for (uint32_t n = 0; n < options.nodes; ++n) {
     st.read_link.push_back(st.links.links().add_link("storage" + std::to_string(n) + ".read",
@@ -132,9 +373,7 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       io.what = pending_io::kind::exists;
       io.keys = std::move(q.keys);
       io.exists_promise = self->make_response_promise<exists_reply>();
-      auto promise = io.exists_promise;
-      start_io(self, std::move(io), 0, false);
-      return promise;
+      return begin_io(self, std::move(io), &pending_io::exists_promise, 0, false);
     },
     [=](caf::get_atom, storage_io& req) -> caf::result<storage_io_reply> {
       sync(self);
@@ -142,10 +381,9 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       pending_io io;
       io.what = pending_io::kind::get;
       io.keys = std::move(req.keys);
+      io.hashes = std::move(req.hashes);
       io.io_promise = self->make_response_promise<storage_io_reply>();
-      auto promise = io.io_promise;
-      start_io(self, std::move(io), req.bytes_each, false);
-      return promise;
+      return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, false);
     },
     [=](caf::put_atom, storage_io& req) -> caf::result<storage_io_reply> {
       sync(self);
@@ -153,10 +391,10 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       pending_io io;
       io.what = pending_io::kind::put;
       io.keys = std::move(req.keys);
+      io.hashes = std::move(req.hashes);
+      io.payloads = std::move(req.payloads);
       io.io_promise = self->make_response_promise<storage_io_reply>();
-      auto promise = io.io_promise;
-      start_io(self, std::move(io), req.bytes_each, true);
-      return promise;
+      return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, true);
     },
     [=](storage_release& r) {
       auto& st = self->state;
@@ -175,9 +413,41 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       r.capacity = st.index->capacity();
       for (const auto& l : st.links.links().stats())
         r.nodes.push_back({l.name, l.bytes, l.busy_ns, l.flows});
+      r.open_leases = st.leases.size();
+      r.pending = 0;
+      for (const auto& [id, io] : st.ios)
+        r.pending += !io.shadow;
+      if (st.backend) {
+        backend_counters c = st.backend->counters();
+        r.bytes_read = c.bytes_read;
+        r.bytes_written = c.bytes_written;
+        r.rollbacks = c.rollbacks;
+        r.corrupt = c.corrupt;
+        r.node_downs = c.node_downs;
+        r.reconnects = c.reconnects;
+        r.removed = c.removed;
+      }
       return r;
     },
     [=](wake_atom, uint64_t) { sync(self); },
+    [=](storage_backend_done& d) {
+      sync(self);
+      on_backend_done(self, d);
+    },
+    [=](rebuild_atom) -> caf::result<uint64_t> {
+      auto& s = self->state;
+      if (!s.backend)
+        return uint64_t{0};  // the modelled pool keeps nothing across runs
+      auto promise = self->make_response_promise<uint64_t>();
+      s.rebuilds.push_back(promise);
+      auto me = caf::actor_cast<storage_actor>(self);
+      s.backend->list([me](std::vector<uint64_t> hashes) {
+        storage_backend_done d;
+        d.listed = std::move(hashes);
+        caf::anon_send(me, std::move(d));
+      });
+      return promise;
+    },
   };
 }
 

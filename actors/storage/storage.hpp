@@ -2,14 +2,25 @@
 
 // The storage actor: the L3 pool (one or several nodes) behind batch exists / get / put. It keeps
 // which blocks are stored (storage_index: capacity, LRU per node, keys namespaced by model and
-// dtype) and models each node's media: every request pays `op_latency` and then moves its bytes
-// at the node's read or write bandwidth, shared fairly with the other requests on that node.
-// A get leases its keys (they cannot be evicted) until the transfer engine releases them.
+// dtype) and, with the modelled backend (`backend` null), models each node's media: every request
+// pays `op_latency` and then moves its bytes at the node's read or write bandwidth, shared fairly
+// with the other requests on that node. A get leases its keys (they cannot be evicted) until the
+// transfer engine releases them.
+//
+// With a byte-carrying backend (storage_backend.hpp) the bytes travel in the messages and the
+// backend keeps them: `memory` still pays the modelled media time (it completes inline, so virtual
+// time stays exact) and then stores or reads; `redis` and `file` do real I/O on their own threads
+// (wall clock only) and their completions come back as messages, so the actor never waits. The
+// index stays the pool's metadata either way: a put indexes what the backend stored and deletes
+// the blocks its eviction chose; a get that finds an indexed block missing (its node went down or
+// came back empty) drops it from the index and answers it as a miss.
 
 #include <cstdint>
+#include <memory>
 
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
+#include "actors/storage/storage_backend.hpp"
 
 namespace kvtier {
 
@@ -20,6 +31,12 @@ struct storage_options {
   double write_gbps = 5;   ///< per node
   int64_t op_latency_ns = 100'000;
   sim_clock clock;
+  /// Where the bytes go (null: modelled, no bytes). Shared so that a front end can keep one pool
+  /// across actor restarts; its node count must equal `nodes`.
+  std::shared_ptr<storage_backend> backend;
+  /// The model/dtype namespace of storage keys (make_storage_key): a rebuild turns the block
+  /// hashes a backend lists back into keys.
+  uint64_t name_space = 0;
 };
 
 storage_actor spawn_storage(caf::actor_system& sys, const storage_options& options);

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include "core/check.hpp"
+#include "actors/storage/storage_backend.hpp"
 
 namespace kvtier {
 
@@ -21,7 +22,7 @@ storage_index::storage_index(uint64_t capacity, uint32_t nodes) : capacity_(capa
 }
 
 uint32_t storage_index::node_of(storage_key key) const {
-  return static_cast<uint32_t>((key >> 32) % nodes_.size());
+  return node_of_key(key, static_cast<uint32_t>(nodes_.size()));
 }
 
 bool storage_index::contains(storage_key key) const {
@@ -61,7 +62,7 @@ bool storage_index::touch(storage_key key) {
   return true;
 }
 
-bool storage_index::evict_one(node_state& n) {
+bool storage_index::evict_one(node_state& n, std::vector<storage_key>* evicted) {
   // Leased blocks met at the front are passed over as just used; after one lap of the node's
   // blocks without a victim, everything is leased.
   for (uint64_t passed = 0; n.head < n.uses.size() && passed <= n.size;) {
@@ -80,12 +81,14 @@ bool storage_index::evict_one(node_state& n) {
     map_.erase(it);
     --n.size;
     ++evictions_;
+    if (evicted)
+      evicted->push_back(u.key);
     return true;
   }
   return false;
 }
 
-bool storage_index::put(storage_key key) {
+bool storage_index::put(storage_key key, std::vector<storage_key>* evicted) {
   node_state& n = nodes_[node_of(key)];
   auto it = map_.find(key);
   if (it != map_.end()) {
@@ -94,11 +97,20 @@ bool storage_index::put(storage_key key) {
   }
   if (n.capacity == 0)
     return false;
-  if (n.size >= n.capacity && !evict_one(n))
+  if (n.size >= n.capacity && !evict_one(n, evicted))
     return false;
   uint64_t& stamp = map_.try_emplace(key, 0).first->second;
   ++n.size;
   mark_used(key, stamp);
+  return true;
+}
+
+bool storage_index::erase(storage_key key) {
+  auto it = map_.find(key);
+  if (it == map_.end() || (!leases_.empty() && leases_.contains(key)))
+    return false;
+  map_.erase(it);  // its queue entries are stale now and are skipped
+  --nodes_[node_of(key)].size;
   return true;
 }
 

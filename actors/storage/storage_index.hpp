@@ -50,8 +50,11 @@ class storage_index {
   /// Marks a stored key as used now; false if absent.
   bool touch(storage_key key);
   /// Stores a key (or touches it if present), evicting the node's least recently used unleased
-  /// key when the node is full. Returns false if the node is full of leased keys.
-  bool put(storage_key key);
+  /// key when the node is full (appended to `evicted` when given: a backend deletes its bytes).
+  /// Returns false if the node is full of leased keys.
+  bool put(storage_key key, std::vector<storage_key>* evicted = nullptr);
+  /// Forgets a key that is no longer stored (its backend lost it); false if absent or leased.
+  bool erase(storage_key key);
   /// A get starts reading the key: it is used now and cannot be evicted until release_lease().
   bool lease(storage_key key);
   void release_lease(storage_key key);
@@ -68,7 +71,7 @@ class storage_index {
     size_t head = 0;
   };
   void mark_used(storage_key key, uint64_t& stamp);
-  bool evict_one(node_state& n);
+  bool evict_one(node_state& n, std::vector<storage_key>* evicted);
   void sweep(node_state& n);
 
   uint64_t capacity_;

@@ -8,12 +8,16 @@
 //   d2h      device -> host, all layers at once: copy_done
 //   fill     --verify: a step produced these device blocks; marked at once
 //
-// Storage payloads pass through host memory: a backend that holds real bytes sees each store
-// before it reads host blocks and each load after it wrote them.
+// Storage payloads pass through host memory. When storage keeps bytes (storage.backend is not
+// `model`), a store carries each block's bytes from the copy backend (the host block on the GPU,
+// the block's hash pattern when modelled) and a load hands them back to it to check (and, on the
+// GPU, to write into the host block). When storage is modelled, the GPU backend keeps the bytes
+// a store read itself and puts them back at the load (before_store / after_load, --verify).
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/protocol.hpp"
 
@@ -45,6 +49,11 @@ class copy_backend {
   /// A store is about to read these host blocks / a load has written them: "" or what is wrong.
   virtual std::string before_store(const transfer& t) = 0;
   virtual std::string after_load(const transfer& t) = 0;
+  /// Storage keeps bytes: the `bytes` of block `b` that a store sends.
+  virtual std::vector<uint8_t> storage_payload(const block_move& b, uint64_t bytes) = 0;
+  /// A load brought `payload` for block `b`: "" if it is what was stored, else what is wrong.
+  virtual std::string accept_payload(const block_move& b, uint64_t bytes,
+                                     const std::vector<uint8_t>& payload) = 0;
   /// A completion from the device (op, layer; -1: the whole op) reached the engine.
   virtual void on_device_event(uint64_t op, int32_t layer, copy_events& events) = 0;
 };

@@ -25,6 +25,14 @@ class cuda_copies : public copy_backend {
   std::string before_store(const transfer& t) override { return device_->keep(t); }
   std::string after_load(const transfer& t) override { return device_->restore(t); }
   void on_device_event(uint64_t op, int32_t layer, copy_events& events) override;
+  /// The host block itself; a load's bytes are written into the host block and checked there.
+  std::vector<uint8_t> storage_payload(const block_move& b, uint64_t) override {
+    return device_->host_payload(b.host_block);
+  }
+  std::string accept_payload(const block_move& b, uint64_t,
+                             const std::vector<uint8_t>& payload) override {
+    return device_->restore_payload(b, payload);
+  }
 
  private:
   std::shared_ptr<cuda_device> device_;

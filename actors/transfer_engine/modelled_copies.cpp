@@ -1,5 +1,6 @@
 #include "actors/transfer_engine/modelled_copies.hpp"
 
+#include "actors/storage/payload_pattern.hpp"
 #include "core/check.hpp"
 
 namespace kvtier {
@@ -26,6 +27,15 @@ void modelled_copies::start(const transfer& t) {
   }
   KVTIER_ASSERT(kind == move_kind::d2h);
   start_flow_(t.id, {d2h_, pcie_}, {{links_.d2h_latency_ns, block_bytes_ * n}});
+}
+
+std::vector<uint8_t> modelled_copies::storage_payload(const block_move& b, uint64_t bytes) {
+  return pattern_payload(b.hash, bytes);
+}
+
+std::string modelled_copies::accept_payload(const block_move& b, uint64_t bytes,
+                                            const std::vector<uint8_t>& payload) {
+  return check_pattern_payload(b.hash, bytes, payload);
 }
 
 }  // namespace kvtier

@@ -32,6 +32,10 @@ class modelled_copies : public copy_backend {
   std::string before_store(const transfer&) override { return {}; }
   std::string after_load(const transfer&) override { return {}; }
   void on_device_event(uint64_t, int32_t, copy_events&) override {}
+  /// No device bytes: a stored block is its hash pattern, checked when it comes back.
+  std::vector<uint8_t> storage_payload(const block_move& b, uint64_t bytes) override;
+  std::string accept_payload(const block_move& b, uint64_t bytes,
+                             const std::vector<uint8_t>& payload) override;
 
  private:
   link_options links_;

@@ -59,6 +59,34 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
+void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error);
+
+// A store's bytes when storage keeps them: each block's, as the copy backend holds it.
+void add_storage_payloads(engine_state& st, const transfer& t, storage_io& io) {
+  if (st.options.storage_payload_bytes == 0)
+    return;
+  for (const auto& b : t.blocks) {
+    io.hashes.push_back(b.hash);
+    io.payloads.push_back(st.copies->storage_payload(b, st.options.storage_payload_bytes));
+  }
+}
+
+// A load's bytes, handed to the copy backend block by block: empty if every one is what was
+// stored.
+std::string check_storage_payloads(engine_state& st, const transfer& t, const storage_io_reply& r) {
+  if (st.options.storage_payload_bytes == 0)
+    return {};
+  if (r.payloads.size() != t.blocks.size())
+    return "verify: storage answered " + std::to_string(r.payloads.size()) + " payloads for "
+           + std::to_string(t.blocks.size()) + " blocks";
+  for (size_t i = 0; i < t.blocks.size(); ++i) {
+    std::string bad =
+      st.copies->accept_payload(t.blocks[i], st.options.storage_payload_bytes, r.payloads[i]);
+    if (!bad.empty())
+      return bad;
+  }
+  return {};
+}
 
 void start(self_ptr self, uint64_t id) {
   auto& st = self->state;
@@ -85,22 +113,38 @@ void start(self_ptr self, uint64_t id) {
       for (const auto& b : t.blocks)
         io.keys.push_back(b.storage_key);
       io.bytes_each = st.options.block_bytes;
+      if (st.options.storage_payload_bytes > 0)
+        for (const auto& b : t.blocks)
+          io.hashes.push_back(b.hash);
       self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
-        .then([=](const storage_io_reply& reply) {
-          sync(self);
-          auto& s = self->state;
-          running_transfer& rt = s.transfers.at(id);
-          rt.lease = reply.lease;
-          if (reply.done < rt.msg.blocks.size()) {
-            // Evicted since the controller looked: the load fails and the controller drops it.
-            self->send(s.storage, storage_release{reply.lease});
-            rt.lease = 0;
-            finish(self, id);
-            return;
-          }
-          start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
-        },
-        [=](const caf::error& e) { self->quit(e); });
+        .then(
+          [=](const storage_io_reply& reply) {
+            sync(self);
+            auto& s = self->state;
+            running_transfer& rt = s.transfers.at(id);
+            rt.lease = reply.lease;
+            if (reply.done < rt.msg.blocks.size()) {
+              // Evicted (or lost with its node) since the controller looked: the load fails and
+              // the controller drops it.
+              self->send(s.storage, storage_release{reply.lease});
+              rt.lease = 0;
+              finish(self, id);
+              return;
+            }
+            if (std::string bad = check_storage_payloads(s, rt.msg, reply); !bad.empty()) {
+              ++s.report.payload_errors;
+              self->send(s.storage, storage_release{reply.lease});
+              rt.lease = 0;
+              deliver(self, id, false, bad);
+              return;
+            }
+            start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
+          },
+          [=](const caf::error& e) {
+            sync(self);
+            self->state.transfers.at(id).lease = 0;
+            deliver(self, id, false, "storage get failed: " + caf::to_string(e));
+          });
       return;
     }
   }
@@ -149,28 +193,37 @@ void finish(self_ptr self, uint64_t id) {
       return;
     }
     self->send(st.storage, storage_release{r.lease});
-    std::string bad = st.copies->after_load(r.msg);
-    if (!bad.empty()) {
-      deliver(self, id, false, bad);
-      return;
+    if (st.options.storage_payload_bytes == 0) {  // bytes kept by the copy backend, if any
+      std::string bad = st.copies->after_load(r.msg);
+      if (!bad.empty()) {
+        deliver(self, id, false, bad);
+        return;
+      }
     }
   }
   if (kind == move_kind::store) {
-    std::string bad = st.copies->before_store(r.msg);
-    if (!bad.empty()) {
-      deliver(self, id, false, bad);
-      return;
+    if (st.options.storage_payload_bytes == 0) {
+      std::string bad = st.copies->before_store(r.msg);
+      if (!bad.empty()) {
+        deliver(self, id, false, bad);
+        return;
+      }
     }
     storage_io io;
     for (const auto& b : r.msg.blocks)
       io.keys.push_back(b.storage_key);
     io.bytes_each = st.options.block_bytes;
+    add_storage_payloads(st, r.msg, io);
     self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-      .then([=](const storage_io_reply&) {
-              sync(self);
-              deliver(self, id, true, "");
-            },
-            [=](const caf::error& e) { self->quit(e); });
+      .then(
+        [=](const storage_io_reply&) {
+          sync(self);
+          deliver(self, id, true, "");  // blocks a backend could not store are its count
+        },
+        [=](const caf::error& e) {
+          sync(self);
+          deliver(self, id, false, "storage put failed: " + caf::to_string(e));
+        });
     return;
   }
   deliver(self, id, true, "");

@@ -36,6 +36,10 @@ struct transfer_engine_options {
   /// The GPU the copies run on (null: the modelled links). Its copy completions must be posted
   /// to the engine as (gpu_done_atom, op, layer); storage transfers stay modelled.
   std::shared_ptr<cuda_device> gpu;
+  /// Storage keeps bytes (storage.backend is not `model`): each store sends every block's bytes
+  /// (the copy backend's: the host block's on the GPU, else this many bytes of the block's hash
+  /// pattern) and each load checks what comes back. 0: storage carries no bytes.
+  uint64_t storage_payload_bytes = 0;
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

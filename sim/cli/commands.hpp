@@ -73,6 +73,18 @@ struct bench_emulation_args {
 CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& args);
 int run_bench_emulation(const bench_emulation_args& args);
 
+struct bench_storage_args {
+  config_args config;
+  std::vector<std::string> backends{"memory", "redis", "file"};
+  uint32_t batch = 8;
+  uint64_t mib = 512;
+  std::string json_out;
+  std::string calibration_out;
+  std::string calibration_backend = "file";
+};
+CLI::App* add_bench_storage_command(CLI::App& bench, bench_storage_args& args);
+int run_bench_storage(const bench_storage_args& args);
+
 CLI::App* add_config_command(CLI::App& app, config_args& args);
 int run_config(const config_args& args);
 

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   auto* bench_transfer_cmd = add_bench_transfer_command(*bench, bench_transfer);
   bench_emulation_args bench_emulation;
   auto* bench_emulation_cmd = add_bench_emulation_command(*bench, bench_emulation);
+  bench_storage_args bench_storage;
+  auto* bench_storage_cmd = add_bench_storage_command(*bench, bench_storage);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,6 +54,8 @@ int main(int argc, char** argv) {
       return run_bench_transfer(bench_transfer);
     if (*bench_emulation_cmd)
       return run_bench_emulation(bench_emulation);
+    if (*bench_storage_cmd)
+      return run_bench_storage(bench_storage);
   } catch (const config_error& e) {
     std::cerr << "kvtier: bad config: " << e.what() << '\n';
     return exit_bad_input;

@@ -50,6 +50,27 @@ const std::vector<option_spec> specs = {
    "write bandwidth of each storage node's media, GB/s"},
   {"storage.op_latency_us", option_type::number, 0, 1e9, {}, false,
    "latency of every storage request (exists, get, put), microseconds"},
+  {"storage.calibration", option_type::text, 0, 0, {}, true,
+   "a file from `kvtier bench storage --emit-calibration`: its measured bandwidths and latency "
+   "replace storage.read_gbps, storage.write_gbps and storage.op_latency_us"},
+  {"storage.backend", option_type::text, 0, 0, {"model", "memory", "redis", "file"}, false,
+   "where stored blocks' bytes go: model = modelled media timing, no bytes; memory = this "
+   "process (modelled timing); redis = one redis-server per node (storage.redis); file = one "
+   "directory per node (storage.file_dirs). redis and file do real I/O: --clock wall"},
+  {"storage.redis", option_type::text_list, 0, 0, {}, false,
+   "storage.backend=redis: \"host:port\" of each node's redis-server, one per storage node"},
+  {"storage.redis_ttl_s", option_type::integer, 0, 1e9, {}, false,
+   "storage.backend=redis: expiry of stored blocks in seconds, 0 = none (the pool evicts)"},
+  {"storage.file_dirs", option_type::text_list, 0, 0, {}, false,
+   "storage.backend=file: one directory per storage node"},
+  {"storage.file_direct", option_type::boolean, 0, 0, {}, false,
+   "storage.backend=file: O_DIRECT reads and writes (bypass the page cache)"},
+  {"storage.file_quota_bytes", option_type::integer, 0, 1e15, {}, false,
+   "storage.backend=file: bytes each node's block files may hold; a write beyond fails as on a "
+   "full disk (ENOSPC), 0 = no limit (a test hook for full-disk faults)"},
+  {"storage.payload_bytes", option_type::integer, 1, 1e12, {}, true,
+   "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
+   "hash pattern, checked on every read); null = the model's real bytes per block"},
   // -- trace (timed replay) ----------------------------------------------------------------------
   {"trace.time_scale", option_type::number, 1e-6, 1e6, {}, false,
    "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
@@ -152,6 +173,7 @@ std::string describe(const option_spec& s) {
              (s.optional ? " or null" : "");
     case option_type::boolean: return "true or false";
     case option_type::list: return "a JSON list";
+    case option_type::text_list: return "a list of strings";
     case option_type::text: {
       if (s.choices.empty())
         return "a string";
@@ -300,6 +322,14 @@ void config::assign(const std::string& key, const json& value, const std::string
         throw bad();
       values_[i] = value;
       return;
+    case option_type::text_list:
+      if (!value.is_array())
+        throw bad();
+      for (const auto& e : value)
+        if (!e.is_string() || e.get_ref<const std::string&>().empty())
+          throw bad();
+      values_[i] = value;
+      return;
     case option_type::text: {
       if (!value.is_string())
         throw bad();
@@ -344,6 +374,10 @@ bool config::boolean(const std::string& key) const {
 
 const json& config::list(const std::string& key) const {
   return value(key);
+}
+
+std::vector<std::string> config::text_list(const std::string& key) const {
+  return value(key).get<std::vector<std::string>>();
 }
 
 json config::effective() const {

@@ -21,7 +21,7 @@ class config_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class option_type { integer, number, text, boolean, list };
+enum class option_type { integer, number, text, boolean, list, text_list };
 
 struct option_spec {
   const char* key;
@@ -60,6 +60,7 @@ class config {
   bool boolean(const std::string& key) const;
   /// A list's JSON array (its items are checked by whoever reads it).
   const nlohmann::json& list(const std::string& key) const;
+  std::vector<std::string> text_list(const std::string& key) const;
 
   /// All keys and values as one nested object (for summary.json and `kvtier config`).
   nlohmann::json effective() const;

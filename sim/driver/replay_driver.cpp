@@ -173,6 +173,11 @@ replay_result replay_full(const replay_job& job) {
   result.invariant_violations = fr.controller.invariant_violations;
   if (!fr.controller.invariant_messages.empty())
     result.first_violation = fr.controller.invariant_messages.front();
+  // A storage read whose bytes were not what was stored breaks the pool's first promise.
+  result.invariant_violations += fr.engine.payload_errors;
+  if (fr.engine.payload_errors > 0 && result.first_violation.empty())
+    result.first_violation = std::to_string(fr.engine.payload_errors)
+                             + " storage reads returned bytes that were not what was stored";
   result.drained = fr.drained;
   if (outputs) {
     write_full_csv(outputs->csv.out(), fr);

@@ -31,6 +31,23 @@ void prepare_backend(timed_config& config) {
   config.engine.block_bytes = config.engine.gpu->block_bytes();
 }
 
+// Byte-carrying storage: the backend is made (connections opened, directories made) before the
+// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
+// payload is its host block.
+void prepare_storage(timed_config& config) {
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(config.storage_backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
+  config.storage.backend = std::move(backend);
+  config.engine.storage_payload_bytes =
+    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
+}
+
 std::vector<instance_config> instances_of(const timed_config& config, const sim_clock& clock) {
   std::vector<instance_config> out = config.instances;
   if (out.empty()) {
@@ -44,6 +61,7 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
   for (instance_config& ic : out) {
     ic.scheduler.clock = clock;
     ic.engine.clock = clock;
+    ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
   }
   return out;
 }
@@ -187,8 +205,9 @@ void stop_all(const deployment& d) {
   caf::anon_send_exit(d.storage, caf::exit_reason::user_shutdown);
 }
 
-full_result run_virtual(const timed_config& config, std::shared_ptr<request_feed> feed,
+full_result run_virtual(timed_config config, std::shared_ptr<request_feed> feed,
                         const full_run_options& options) {
+  prepare_storage(config);
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", caf::atom("testing"));
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
@@ -199,6 +218,7 @@ full_result run_virtual(const timed_config& config, std::shared_ptr<request_feed
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   caf::scoped_actor self{sys, true};
   auto run = self->request(d.front_end, caf::infinite, run_atom_v);
+  config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   full_result r;
   for (;;) {
     r.messages += coordinator.run();
@@ -224,6 +244,7 @@ full_result run_virtual(const timed_config& config, std::shared_ptr<request_feed
 full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
                      const full_run_options& options) {
   prepare_backend(config);
+  prepare_storage(config);
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", static_cast<size_t>(options.threads));
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
@@ -231,6 +252,7 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), options.speed);
   deployment d = spawn_all(sys, config, std::move(feed), clock);
+  config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};
   full_result r;
   // Wait for the front end's answer (every request done), then until no instance holds or moves
@@ -270,6 +292,10 @@ full_result run_full_replay(const timed_config& config, std::shared_ptr<request_
                             const full_run_options& options) {
   if (config.cuda && options.mode != clock_mode::wall)
     throw std::invalid_argument("the CUDA backend runs on the wall clock only");
+  const std::string& kind = config.storage_backend.kind;
+  if ((kind == "redis" || kind == "file") && options.mode != clock_mode::wall)
+    throw config_error("storage.backend=" + kind + " does real I/O: it runs on the wall clock "
+                       "only (--clock wall)");
   if (options.mode == clock_mode::virtual_time)
     return run_virtual(config, std::move(feed), options);
   return run_wall(config, std::move(feed), options);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/storage/redis_backend.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/strict_json.hpp"
 
@@ -52,6 +53,70 @@ void apply_calibration(const std::string& path, link_options& links) {
   links.d2h_gbps = number("d2h", "bandwidth_gbps", "links.d2h_gbps");
   links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", "links.d2h_latency_us"));
   links.duplex_gbps = number(nullptr, "duplex_gbps", "links.duplex_gbps");
+}
+
+// Reads a calibration written by `kvtier bench storage --emit-calibration` into `s`.
+void apply_storage_calibration(const std::string& path, storage_options& s) {
+  std::ifstream in(path);
+  if (!in)
+    throw config_error("storage.calibration: " + path + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw config_error("storage.calibration: " + path + ": not valid JSON: " + e.what());
+  }
+  if (j.value("schema", "") != "kvtier.storage_calibration/1")
+    throw config_error("storage.calibration: " + path +
+                       ": field 'schema': expected \"kvtier.storage_calibration/1\"");
+  auto number = [&](const char* field) {
+    if (!j.contains(field) || !j[field].is_number() || j[field].get<double>() <= 0)
+      throw config_error("storage.calibration: " + path + ": field '" + field +
+                         "': expected a positive number");
+    return j[field].get<double>();
+  };
+  s.read_gbps = number("read_gbps");
+  s.write_gbps = number("write_gbps");
+  s.op_latency_ns = us_to_ns(number("op_latency_us"));
+}
+
+// The storage.backend keys; a list that does not match storage.nodes is an error that says so.
+void resolve_storage_backend(const config& c, const replay_config& rc, timed_config& t) {
+  backend_options& b = t.storage_backend;
+  b.kind = c.text("storage.backend");
+  b.ns = {rc.model.name, rc.model.kv_dtype};
+  b.nodes = rc.storage_nodes;
+  b.redis = c.text_list("storage.redis");
+  b.redis_ttl_s = static_cast<uint32_t>(c.integer("storage.redis_ttl_s"));
+  b.file_dirs = c.text_list("storage.file_dirs");
+  b.file_direct = c.boolean("storage.file_direct");
+  b.file_quota_bytes = static_cast<uint64_t>(c.integer("storage.file_quota_bytes"));
+  auto one_per_node = [&](const char* key, size_t n) {
+    if (n == 0)
+      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry "
+                         "per storage node; none given");
+    if (n != rc.storage_nodes)
+      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry per "
+                         "storage node: " + std::to_string(n) + " given, storage.nodes is " +
+                         std::to_string(rc.storage_nodes) + " (set storage.nodes=" +
+                         std::to_string(n) + ")");
+  };
+  if (b.kind == "redis") {
+    one_per_node("storage.redis", b.redis.size());
+    for (const std::string& a : b.redis) {
+      try {
+        parse_redis_address(a);
+      } catch (const std::invalid_argument& e) {
+        throw config_error(e.what());
+      }
+    }
+  }
+  if (b.kind == "file")
+    one_per_node("storage.file_dirs", b.file_dirs.size());
+  t.storage_payload_bytes = b.kind == "model" ? 0
+                            : c.is_set("storage.payload_bytes")
+                              ? static_cast<uint64_t>(c.integer("storage.payload_bytes"))
+                              : rc.block_bytes();
 }
 
 }  // namespace
@@ -103,6 +168,10 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   t.storage.read_gbps = c.number("storage.read_gbps");
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
+  if (c.is_set("storage.calibration"))
+    apply_storage_calibration(c.text("storage.calibration"), t.storage);
+  t.storage.name_space = rc.storage_namespace;
+  resolve_storage_backend(c, rc, t);
   return t;
 }
 

@@ -30,6 +30,10 @@ struct timed_config {
   /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).
   bool cuda = false;
   cuda_device_options cuda_options;
+  /// Where stored blocks' bytes go (storage.backend ...); made when the replay starts.
+  backend_options storage_backend;
+  /// Bytes per stored block for a byte-carrying backend without the GPU (storage.payload_bytes).
+  uint64_t storage_payload_bytes = 0;
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);

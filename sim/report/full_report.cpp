@@ -230,7 +230,22 @@ json full_summary(const full_result& r, const run_info& run,
                    {"storage", r.storage.evictions}}},
     {"storage", {{"hit_blocks", tier_blocks[2]}, {"stored_blocks", r.storage.stored},
                  {"capacity_blocks", r.storage.capacity}, {"exists_queries", r.storage.exists_queries},
-                 {"gets", r.storage.gets}, {"puts", r.storage.puts}}},
+                 {"gets", r.storage.gets}, {"puts", r.storage.puts},
+                 {"backend", r.storage.backend},
+                 {"read_service_s", round6(static_cast<double>(r.storage.read_service_ns) / 1e9)},
+                 {"write_service_s", round6(static_cast<double>(r.storage.write_service_ns) / 1e9)},
+                 {"modelled_read_service_s",
+                  round6(static_cast<double>(r.storage.modelled_read_service_ns) / 1e9)},
+                 {"modelled_write_service_s",
+                  round6(static_cast<double>(r.storage.modelled_write_service_ns) / 1e9)},
+                 {"payload_bytes_read", r.storage.bytes_read},
+                 {"payload_bytes_written", r.storage.bytes_written},
+                 {"puts_dropped", r.storage.puts_dropped}, {"misses", r.storage.misses},
+                 {"rollbacks", r.storage.rollbacks}, {"corrupt", r.storage.corrupt},
+                 {"payload_errors", r.engine.payload_errors},
+                 {"node_downs", r.storage.node_downs}, {"reconnects", r.storage.reconnects},
+                 {"removed", r.storage.removed}, {"open_leases", r.storage.open_leases},
+                 {"pending_requests", r.storage.pending}}},
     {"invariants", {{"checked", c.invariant_checked}, {"violations", c.invariant_violations},
                     {"messages", c.invariant_messages}}},
     {"simulation", {{"virtual_s", round6(virtual_s)}, {"messages", r.messages},
@@ -295,6 +310,14 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  evictions       device %llu   host %llu   storage %llu\n",
       e["device"].get<unsigned long long>(), e["host"].get<unsigned long long>(),
       e["storage"].get<unsigned long long>());
+  const json& sp = s["storage"];
+  if (sp["backend"] != "model")
+    add("  storage (%s)  %.3f GB read, %.3f GB written   %llu puts dropped   %llu misses   "
+        "%llu payload errors   %llu node downs\n",
+        sp["backend"].get<std::string>().c_str(), sp["payload_bytes_read"].get<double>() / 1e9,
+        sp["payload_bytes_written"].get<double>() / 1e9,
+        sp["puts_dropped"].get<unsigned long long>(), sp["misses"].get<unsigned long long>(),
+        sp["payload_errors"].get<unsigned long long>(), sp["node_downs"].get<unsigned long long>());
   const json& inv = s["invariants"];
   add("  invariants      %llu checked, %llu violations\n",
       inv["checked"].get<unsigned long long>(), inv["violations"].get<unsigned long long>());

@@ -1,0 +1,129 @@
+#pragma once
+
+// Where the storage pool keeps block payloads: the byte-carrying side of the storage actor.
+//
+// The storage actor keeps the pool's metadata (storage_index: which blocks, capacity, LRU per
+// node, leases) and asks a backend to move the bytes. A backend takes batches (exists / get / put
+// / remove) and answers each batch once, through its completion callback, which may run on the
+// backend's own I/O thread or, for a backend that never blocks (memory), inline. The actor turns
+// each completion into a message to itself, so no actor thread ever waits for I/O.
+//
+// Blocks are named by their block hash inside a namespace of model name and KV dtype
+// (block_name), and placed on node `node_of_key(storage key)`: the same routing the modelled nodes
+// and the index use, so every block has one home node.
+//
+// Invariants every backend keeps:
+// - a block is visible (exists, get) only once all of its bytes are written: no torn block is
+//   ever returned;
+// - a get returns exactly the bytes a put stored, or nothing;
+// - a put that fails leaves the block absent (parts already written are rolled back);
+// - a node that cannot be reached answers as empty: gets miss, puts fail (and are counted).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtier {
+
+using block_bytes_t = std::vector<uint8_t>;
+
+/// A block as the storage layer addresses it: its storage key (routing, index) and its block hash
+/// (the name it has in a backend).
+struct block_ref {
+  uint64_t key = 0;
+  uint64_t hash = 0;
+};
+
+/// The node a storage key lives on (the index and every backend use this one rule).
+inline uint32_t node_of_key(uint64_t key, uint32_t nodes) {
+  return static_cast<uint32_t>((key >> 32) % nodes);
+}
+
+/// The namespace blocks are named in: different models or KV dtypes never share a block.
+struct block_namespace {
+  std::string model = "model";
+  std::string dtype = "bf16";
+};
+
+/// "kvtier:<model>:<dtype>:<hash as 16 hex digits>": a backend's name for a block (plus a part
+/// suffix where a backend stores a block in pieces).
+std::string block_name(const block_namespace& ns, uint64_t hash);
+/// The hash back from a block_name of this namespace (and any part suffix); nullopt if the name is
+/// not one of this namespace's blocks.
+std::optional<uint64_t> hash_of_block_name(const block_namespace& ns, const std::string& name);
+
+/// Counters a backend keeps (read by the storage report).
+struct backend_counters {
+  uint64_t puts_ok = 0;
+  uint64_t puts_failed = 0;      ///< blocks a put could not store (node down, disk full, error)
+  uint64_t gets_hit = 0;
+  uint64_t gets_missed = 0;      ///< blocks a get did not find (absent, node down, error)
+  uint64_t rollbacks = 0;        ///< blocks whose written parts were removed after a failed part
+  uint64_t bytes_written = 0;
+  uint64_t bytes_read = 0;
+  uint64_t removed = 0;
+  uint64_t corrupt = 0;          ///< blocks read back damaged (checksum, length): counted as misses
+  uint64_t node_downs = 0;       ///< times a node was found unreachable
+  uint64_t reconnects = 0;       ///< times a node came back
+  int64_t busy_ns = 0;           ///< sum over batches of their service time (issue to answer)
+  uint64_t batches = 0;
+};
+
+class storage_backend {
+ public:
+  using exists_done = std::function<void(std::vector<bool> present)>;
+  using get_done = std::function<void(std::vector<std::optional<block_bytes_t>> payloads)>;
+  using put_done = std::function<void(std::vector<bool> stored)>;
+  using remove_done = std::function<void()>;
+  using list_done = std::function<void(std::vector<uint64_t> hashes)>;
+
+  virtual ~storage_backend() = default;
+
+  virtual std::string name() const = 0;
+  /// Whether completions come later on another thread (real I/O, wall clock only) or inline.
+  virtual bool asynchronous() const = 0;
+  uint32_t nodes() const { return nodes_; }
+
+  virtual void exists(std::vector<block_ref> blocks, exists_done done) = 0;
+  virtual void get(std::vector<block_ref> blocks, get_done done) = 0;
+  /// `payloads[i]` is the whole of block i.
+  virtual void put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
+                   put_done done) = 0;
+  virtual void remove(std::vector<block_ref> blocks, remove_done done) = 0;
+  /// Every block of this namespace the backend holds, on every reachable node: what a restarted
+  /// pool rebuilds its index from.
+  virtual void list(list_done done) = 0;
+
+  virtual backend_counters counters() const = 0;
+
+ protected:
+  explicit storage_backend(uint32_t nodes) : nodes_(nodes) {}
+
+ private:
+  uint32_t nodes_;
+};
+
+/// Which backend and how it reaches its nodes (the storage.* config keys).
+struct backend_options {
+  std::string kind = "model";           ///< model | memory | redis | file
+  block_namespace ns;
+  uint32_t nodes = 1;                   ///< memory: node count (redis, file: one per address/dir)
+  std::vector<std::string> redis;       ///< host:port of each node
+  uint32_t redis_ttl_s = 0;             ///< 0: keys live until the pool evicts them
+  std::vector<std::string> file_dirs;   ///< one directory per node
+  bool file_direct = false;             ///< O_DIRECT writes and reads (aligned buffers)
+  uint32_t file_threads = 4;
+  /// Test hook (file backend): a node's files may hold this many bytes in all; a write beyond
+  /// fails with ENOSPC, as a full disk would (0: no limit).
+  uint64_t file_quota_bytes = 0;
+};
+
+/// The backend for `o.kind`; null for "model" (modelled timing, no bytes). Throws
+/// std::invalid_argument naming what is wrong (an address that does not parse, a directory that
+/// cannot be made).
+std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o);
+
+}  // namespace kvtier
