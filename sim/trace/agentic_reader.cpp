@@ -51,7 +51,7 @@ std::optional<element> optional_field(simdjson::dom::object object, std::string_
 
 class agentic_source final : public trace_source {
  public:
-  agentic_source(const std::string& path, uint32_t file_index, const reader_options& options);
+  agentic_source(line_file& lines, uint32_t file_index, const reader_options& options);
 
   bool next(trace_request& out) override;
   uint64_t skipped() const override { return skipped_; }
@@ -117,10 +117,10 @@ class agentic_source final : public trace_source {
   std::vector<std::vector<uint64_t>> last_ids_;  // per session, while requests are handed out
 };
 
-agentic_source::agentic_source(const std::string& path, uint32_t file_index,
+agentic_source::agentic_source(line_file& lines, uint32_t file_index,
                                const reader_options& options)
-    : path_(path), file_index_(file_index), options_(options) {
-  simdjson::padded_string text = json_read_file(path, options.max_document_bytes);
+    : path_(lines.path()), file_index_(file_index), options_(options) {
+  simdjson::padded_string text(lines.rest(options.max_document_bytes));
   bytes_ = text.size();
   simdjson::dom::parser parser;
   element root;
@@ -291,9 +291,10 @@ bool agentic_source::next(trace_request& out) {
 
 }  // namespace
 
-std::unique_ptr<trace_source> open_agentic(const std::string& path, uint32_t file_index,
+std::unique_ptr<trace_source> open_agentic(std::unique_ptr<line_file> lines, uint32_t file_index,
                                            const reader_options& options) {
-  return std::make_unique<agentic_source>(path, file_index, options);
+  // The document is read whole, into memory of its own: the stream is done with.
+  return std::make_unique<agentic_source>(*lines, file_index, options);
 }
 
 }  // namespace kvtier

@@ -113,14 +113,15 @@ bool earlier(const wall_time& a, const wall_time& b) {
 
 class azure_source final : public line_source {
  public:
-  azure_source(const std::string& path, uint32_t file_index, const reader_options& options)
-      : line_source(path, file_index, options) {
+  azure_source(std::unique_ptr<line_file> lines, uint32_t file_index,
+               const reader_options& options)
+      : line_source(std::move(lines), file_index, options) {
     std::string_view header;
     if (!next_line(header))
-      throw trace_error(path, 0, "", "empty file: expected the CSV header " +
+      throw trace_error(path(), 0, "", "empty file: expected the CSV header " +
                                          std::string(azure_header));
     if (header != azure_header)
-      throw trace_error(path, line_number(), "header",
+      throw trace_error(path(), line_number(), "header",
                         "expected " + std::string(azure_header) + ", got " +
                             std::string(header.substr(0, 80)));
   }
@@ -182,9 +183,9 @@ void azure_source::parse(std::string_view line, trace_request& out) {
 
 }  // namespace
 
-std::unique_ptr<trace_source> open_azure(const std::string& path, uint32_t file_index,
+std::unique_ptr<trace_source> open_azure(std::unique_ptr<line_file> lines, uint32_t file_index,
                                          const reader_options& options) {
-  return std::make_unique<azure_source>(path, file_index, options);
+  return std::make_unique<azure_source>(std::move(lines), file_index, options);
 }
 
 }  // namespace kvtier

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "actors/check.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
@@ -43,7 +44,7 @@ line_file::~line_file() {
 bool line_file::fill() {
   if (eof_)
     return false;
-  if (begin_ > 0) {
+  if (begin_ > 0 && !hold_) {
     std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
@@ -66,11 +67,52 @@ bool line_file::fill() {
   return got > 0;
 }
 
+std::string_view line_file::held() const {
+  KVTIER_ASSERT(hold_);
+  return std::string_view(buf_.get(), end_);
+}
+
+void line_file::rewind() {
+  KVTIER_ASSERT(hold_);
+  hold_ = false;
+  begin_ = 0;
+  consumed_ = 0;
+  line_number_ = 0;
+}
+
+std::string line_file::rest(uint64_t max_bytes) {
+  auto too_large = [&] {
+    return trace_error(path_, 0, "",
+                       "the document is larger than " + std::to_string(max_bytes) +
+                         " bytes (trace.max_document_bytes; --set trace.max_document_bytes=N "
+                         "reads larger ones)");
+  };
+  bool at_start = consumed_ == 0;
+  if (end_ - begin_ > max_bytes)
+    throw too_large();
+  std::string text(buf_.get() + begin_, end_ - begin_);
+  consumed_ += end_ - begin_;
+  begin_ = end_;
+  char chunk[1 << 16];
+  size_t got;
+  while (!eof_ && (got = std::fread(chunk, 1, sizeof chunk, file_)) > 0) {
+    if (text.size() + got > max_bytes)
+      throw too_large();
+    text.append(chunk, got);
+    consumed_ += got;
+  }
+  if (std::ferror(file_))
+    throw trace_error(path_, 0, "", std::string("cannot read: ") + std::strerror(errno));
+  eof_ = true;
+  if (at_start && text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+    text.erase(0, 3);
+  return text;
+}
+
 void line_file::too_long() const {
   throw trace_error(path_, line_number_ + 1, "",
-                    "the line is longer than " + std::to_string(max_line_bytes_) +
-                      " bytes (trace.max_line_bytes; --set trace.max_line_bytes=N reads "
-                      "longer ones)");
+                    "the line is longer than " + std::to_string(max_line_bytes_) + " bytes (" +
+                      limit_name_ + "; raise it with --set)");
 }
 
 bool line_file::next(std::string_view& line) {

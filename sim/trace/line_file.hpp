@@ -34,6 +34,26 @@ class line_file {
   /// first line is dropped too), or false at the end of the file. The view stays valid until the
   /// next call.
   bool next(std::string_view& line);
+  /// Keeps every byte read from now on in the buffer, so that rewind() can hand the same lines
+  /// out again: format detection reads the first lines of the one stream the reader then reads,
+  /// which is what lets a pipe or a FIFO be detected.
+  void hold() { hold_ = true; }
+  /// Every byte read so far, from the start of the file (only while holding); followed by
+  /// line_padding readable bytes.
+  std::string_view held() const;
+  /// Back to the first line (only after hold(), before anything was dropped); stops holding.
+  void rewind();
+  /// Lines longer than `max` are an error from now on; `limit` names the setting in the error.
+  void set_max_line_bytes(uint64_t max, std::string limit) {
+    max_line_bytes_ = max;
+    limit_name_ = std::move(limit);
+  }
+  uint64_t max_line_bytes() const { return max_line_bytes_; }
+  /// Everything not handed out yet, to the end of the file, without a UTF-8 byte order mark at
+  /// the start of the file; throws trace_error when that is more than `max_bytes` bytes.
+  std::string rest(uint64_t max_bytes);
+  const std::string& path() const { return path_; }
+
   /// 1-based number of the line last handed out.
   uint64_t line_number() const { return line_number_; }
   /// Bytes up to the end of the line last handed out.
@@ -46,12 +66,14 @@ class line_file {
 
   std::string path_;
   uint64_t max_line_bytes_;
+  std::string limit_name_ = "trace.max_line_bytes";
   std::FILE* file_;
   std::unique_ptr<char[]> buf_;
   size_t capacity_;     // usable bytes of buf_; line_padding more are allocated
   size_t begin_ = 0;    // first byte not yet handed out
   size_t end_ = 0;      // one past the last byte read
   bool eof_ = false;
+  bool hold_ = false;
   uint64_t line_number_ = 0;
   uint64_t consumed_ = 0;
   uint64_t total_ = 0;

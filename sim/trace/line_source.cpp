@@ -4,17 +4,17 @@
 
 namespace kvtier {
 
-line_source::line_source(const std::string& path, uint32_t file_index,
+line_source::line_source(std::unique_ptr<line_file> lines, uint32_t file_index,
                          const reader_options& options)
-    : path_(path),
+    : path_(lines->path()),
       file_index_(file_index),
       options_(options),
-      lines_(path, options.max_line_bytes) {
+      lines_(std::move(lines)) {
   // nop
 }
 
 bool line_source::next_line(std::string_view& line) {
-  while (lines_.next(line))
+  while (lines_->next(line))
     if (!is_blank(line))
       return true;
   return false;
@@ -25,7 +25,7 @@ bool line_source::next(trace_request& out) {
   while (next_line(line)) {
     reset_request(out);
     out.file = file_index_;
-    out.line = lines_.line_number();
+    out.line = lines_->line_number();
     try {
       parse(line, out);
       return true;

@@ -5,6 +5,7 @@
 // skip_bad_lines, is skipped and counted.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -17,11 +18,13 @@ class line_source : public trace_source {
  public:
   bool next(trace_request& out) final;
   uint64_t skipped() const final { return skipped_; }
-  uint64_t bytes_read() const final { return lines_.bytes_read(); }
-  uint64_t bytes_total() const final { return lines_.bytes_total(); }
+  uint64_t bytes_read() const final { return lines_->bytes_read(); }
+  uint64_t bytes_total() const final { return lines_->bytes_total(); }
 
  protected:
-  line_source(const std::string& path, uint32_t file_index, const reader_options& options);
+  /// Reads `lines` from where they stand (the start, or the start again after detection).
+  line_source(std::unique_ptr<line_file> lines, uint32_t file_index,
+              const reader_options& options);
 
   /// Fills `out` from `line` (file, line number and defaults are set already), or throws
   /// trace_error for a bad line. `line` is followed by line_padding readable bytes.
@@ -29,7 +32,7 @@ class line_source : public trace_source {
 
   /// The next line that is not blank (for a header), or false at the end of the file.
   bool next_line(std::string_view& line);
-  uint64_t line_number() const { return lines_.line_number(); }
+  uint64_t line_number() const { return lines_->line_number(); }
   const std::string& path() const { return path_; }
   uint32_t file_index() const { return file_index_; }
 
@@ -37,7 +40,7 @@ class line_source : public trace_source {
   std::string path_;
   uint32_t file_index_;
   reader_options options_;
-  line_file lines_;
+  std::unique_ptr<line_file> lines_;
   uint64_t skipped_ = 0;
 };
 

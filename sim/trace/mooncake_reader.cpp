@@ -20,8 +20,9 @@ constexpr int64_t ns_per_ms = 1'000'000;
 
 class mooncake_source final : public line_source {
  public:
-  mooncake_source(const std::string& path, uint32_t file_index, const reader_options& options)
-      : line_source(path, file_index, options), id_space_(file_id_space(file_index)) {
+  mooncake_source(std::unique_ptr<line_file> lines, uint32_t file_index,
+                  const reader_options& options)
+      : line_source(std::move(lines), file_index, options), id_space_(file_id_space(file_index)) {
     // nop
   }
 
@@ -80,9 +81,9 @@ void mooncake_source::parse(std::string_view line, trace_request& out) {
 
 }  // namespace
 
-std::unique_ptr<trace_source> open_mooncake(const std::string& path, uint32_t file_index,
+std::unique_ptr<trace_source> open_mooncake(std::unique_ptr<line_file> lines, uint32_t file_index,
                                             const reader_options& options) {
-  return std::make_unique<mooncake_source>(path, file_index, options);
+  return std::make_unique<mooncake_source>(std::move(lines), file_index, options);
 }
 
 }  // namespace kvtier

@@ -22,7 +22,8 @@ constexpr uint32_t max_u32 = std::numeric_limits<uint32_t>::max();
 
 class native_source final : public line_source {
  public:
-  native_source(const std::string& path, uint32_t file_index, const reader_options& options);
+  native_source(std::unique_ptr<line_file> lines, uint32_t file_index,
+                const reader_options& options);
 
   trace_format format() const override { return trace_format::native; }
 
@@ -41,14 +42,15 @@ class native_source final : public line_source {
   std::unordered_map<std::string, session_state> sessions_;
 };
 
-native_source::native_source(const std::string& path, uint32_t file_index,
+native_source::native_source(std::unique_ptr<line_file> lines, uint32_t file_index,
                              const reader_options& options)
-    : line_source(path, file_index, options), id_space_(file_id_space(file_index)) {
+    : line_source(std::move(lines), file_index, options), id_space_(file_id_space(file_index)) {
   std::string_view line;
   if (!next_line(line))
-    throw trace_error(path, 0, "", "empty file: expected the header {\"kvtier_trace\": 1, ...}");
+    throw trace_error(path(), 0, "",
+                      "empty file: expected the header {\"kvtier_trace\": 1, ...}");
   // Header errors are never skipped: without the header no line can be read correctly.
-  json_at at{path, line_number(), {}};
+  json_at at{path(), line_number(), {}};
   auto header = json_object_line(parser_, line, at);
   json_unique_keys(at, "", header);
   if (header["kvtier_trace"].error())
@@ -174,9 +176,9 @@ void native_source::parse(std::string_view line, trace_request& out) {
 
 }  // namespace
 
-std::unique_ptr<trace_source> open_native(const std::string& path, uint32_t file_index,
+std::unique_ptr<trace_source> open_native(std::unique_ptr<line_file> lines, uint32_t file_index,
                                           const reader_options& options) {
-  return std::make_unique<native_source>(path, file_index, options);
+  return std::make_unique<native_source>(std::move(lines), file_index, options);
 }
 
 }  // namespace kvtier

@@ -60,17 +60,23 @@ std::unique_ptr<trace_source> open_trace(const std::string& path, trace_format f
                                          uint32_t file_index, const reader_options& options) {
   // Session ids put file_index + 1 in their upper 32 bits.
   KVTIER_ASSERT(file_index < std::numeric_limits<uint32_t>::max());
-  if (format == trace_format::detect)
-    format = detect_format(path, options);
+  // One stream, opened once: detection reads its first lines and hands them back, so that a
+  // pipe, a FIFO or process substitution is read whole by the reader.
+  auto lines = std::make_unique<line_file>(path, options.max_line_bytes);
+  if (format == trace_format::detect) {
+    lines->hold();
+    format = detect_format(*lines, options);
+    lines->rewind();
+  }
   switch (format) {
     case trace_format::mooncake:
-      return open_mooncake(path, file_index, options);
+      return open_mooncake(std::move(lines), file_index, options);
     case trace_format::azure:
-      return open_azure(path, file_index, options);
+      return open_azure(std::move(lines), file_index, options);
     case trace_format::agentic:
-      return open_agentic(path, file_index, options);
+      return open_agentic(std::move(lines), file_index, options);
     case trace_format::native:
-      return open_native(path, file_index, options);
+      return open_native(std::move(lines), file_index, options);
     case trace_format::detect:
       break;
   }

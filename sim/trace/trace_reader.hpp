@@ -55,7 +55,7 @@ struct reader_options {
   /// A longer line is an error before it is buffered whole (trace.max_line_bytes).
   uint64_t max_line_bytes = uint64_t{16} << 20;
   /// A larger agentic document is an error before it is read whole (trace.max_document_bytes).
-  uint64_t max_document_bytes = uint64_t{256} << 20;
+  uint64_t max_document_bytes = uint64_t{64} << 20;
 };
 
 /// One trace file, read in file order.
@@ -73,9 +73,8 @@ class trace_source {
   virtual uint64_t bytes_total() const = 0;
 };
 
-/// Detects the format of `path` from its first bytes; throws trace_error when it cannot, and
-/// when `path` is not a regular file (a pipe, a FIFO, a device): its first bytes could not be
-/// read again by the reader, so such an input needs its format named.
+/// Detects the format of `path` from its first bytes; throws trace_error when it cannot.
+/// (open_trace() detects from the stream it then reads, so pipes and FIFOs are detected too.)
 trace_format detect_format(const std::string& path, const reader_options& options = {});
 
 /// Opens `path` as file number `file_index`. Ids are namespaced per file (derived from the index)

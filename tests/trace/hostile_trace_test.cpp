@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
 #include <sys/stat.h>
 
 #include "trace_test_util.hpp"
@@ -13,6 +17,13 @@ using namespace kvtier::test;
 namespace {
 
 const std::string azure_header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // A small agentic document: one request of 128 tokens in 64-token blocks.
 std::string agentic_doc(const std::string& request_extra = "", const std::string& top_extra = "") {
@@ -78,21 +89,38 @@ TEST_CASE("agentic and native: a key given twice is refused", "[trace][agentic][
   CHECK(c.field() == "block_size");
 }
 
-TEST_CASE("detect: a pipe or FIFO needs --format, and is read once with it",
+TEST_CASE("detect: a FIFO is detected from the stream its reader then reads",
           "[trace][detect][hostile]") {
+  // Detection once opened the file, read its start and closed it; the reader opened it again and
+  // got what was left (a pipe) or waited for a second writer forever (a FIFO).
+  std::string content = "\xEF\xBB\xBF" + slurp(data_file("mooncake_head.jsonl"));
+  size_t lines = static_cast<size_t>(std::count(content.begin(), content.end(), '\n'));
   std::string fifo = (std::filesystem::temp_directory_path() /
                       ("kvtier_fifo_" + std::to_string(::getpid()))).string();
   std::filesystem::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  // Detection must not open it: without a writer, opening a FIFO blocks forever.
-  try {
-    detect_format(fifo);
-    FAIL("a FIFO was accepted for detection");
-  } catch (const trace_error& e) {
-    CHECK(e.file() == fifo);
-    CHECK(std::string(e.what()).find("--format") != std::string::npos);
-  }
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << content; });
+  auto all = read_all(fifo, trace_format::detect);
+  writer.join();
   std::filesystem::remove(fifo);
+  auto expected = read_all(data_file("mooncake_head.jsonl"), trace_format::mooncake);
+  REQUIRE(all.size() == lines);
+  REQUIRE(expected.size() == lines);
+  for (size_t i = 0; i < lines; ++i) {
+    CHECK(all[i].arrival_ns == expected[i].arrival_ns);
+    CHECK(all[i].input_tokens == expected[i].input_tokens);
+    CHECK(all[i].ids == expected[i].ids);
+  }
+}
+
+TEST_CASE("detect: a pretty-printed agentic document is read once, for detection and reading",
+          "[trace][detect][agentic][hostile]") {
+  std::string doc = "{\n  \"block_size\": 64,\n  \"requests\": [\n    {\"t\": 0, \"type\": \"n\", "
+                    "\"in\": 128, \"out\": 4, \"hash_ids\": [7, 8]}\n  ]\n}\n";
+  temp_trace pretty(doc, ".json");
+  auto all = read_all(pretty.path(), trace_format::detect);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].ids.size() == 2);
 }
 
 TEST_CASE("readers: a line longer than max_line_bytes is refused before it is buffered whole",
