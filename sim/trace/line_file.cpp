@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "actors/check.hpp"
+#include "core/check.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
