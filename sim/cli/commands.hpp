@@ -115,6 +115,10 @@ int run_study(const study_args& args);
 
 /// The bundled sample trace (an excerpt of the Mooncake conversation trace).
 std::string default_trace_path();
+/// What the sample replays under unless a config file or --set says otherwise:
+/// trace.time_scale=8, one of eight instances' share of the cluster traffic it records, a load
+/// the default instance sustains.
+std::vector<std::string> sample_defaults();
 /// A file of the source tree (scripts, study files), found from the path CMake compiled in.
 std::string source_file(const std::string& relative);
 

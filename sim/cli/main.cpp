@@ -17,6 +17,10 @@ std::string default_trace_path() {
   return source_file("traces/mooncake_conversation_sample.jsonl");
 }
 
+std::vector<std::string> sample_defaults() {
+  return {"trace.time_scale=8"};
+}
+
 std::string source_file(const std::string& relative) {
   return std::string(KVTIER_SOURCE_DIR) + "/" + relative;
 }

@@ -46,8 +46,10 @@ sweep_spec sweep_spec_of(const sweep_args& args) {
     spec.sets.push_back(s);
   if (!args.traces.empty())
     spec.trace_sets = {{"traces", args.traces}};
-  if (spec.trace_sets.empty())
+  if (spec.trace_sets.empty()) {
     spec.trace_sets = {{"sample", {default_trace_path()}}};
+    spec.base_sets = sample_defaults();
+  }
   for (const auto& g : args.grids)
     spec.axes.push_back(parse_grid_option(g));
   if (!args.seeds.empty())

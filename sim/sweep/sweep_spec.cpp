@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <glob.h>
 #include <xxhash.h>
 
 #include "sim/config/options.hpp"
@@ -59,7 +60,18 @@ std::vector<std::string> paths_of(const json& j, const fs::path& base, const std
   for (const auto& p : j) {
     if (!p.is_string())
       throw config_error(where + ": trace paths are texts");
-    paths.push_back(resolve_path(base, p.get<std::string>()));
+    std::string path = resolve_path(base, p.get<std::string>());
+    if (path.find_first_of("*?[") == std::string::npos) {
+      paths.push_back(path);
+      continue;
+    }
+    glob_t g{};
+    int rc = ::glob(path.c_str(), 0, nullptr, &g);  // sorted
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i)
+      paths.push_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    if (rc != 0)
+      throw config_error(where + ": " + path + " matches no file");
   }
   return paths;
 }
@@ -191,6 +203,8 @@ std::vector<sweep_cell> expand(const sweep_spec& spec) {
     if (axis.name == "traces" || axis.name == "seed")
       throw config_error("grid axis \"" + axis.name + "\": the name is taken (traces, seed)");
   config base;
+  for (const auto& s : spec.base_sets)
+    base.set(s);
   if (!spec.config_file.empty())
     base.merge_file(spec.config_file);
   for (const auto& s : spec.sets)

@@ -31,6 +31,7 @@ struct trace_set {
 };
 
 struct sweep_spec {
+  std::vector<std::string> base_sets;  ///< over the defaults, under the config file
   std::string config_file;        ///< laid over the defaults, before `sets`
   std::vector<std::string> sets;  ///< fixed assignments, before each cell's grid values
   std::vector<trace_set> trace_sets;  ///< several form the grid axis "traces"
@@ -46,7 +47,8 @@ sweep_axis parse_grid_option(const std::string& text);
 /// "1,2,3" as seeds.
 std::vector<uint64_t> parse_seeds(const std::string& text);
 
-/// Reads a JSON sweep file; relative trace and config paths resolve against its folder.
+/// Reads a JSON sweep file; relative trace and config paths resolve against its folder, and a
+/// trace path may be a glob pattern (agentic/trace_*.json).
 /// Throws config_error naming the file and the field.
 sweep_spec read_sweep_file(const std::string& path);
 
