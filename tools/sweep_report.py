@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4, "int8": 1}
 
@@ -158,7 +159,11 @@ def table(groups, axes):
     return "\n".join(lines)
 
 
+SUFFIX = [""]  # appended to plot names: one set of plots per trace set
+
+
 def save(fig, folder, name):
+    name += SUFFIX[0]
     os.makedirs(os.path.join(folder, "plots"), exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
@@ -167,6 +172,13 @@ def save(fig, folder, name):
         paths.append(p)
     plt.close(fig)
     return paths[0]
+
+
+def short_number(x):
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:g}{unit}"
+    return f"{x:g}"
 
 
 def mean_by(rows, key_axis, metric, where=lambda r: True):
@@ -185,6 +197,7 @@ def plot_hit_ratio(folder, rows, series, capacity):
              ("hit_ratio.by_tier.host.tokens", "host"), ("hit_ratio.by_tier.storage.tokens", "storage")]
     fig, axs = plt.subplots(1, 4, figsize=(14, 3.6), sharey=True)
     names = ordered(r.get(series) for r in rows) if series else [None]
+    xs_all = sorted({num(r.get(capacity)) for r in rows})
     for ax, (metric, title) in zip(axs, tiers):
         for name in names:
             sel = [r for r in rows if series is None or r.get(series) == name]
@@ -196,6 +209,9 @@ def plot_hit_ratio(folder, rows, series, capacity):
                 ys.append(sum(vals) / len(vals) if vals else math.nan)
             ax.plot(xs, ys, marker="o", label=str(name) if name is not None else "all cells")
         ax.set_xscale("log")
+        ax.set_xticks(xs_all)
+        ax.set_xticklabels([short_number(x) for x in xs_all], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(title)
         ax.set_xlabel(f"{capacity} (tokens)" if capacity.endswith("_tokens") else f"{capacity} (blocks)")
         ax.grid(alpha=0.3)
@@ -214,14 +230,15 @@ def bar_plot(folder, rows, series, metrics, ylabel, title, name):
         stats = mean_by(rows, series, metric)
         xs = [j + i * width for j in range(len(names))]
         means = [stats.get(n, (math.nan,) * 3)[0] for n in names]
-        lo = [m - stats.get(n, (math.nan,) * 3)[1] for n, m in zip(names, means)]
-        hi = [stats.get(n, (math.nan,) * 3)[2] - m for n, m in zip(names, means)]
+        # max(0, ...): a mean of equal values may land a rounding error beyond them
+        lo = [max(0.0, m - stats.get(n, (math.nan,) * 3)[1]) for n, m in zip(names, means)]
+        hi = [max(0.0, stats.get(n, (math.nan,) * 3)[2] - m) for n, m in zip(names, means)]
         ax.bar(xs, means, width, yerr=[lo, hi], capsize=2, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
     ax.set_xticklabels([str(n) for n in names], rotation=20, ha="right", fontsize=8)
     ax.set_xlabel(series)
     ax.set_ylabel(ylabel)
-    ax.set_title(title + " (mean over other grid values and seeds; bars: min to max)", fontsize=9)
+    ax.set_title(title + "\n(mean over other grid values and seeds; error bars: min to max)", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -263,27 +280,12 @@ def plot_ttft_cdf(folder, rows, series):
     return save(fig, folder, "ttft_cdf")
 
 
-def write_report(folder, title):
-    axes, all_rows, rows = load(folder)
-    grid_axes = [a for a in axes]
-    groups = group(rows, grid_axes)
+def section(folder, rows, axes, full, heading):
+    """One trace set's table and plots, as markdown lines."""
+    groups = group(rows, axes)
     capacity = capacity_axis(axes, rows)
     series = series_axis(axes, capacity)
-    full = any(num(r.get("latency_ms.ttft.p50")) is not None for r in rows)
-    seeds = ordered(r.get("seed") for r in rows)
-    failed = [r for r in all_rows if r.get("status") != "ok"]
-    md = [f"# {title}", "",
-          f"{len(all_rows)} cells ({len(rows)} finished, {len(failed)} failed or not run); "
-          f"grid axes: {', '.join(axes) if axes else '(none)'}; seeds: {', '.join(map(str, seeds))}; "
-          f"mode: {'full' if full else 'hitrate'}. Rows average the seeds. The best value of each "
-          "column is **bold** (highest hit ratio, lowest latency, bytes and write amplification). "
-          "Bytes are GB (10^9); write amplification is bytes written per byte of KV computed "
-          "(prefill tokens, recomputation included, times the model's KV bytes per token).", "",
-          "## Results", "", table(groups, grid_axes), ""]
-    if failed:
-        md += ["## Failed cells", "", "| cell | status | error |", "|---|---|---|"]
-        md += [f"| {r['cell']} | {r['status']} | {(r.get('error') or '').replace('|', '/')} |" for r in failed]
-        md.append("")
+    md = [f"## {heading}", "", table(groups, axes), ""]
     plots = []
     if capacity:
         plots.append(("Hit ratio per tier against " + capacity, plot_hit_ratio(folder, rows, series, capacity)))
@@ -303,16 +305,46 @@ def write_report(folder, title):
             cdf = plot_ttft_cdf(folder, rows, series)
             if cdf:
                 plots.append(("TTFT CDF per " + series, cdf))
-    if plots:
-        md += ["## Plots", ""]
-        for caption, path in plots:
-            svg = path[:-4] + ".svg"
-            md += [f"### {caption}", "", f"![{caption}]({path}) ([SVG]({svg}))", ""]
+    for caption, path in plots:
+        svg = path[:-4] + ".svg"
+        md += [f"### {caption}", "", f"![{caption}]({path}) ([SVG]({svg}))", ""]
+    return md, len(plots)
+
+
+def write_report(folder, title):
+    axes, all_rows, rows = load(folder)
+    full = any(num(r.get("latency_ms.ttft.p50")) is not None for r in rows)
+    seeds = ordered(r.get("seed") for r in rows)
+    failed = [r for r in all_rows if r.get("status") != "ok"]
+    md = [f"# {title}", "",
+          f"{len(all_rows)} cells ({len(rows)} finished, {len(failed)} failed or not run); "
+          f"grid axes: {', '.join(axes) if axes else '(none)'}; seeds: {', '.join(map(str, seeds))}; "
+          f"mode: {'full' if full else 'hitrate'}. Rows average the seeds. The best value of each "
+          "column is **bold** (highest hit ratio, lowest latency, bytes and write amplification). "
+          "Bytes are GB (10^9); write amplification is bytes written per byte of KV computed "
+          "(prefill tokens, recomputation included, times the model's KV bytes per token).", ""]
+    count = 0
+    if "traces" in axes:
+        rest = [a for a in axes if a != "traces"]
+        for ts in ordered(r.get("traces") for r in rows):
+            SUFFIX[0] = "-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(ts))
+            lines, n = section(folder, [r for r in rows if r.get("traces") == ts], rest, full,
+                               f"Trace set {ts}")
+            md += lines
+            count += n
+        SUFFIX[0] = ""
+    else:
+        lines, count = section(folder, rows, axes, full, "Results")
+        md += lines
+    if failed:
+        md += ["## Failed cells", "", "| cell | status | error |", "|---|---|---|"]
+        md += [f"| {r['cell']} | {r['status']} | {(r.get('error') or '').replace('|', '/')} |" for r in failed]
+        md.append("")
     tmp = os.path.join(folder, "report.md.tmp")
     with open(tmp, "w") as f:
         f.write("\n".join(md))
     os.replace(tmp, os.path.join(folder, "report.md"))
-    print(f"report: {os.path.join(folder, 'report.md')} ({len(plots)} plots in {os.path.join(folder, 'plots')})")
+    print(f"report: {os.path.join(folder, 'report.md')} ({count} plots in {os.path.join(folder, 'plots')})")
 
 
 def main():

@@ -70,11 +70,12 @@ std::string duration_text(double s) {
 }  // namespace
 
 std::string self_executable() {
+  // The link itself, not its target: a worker forked from this process then execs the very
+  // binary the sweep started with, even if a rebuild replaced the file since.
   std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec)
-    throw std::runtime_error("cannot find this program's path (/proc/self/exe): " + ec.message());
-  return p.string();
+  if (!std::filesystem::exists("/proc/self/exe", ec))
+    throw std::runtime_error("cannot find this program (/proc/self/exe is missing)");
+  return "/proc/self/exe";
 }
 
 local_run_result run_local(const std::string& dir, const sweep_plan& plan,
@@ -106,11 +107,15 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
       std::cerr << ", ~" << duration_text(elapsed / r.ran * left) << " left";
     std::cerr << '\n';
   };
+  bool finished_one = false;  // report once the freed worker slot is filled again
   while (next < todo.size() || !running.empty()) {
     while (next < todo.size() && running.size() < jobs) {
       const sweep_cell* c = todo[next++];
       running[spawn_cell(options, dir, c->id)] = c;
     }
+    if (finished_one)
+      report();
+    finished_one = false;
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, 0);
     if (pid < 0) {
@@ -130,8 +135,10 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
       std::cerr << "sweep: cell " << c->id << " failed: " << why_failed(dir, c->id, status)
                 << '\n';
     }
-    report();
+    finished_one = true;
   }
+  if (finished_one)
+    report();
   r.wall_s = std::chrono::duration<double>(clock_type::now() - start).count();
   return r;
 }

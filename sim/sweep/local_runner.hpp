@@ -29,7 +29,7 @@ struct local_run_result {
 local_run_result run_local(const std::string& dir, const sweep_plan& plan,
                            const local_run_options& options);
 
-/// This process's executable (/proc/self/exe), for spawning workers.
+/// This process's executable, for spawning workers (/proc/self/exe).
 std::string self_executable();
 
 }  // namespace kvtier
