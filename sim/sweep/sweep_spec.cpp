@@ -158,6 +158,9 @@ sweep_spec read_sweep_file(const std::string& path) {
       throw config_error(path + ": unknown field \"" + key + "\" (valid: description, config, set, "
                          "traces, grid, seeds, mode, format)");
   }
+  if (j.contains("needs"))
+    throw config_error(path + ": this sweep needs " + j["needs"].dump() +
+                       ", which kvtier does not have yet");
   fs::path base = fs::path(path).parent_path();
   sweep_spec spec;
   try {
