@@ -180,7 +180,7 @@ TEST_CASE("cli: reference hit ratios of the Mooncake traces", "[cli][real_traces
   }
 }
 
-TEST_CASE("cli: the default replay is a load one instance sustains; an overloaded run says so",
+TEST_CASE("cli: the default replay is a load one instance sustains and an overloaded run says so",
           "[cli][load]") {
   fs::path out = scratch("default");
   auto r = kvtier("replay --out " + out.string());

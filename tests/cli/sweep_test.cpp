@@ -289,7 +289,7 @@ bool valid_png(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("report: tables hold results.csv's numbers; plots are valid images", "[sweep][report]") {
+TEST_CASE("report: tables hold results.csv's numbers and plots are valid images", "[sweep][report]") {
   fs::path out = scratch("report");
   auto r = kvtier("sweep --jobs 2 --quiet --trace " + sample + " --out " + out.string() +
                   " --grid cache.write_policy=write_through,write_back"
@@ -327,7 +327,7 @@ TEST_CASE("report: tables hold results.csv's numbers; plots are valid images", "
   fs::remove_all(out);
 }
 
-TEST_CASE("study: named sweeps; a study whose feature is missing says what it needs",
+TEST_CASE("study: named sweeps, and a study whose feature is missing says what it needs",
           "[sweep][study]") {
   auto list = kvtier("study --list");
   CHECK(list.code == 0);
