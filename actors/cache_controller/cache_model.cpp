@@ -20,7 +20,7 @@ const char* to_string(transfer_kind k) {
 cache_model::cache_model(const cache_options& options)
   : options_(options),
     decisions_(options.policy, options.write_through_threshold, options.host_blocks > 0,
-               options.storage, options.storage_tier),
+               options.storage, options.storage_tier, options.write_back_keeps_host_copy),
     tree_(options.eviction),
     device_(options.device_blocks),
     host_(options.host_blocks) {

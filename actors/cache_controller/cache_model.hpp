@@ -42,6 +42,7 @@ struct cache_options {
   uint32_t write_through_threshold = 2;
   storage_write storage = storage_write::never;
   bool storage_tier = false;
+  bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
 };
 
 enum class transfer_kind : uint8_t {

@@ -36,12 +36,13 @@ std::optional<storage_write> parse_storage_write(const std::string& text) {
 }
 
 write_decisions::write_decisions(write_policy p, uint32_t threshold_in, bool host, storage_write s,
-                                 bool storage_tier_in)
+                                 bool storage_tier_in, bool keep_host_on_swap_in_in)
   : policy(p),
     threshold(p == write_policy::write_through ? 1 : threshold_in),
     host_tier(host),
     storage(s),
-    storage_tier(storage_tier_in) {
+    storage_tier(storage_tier_in),
+    keep_host_on_swap_in(keep_host_on_swap_in_in) {
   // nop
 }
 
@@ -58,7 +59,7 @@ device_eviction write_decisions::on_device_evict(bool has_host_copy) const {
 }
 
 bool write_decisions::keeps_host_copy_after_swap_in() const {
-  return policy != write_policy::write_back;
+  return policy != write_policy::write_back || keep_host_on_swap_in;
 }
 
 bool write_decisions::stores_when_host_ready() const {

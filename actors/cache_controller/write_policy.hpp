@@ -11,7 +11,8 @@
 //
 // Backed-up blocks keep their host copy while on device (an inclusive host tier); evicting them
 // from device is a metadata flip. A swap-in keeps the host copy under the write-through policies
-// and frees it under write_back (exclusive tiers). Backups go parent first, so under the
+// and frees it under write_back (exclusive tiers, as FastDeploy does) unless
+// keep_host_on_swap_in (SGLang HiCache's write_back keeps it). Backups go parent first, so under the
 // write-through policies the host-resident blocks stay prefix-closed: a block never loses its
 // device copy while host-only children hang below it without a host copy of its own.
 //
@@ -41,10 +42,14 @@ struct write_decisions {
   bool host_tier = false;  ///< a host tier exists
   storage_write storage = storage_write::never;
   bool storage_tier = false;
+  /// write_back only. FastDeploy frees the host copy of a swapped-in block, so every later
+  /// device eviction writes it back again (a block cycling between host and device moves its
+  /// bytes D2H once per cycle); SGLang HiCache keeps it, so a block is written back once.
+  bool keep_host_on_swap_in = false;
 
   write_decisions() = default;
   write_decisions(write_policy p, uint32_t threshold, bool host_tier, storage_write s,
-                  bool storage_tier);
+                  bool storage_tier, bool keep_host_on_swap_in = false);
 
   /// Whether a ready, committed device block with `hit_count` hits and no host copy should be
   /// backed up now.

@@ -33,13 +33,16 @@ std::string gib(uint64_t bytes) {
   return buf;
 }
 
-/// Allocates through `make`, adding what was being allocated to the error.
+/// Allocates through `make`, adding what was being allocated, and the config keys that size
+/// it, to the error.
 template <class Buffer>
-std::unique_ptr<Buffer> allocate(uint64_t bytes, const char* what) {
+std::unique_ptr<Buffer> allocate(uint64_t bytes, const char* what, const char* keys = nullptr) {
   try {
     return std::make_unique<Buffer>(bytes);
   } catch (const gpu_error& e) {
-    throw gpu_error(std::string("allocating ") + gib(bytes) + " of " + what + ": " + e.what());
+    std::string hint = keys ? std::string("; to fit, lower ") + keys : std::string();
+    throw gpu_error(std::string("allocating ") + gib(bytes) + " of " + what + ": " + e.what()
+                    + hint);
   }
 }
 
@@ -54,8 +57,13 @@ cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& i
   staging_.slot_count = config.staging_slots;
   staging_.direct_min_bytes = config.direct_min_bytes;
   staging_.slices_max = slot_ids_max;
-  arena_ = allocate<device_buffer>(layout_.device_bytes(), "device KV tensors");
-  host_ = allocate<pinned_buffer>(layout_.host_bytes(), "pinned host KV blocks");
+  arena_ = allocate<device_buffer>(
+    layout_.device_bytes(), "device KV tensors",
+    "cache.device_tokens (or use a GPU profile: --config configs/h100-80gb.json, "
+    "configs/h200.json)");
+  host_ = allocate<pinned_buffer>(layout_.host_bytes(), "pinned host KV blocks",
+                                  "cache.host_tokens (or storage.capacity_tokens=0 and "
+                                  "cache.host_tokens=0 for a device-only run)");
   for (lane* ln : {&h2d_, &d2h_}) {
     ln->slots = allocate<device_buffer>(staging_.slot_bytes * staging_.slot_count,
                                         "staging slots");

@@ -88,7 +88,51 @@ int run_bench_storage(const bench_storage_args& args);
 CLI::App* add_config_command(CLI::App& app, config_args& args);
 int run_config(const config_args& args);
 
+struct sweep_args {
+  config_args config;
+  std::vector<std::string> traces;
+  std::vector<std::string> grids;
+  std::string seeds;
+  std::string file;
+  std::string mode;    ///< empty: the sweep file's, else full
+  std::string format;  ///< empty: the sweep file's, else auto
+  std::string out_dir = "out/sweep";
+  size_t jobs = 0;     ///< 0: the core count
+  bool plan_only = false;
+  std::string cell;
+  bool collect_only = false;
+  bool deterministic = false;
+  bool quiet = false;
+};
+CLI::App* add_sweep_command(CLI::App& app, sweep_args& args);
+int run_sweep(const sweep_args& args);
+
+struct report_args {
+  std::string dir;
+  std::string title;
+};
+CLI::App* add_report_command(CLI::App& app, report_args& args);
+int run_report(const report_args& args);
+
+struct study_args {
+  std::string name;
+  bool list = false;
+  std::string out_dir;
+  size_t jobs = 0;
+  std::vector<std::string> sets;
+  bool plan_only = false;
+  bool quiet = false;
+};
+CLI::App* add_study_command(CLI::App& app, study_args& args);
+int run_study(const study_args& args);
+
 /// The bundled sample trace (an excerpt of the Mooncake conversation trace).
 std::string default_trace_path();
+/// What the sample replays under unless a config file or --set says otherwise:
+/// trace.time_scale=8, one of eight instances' share of the cluster traffic it records, a load
+/// the default instance sustains.
+std::vector<std::string> sample_defaults();
+/// A file of the source tree (scripts, study files), found from the path CMake compiled in.
+std::string source_file(const std::string& relative);
 
 }  // namespace kvtier

@@ -13,8 +13,10 @@ void add_config_options(CLI::App& cmd, config_args& args) {
   cmd.add_option("--set", args.sets, "override one key: --set cache.block_size=16 (repeatable)");
 }
 
-config load_config(const config_args& args) {
+config load_config(const config_args& args, const std::vector<std::string>& under) {
   config c;
+  for (const auto& s : under)
+    c.set(s);
   if (!args.config_file.empty())
     c.merge_file(args.config_file);
   for (const auto& s : args.sets)

@@ -14,7 +14,15 @@
 namespace kvtier {
 
 std::string default_trace_path() {
-  return std::string(KVTIER_SOURCE_DIR) + "/traces/mooncake_conversation_sample.jsonl";
+  return source_file("traces/mooncake_conversation_sample.jsonl");
+}
+
+std::vector<std::string> sample_defaults() {
+  return {"trace.time_scale=8"};
+}
+
+std::string source_file(const std::string& relative) {
+  return std::string(KVTIER_SOURCE_DIR) + "/" + relative;
 }
 
 }  // namespace kvtier
@@ -28,6 +36,12 @@ int main(int argc, char** argv) {
   auto* replay_cmd = add_replay_command(app, replay);
   config_args config_only;
   auto* config_cmd = add_config_command(app, config_only);
+  sweep_args sweep;
+  auto* sweep_cmd = add_sweep_command(app, sweep);
+  report_args report;
+  auto* report_cmd = add_report_command(app, report);
+  study_args study;
+  auto* study_cmd = add_study_command(app, study);
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   bench_replay_args bench_replay;
@@ -48,6 +62,12 @@ int main(int argc, char** argv) {
       return run_replay(replay);
     if (*config_cmd)
       return run_config(config_only);
+    if (*sweep_cmd)
+      return run_sweep(sweep);
+    if (*report_cmd)
+      return run_report(report);
+    if (*study_cmd)
+      return run_study(study);
     if (*bench_replay_cmd)
       return run_bench_replay(bench_replay);
     if (*bench_transfer_cmd)

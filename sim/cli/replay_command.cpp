@@ -31,7 +31,8 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   add_config_options(*cmd, args.config);
   cmd->add_option("--trace", args.traces,
                   "trace file (repeatable; several merge by arrival time). Default: the bundled "
-                  "sample, an excerpt of the Mooncake conversation trace");
+                  "sample, an excerpt of the Mooncake conversation trace, at trace.time_scale=8 unless a "
+                  "config or --set gives one");
   cmd->add_option("--format", args.format, "trace format")
     ->check(CLI::IsMember({"auto", "mooncake", "azure", "agentic", "native"}));
   cmd->add_option("--out", args.out_dir, "output directory (summary.json, requests.csv)")
@@ -86,13 +87,16 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
 
 int run_replay(const replay_args& in) {
   replay_args args = in;
-  if (args.traces.empty())
+  std::vector<std::string> under;
+  if (args.traces.empty()) {
     args.traces.push_back(default_trace_path());
+    under = sample_defaults();
+  }
   if (args.backend == "cuda" &&
       (args.mode != "full" || (args.clock == "virtual" && args.speed != 1.0)))
     throw config_error("--backend cuda replays in full mode on the wall clock");
   replay_job job;
-  job.cfg = load_config(args.config);
+  job.cfg = load_config(args.config, under);
   job.traces = args.traces;
   job.format = args.format;
   job.mode = args.mode == "hitrate" ? replay_mode::hitrate : replay_mode::full;

@@ -37,6 +37,9 @@ const std::vector<option_spec> specs = {
    "hits a block needs before write_through_selective backs it up (write_through uses 1)"},
   {"cache.storage_write", option_type::text, 0, 0, {"always", "on_host_evict", "never"}, false,
    "when host copies are written to storage"},
+  {"cache.write_back_host_copy", option_type::text, 0, 0, {"free_on_swap_in", "keep"}, false,
+   "write_back: a swapped-in block's host copy is freed (FastDeploy; the block is written back "
+   "again at its next eviction) or kept (SGLang HiCache; each block is written back once)"},
   // -- storage (L3) ------------------------------------------------------------------------------
   {"storage.capacity_tokens", option_type::integer, 0, 1e15, {}, true,
    "storage tier capacity in tokens, 0 = no storage tier; or set storage.capacity_blocks"},

@@ -46,6 +46,7 @@ replay_config resolve(const config& c) {
   r.cache.policy = *parse_write_policy(c.text("cache.write_policy"));
   r.cache.write_through_threshold = static_cast<uint32_t>(c.integer("cache.write_through_threshold"));
   r.cache.storage = *parse_storage_write(c.text("cache.storage_write"));
+  r.cache.write_back_keeps_host_copy = c.text("cache.write_back_host_copy") == "keep";
   r.storage_blocks =
     blocks_of(c, "storage.capacity_tokens", "storage.capacity_blocks", r.block_size, u32);
   r.storage_nodes = static_cast<uint32_t>(c.integer("storage.nodes"));

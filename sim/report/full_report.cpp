@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "sim/report/atomic_file.hpp"
+#include "sim/report/load_check.hpp"
 
 namespace kvtier {
 
@@ -252,6 +253,7 @@ json full_summary(const full_result& r, const run_info& run,
                     {"virtual_s_per_wall_s", wall > 0 ? round6(virtual_s / wall) : 0.0},
                     {"messages_per_s", wall > 0 ? round6(static_cast<double>(r.messages) / wall) : 0.0},
                     {"drained", s.drained}}},
+    {"load", load_check(s.requests)},
     {"config", run.config},
     {"seed", run.seed},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
@@ -280,6 +282,14 @@ std::string full_text(const json& s, const std::string& out_dir) {
       "virtual time\n",
       rq["finished"].get<unsigned long long>(), rq["rejected"].get<unsigned long long>(),
       rq["unfinished"].get<unsigned long long>(), s["simulation"]["virtual_s"].get<double>());
+  const json& load = s["load"];
+  if (load["overloaded"].get<bool>()) {
+    const json& w = load["queue_wait_s_by_quarter"];
+    add("  OVERLOADED      the queue grew through the run (median wait %.1f s in the first "
+        "quarter of arrivals, %.1f s in the last): these figures measure queueing, not caching; "
+        "raise trace.time_scale\n",
+        w[0].get<double>(), w[3].get<double>());
+  }
   const json& l = s["latency_ms"];
   for (const char* k : {"ttft", "tpot", "e2e"})
     add("  %-5s ms        mean %10.1f   p50 %10.1f   p90 %10.1f   p99 %10.1f\n", k,

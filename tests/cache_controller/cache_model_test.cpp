@@ -140,7 +140,7 @@ TEST_CASE("cache_model: allocation fails whole when held blocks fill the device"
   h.check(true);
 }
 
-TEST_CASE("cache_model: write_through backs up committed blocks; eviction flips them to host",
+TEST_CASE("cache_model: write_through backs up committed blocks and eviction flips them to host",
           "[model][write_policy]") {
   harness h(tiers(2, 4, write_policy::write_through, 5));  // write_through forces threshold 1
   h.serve({1, 2});

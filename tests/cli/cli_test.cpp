@@ -127,3 +127,25 @@ TEST_CASE("cli: reference hit ratios of the Mooncake traces", "[cli][real_traces
     fs::remove_all(out);
   }
 }
+
+TEST_CASE("cli: the default replay is a load one instance sustains and an overloaded run says so",
+          "[cli][load]") {
+  fs::path out = scratch("default");
+  auto r = kvtier("replay --out " + out.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  json s = summary_of(out);
+  CHECK(s["config"]["trace"]["time_scale"] == 8);  // the sample's own time scale
+  CHECK(s["load"]["overloaded"] == false);
+  CHECK(s["latency_ms"]["ttft"]["p50"].get<double>() < 10000);  // seconds, not minutes
+  CHECK(r.out.find("OVERLOADED") == std::string::npos);
+  // As recorded, the sample is a whole cluster's traffic: the queue grows through the run.
+  auto o = kvtier("replay --set trace.time_scale=1 --out " + out.string());
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("OVERLOADED") != std::string::npos);
+  json so = summary_of(out);
+  CHECK(so["load"]["overloaded"] == true);
+  CHECK(so["load"]["queue_wait_s_by_quarter"][3].get<double>() >
+        so["load"]["queue_wait_s_by_quarter"][0].get<double>() + 60);
+  fs::remove_all(out);
+}

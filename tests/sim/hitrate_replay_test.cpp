@@ -225,3 +225,48 @@ TEST_CASE("hitrate: random workloads keep every invariant under every policy", "
     REQUIRE(x.replay.finish().ok());
   }
 }
+
+TEST_CASE("hitrate: bytes each write policy moves on a hand-worked trace", "[hitrate][write_policy]") {
+  // Device 2 blocks, host 4, storage 8 written on every host copy. Six one-block requests:
+  // 1, 2, 3 fill the device (3 evicts 1), then 1, 2, 3 again each come back from host and each
+  // swap-in evicts the device's LRU block. The only difference between the two write_back
+  // variants is R6: block 1 was swapped in by R4; FastDeploy freed its host copy then, so
+  // evicting it again writes it again; SGLang kept it.
+  //   R1 [1]  compute 1           write_through: backup 1
+  //   R2 [2]  compute 2           write_through: backup 2
+  //   R3 [3]  evict 1, compute 3  write_through: backup 3; write_back: write back 1
+  //   R4 [1]  evict 2, swap in 1  write_back: write back 2
+  //   R5 [2]  evict 3, swap in 2  write_back: write back 3
+  //   R6 [3]  evict 1, swap in 3  write_back (free_on_swap_in): write back 1 again
+  struct expected {
+    write_policy policy;
+    bool keep;
+    uint64_t d2h_blocks, host_hits, stores;
+  };
+  const expected cases[] = {
+    {write_policy::write_through, false, 3, 3, 3},
+    {write_policy::write_through_selective, false, 0, 0, 0},  // threshold 2: nothing reused on device
+    {write_policy::write_back, false, 4, 3, 4},
+    {write_policy::write_back, true, 3, 3, 3},
+  };
+  for (const auto& e : cases) {
+    replay_config c = small_config(2, 4, e.policy, 8);
+    c.cache.write_back_keeps_host_copy = e.keep;
+    c.model.layers = 2;
+    c.model.kv_heads = 1;
+    c.model.head_dim = 8;
+    c.model.dtype_bytes = 2;  // 64 bytes per token, 1024 per block of 16
+    REQUIRE(c.block_bytes() == 1024);
+    runner x(c, 1);
+    for (uint64_t id : {1, 2, 3, 1, 2, 3})
+      x.serve({id});
+    const cache_counters& k = x.replay.model().counters();
+    INFO(to_string(e.policy) << (e.keep ? " keep" : ""));
+    uint64_t d2h_bytes = (k.backups + k.write_backs) * c.block_bytes();
+    CHECK(d2h_bytes == e.d2h_blocks * 1024);
+    CHECK(k.swap_ins * c.block_bytes() == e.host_hits * 1024);  // H2D bytes
+    CHECK(k.stores * c.block_bytes() == e.stores * 1024);       // storage write bytes
+    CHECK(x.replay.totals().hit_blocks[1] == e.host_hits);
+    CHECK(x.replay.finish().ok());
+  }
+}

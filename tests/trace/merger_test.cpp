@@ -16,7 +16,7 @@ std::string mooncake_line(int timestamp_ms, int first_id) {
 
 }  // namespace
 
-TEST_CASE("merger: arrival order; ties go to the lower file index, then file order",
+TEST_CASE("merger: arrival order, ties to the lower file index, then file order",
           "[trace][merger]") {
   // Both files use id 0 for different blocks, as separate Mooncake files do.
   temp_trace a(mooncake_line(0, 0) + mooncake_line(0, 1) + mooncake_line(3000, 2));

@@ -1,0 +1,146 @@
+#include "sim/sweep/local_runner.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/report/atomic_file.hpp"
+
+namespace kvtier {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+pid_t spawn_cell(const local_run_options& options, const std::string& dir, const std::string& id) {
+  std::string log = cell_dir(dir, id) + "/log.txt";
+  make_directories(cell_dir(dir, id));
+  std::vector<std::string> args = {options.self, "sweep", "--out", dir, "--cell", id, "--quiet"};
+  pid_t pid = fork();
+  if (pid < 0)
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(options.self.c_str(), argv.data());
+    std::fprintf(stderr, "kvtier sweep: cannot run %s: %s\n", options.self.c_str(),
+                 std::strerror(errno));
+    ::_exit(1);
+  }
+  return pid;
+}
+
+std::string why_failed(const std::string& dir, const std::string& id, int status) {
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status));
+  auto s = cell_status(dir, id);
+  if (s && s->contains("error"))
+    return (*s)["error"].get<std::string>();
+  return "exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (see "
+         + cell_dir(dir, id) + "/log.txt)";
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 90)
+    std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f min", s / 60);
+  return buf;
+}
+
+}  // namespace
+
+std::string self_executable() {
+  // The link itself, not its target: a worker forked from this process then execs the very
+  // binary the sweep started with, even if a rebuild replaced the file since.
+  std::error_code ec;
+  if (!std::filesystem::exists("/proc/self/exe", ec))
+    throw std::runtime_error("cannot find this program (/proc/self/exe is missing)");
+  return "/proc/self/exe";
+}
+
+local_run_result run_local(const std::string& dir, const sweep_plan& plan,
+                           const local_run_options& options) {
+  auto start = clock_type::now();
+  local_run_result r;
+  std::vector<const sweep_cell*> todo;
+  for (const auto& c : plan.cells) {
+    if (cell_done(dir, c.id))
+      ++r.skipped;
+    else
+      todo.push_back(&c);
+  }
+  size_t total = plan.cells.size();
+  if (options.progress && r.skipped > 0)
+    std::cerr << "sweep: " << r.skipped << " of " << total << " cells already done\n";
+  std::map<pid_t, const sweep_cell*> running;
+  size_t next = 0;
+  size_t jobs = options.jobs == 0 ? 1 : options.jobs;
+  auto report = [&] {
+    if (!options.progress)
+      return;
+    double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+    size_t done = r.skipped + r.ran;
+    size_t left = total - done;
+    std::cerr << "sweep: " << done << "/" << total << " done, " << running.size() << " running, "
+              << r.failed << " failed";
+    if (r.ran > 0 && left > 0)
+      std::cerr << ", ~" << duration_text(elapsed / r.ran * left) << " left";
+    std::cerr << '\n';
+  };
+  bool finished_one = false;  // report once the freed worker slot is filled again
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && running.size() < jobs) {
+      const sweep_cell* c = todo[next++];
+      running[spawn_cell(options, dir, c->id)] = c;
+    }
+    if (finished_one)
+      report();
+    finished_one = false;
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR)
+        continue;
+      throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    }
+    auto it = running.find(pid);
+    if (it == running.end())
+      continue;
+    const sweep_cell* c = it->second;
+    running.erase(it);
+    ++r.ran;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && cell_done(dir, c->id);
+    if (!ok) {
+      ++r.failed;
+      std::cerr << "sweep: cell " << c->id << " failed: " << why_failed(dir, c->id, status)
+                << '\n';
+    }
+    finished_one = true;
+  }
+  if (finished_one)
+    report();
+  r.wall_s = std::chrono::duration<double>(clock_type::now() - start).count();
+  return r;
+}
+
+}  // namespace kvtier

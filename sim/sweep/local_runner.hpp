@@ -1,0 +1,35 @@
+#pragma once
+
+// Runs a planned sweep's cells on this machine, each in its own worker process: the same
+// binary invoked as `kvtier sweep --cell ID --out DIR`, the entry a job array or GNU parallel
+// uses, so that local and distributed sweeps share one code path. A worker's output goes to the
+// cell's log.txt. Cells already done are skipped (resume); a failed or killed cell is reported
+// and the others go on. Progress lines go to stderr.
+
+#include <cstddef>
+#include <string>
+
+#include "sim/sweep/sweep_dir.hpp"
+
+namespace kvtier {
+
+struct local_run_options {
+  std::string self;  ///< this binary's path
+  size_t jobs = 1;
+  bool progress = true;
+};
+
+struct local_run_result {
+  size_t skipped = 0;  ///< done before this run
+  size_t ran = 0;
+  size_t failed = 0;
+  double wall_s = 0;
+};
+
+local_run_result run_local(const std::string& dir, const sweep_plan& plan,
+                           const local_run_options& options);
+
+/// This process's executable, for spawning workers (/proc/self/exe).
+std::string self_executable();
+
+}  // namespace kvtier

@@ -1,0 +1,216 @@
+#include "sim/sweep/sweep_dir.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "sim/config/options.hpp"
+#include "sim/driver/replay_driver.hpp"
+#include "sim/report/atomic_file.hpp"
+#include "sim/sweep/flatten.hpp"
+#include "sim/trace/trace_reader.hpp"
+
+namespace kvtier {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::optional<json> read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded())
+    return std::nullopt;
+  return j;
+}
+
+void write_json(const std::string& path, const json& j) {
+  atomic_file f(path);
+  f.out() << j.dump(2) << '\n';
+  f.commit();
+}
+
+void write_cell_status(const std::string& dir, const sweep_cell& cell, const std::string& status,
+                       int code, const std::string& error, double wall_s) {
+  json j = {{"id", cell.id}, {"status", status}, {"exit_code", code}, {"wall_s", wall_s}};
+  if (!error.empty())
+    j["error"] = error;
+  write_json(cell_dir(dir, cell.id) + "/cell.json", j);
+}
+
+}  // namespace
+
+sweep_plan make_plan(const sweep_spec& spec) {
+  sweep_plan plan;
+  plan.cells = expand(spec);
+  if (!plan.cells.empty())
+    for (const auto& [name, label] : plan.cells.front().grid)
+      plan.axes.push_back(name);
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < plan.cells.size(); ++i) {
+    auto [it, fresh] = seen.emplace(plan.cells[i].id, i);
+    if (!fresh)
+      throw config_error("cells " + std::to_string(it->second + 1) + " and "
+                         + std::to_string(i + 1) + " are the same replay (a grid value that "
+                         "changes nothing, or a repeated value): the sweep would run it twice");
+  }
+  return plan;
+}
+
+void write_plan(const std::string& dir, const sweep_plan& plan) {
+  make_directories(dir + "/cells");
+  json cells = json::array();
+  for (const auto& c : plan.cells)
+    cells.push_back(to_json(c));
+  write_json(dir + "/plan.json", {{"kvtier_sweep_plan", 1}, {"axes", plan.axes}, {"cells", cells}});
+  atomic_file ids(dir + "/cells.txt");
+  for (const auto& c : plan.cells)
+    ids.out() << c.id << '\n';
+  ids.commit();
+}
+
+sweep_plan read_plan(const std::string& dir) {
+  std::string path = dir + "/plan.json";
+  auto j = read_json(path);
+  if (!j || !j->contains("kvtier_sweep_plan"))
+    throw config_error(path + ": no sweep plan here (make one with kvtier sweep ... --plan)");
+  sweep_plan plan;
+  try {
+    plan.axes = j->at("axes").get<std::vector<std::string>>();
+    for (const auto& c : j->at("cells"))
+      plan.cells.push_back(cell_from_json(c));
+  } catch (const json::exception& e) {
+    throw config_error(path + ": " + e.what());
+  }
+  return plan;
+}
+
+std::string cell_dir(const std::string& dir, const std::string& id) {
+  return dir + "/cells/" + id;
+}
+
+std::optional<json> cell_status(const std::string& dir, const std::string& id) {
+  return read_json(cell_dir(dir, id) + "/cell.json");
+}
+
+bool cell_done(const std::string& dir, const std::string& id) {
+  auto s = cell_status(dir, id);
+  return s && s->value("status", "") == "ok" && s->value("id", "") == id
+         && fs::exists(cell_dir(dir, id) + "/summary.json");
+}
+
+int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& id) {
+  const sweep_cell* cell = nullptr;
+  for (const auto& c : plan.cells)
+    if (c.id == id)
+      cell = &c;
+  if (!cell)
+    throw config_error("cell " + id + ": not in " + dir + "/plan.json (see its cells.txt)");
+  std::string out = cell_dir(dir, id);
+  make_directories(out);
+  fs::remove(out + "/cell.json");  // from here on the cell is not done until it says so
+  auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::string error;
+  int code = 0;
+  try {
+    replay_job job;
+    job.cfg.merge_json(cell->config, dir + "/plan.json cell " + id);
+    job.traces = cell->traces;
+    job.format = cell->format;
+    job.mode = cell->mode == "hitrate" ? replay_mode::hitrate : replay_mode::full;
+    job.seed = cell->seed;
+    job.deterministic = cell->deterministic;
+    job.out_dir = out;
+    replay_result r = run_replay_job(job);
+    if (r.invariant_violations > 0) {
+      error = std::to_string(r.invariant_violations) + " invariant violations; first: "
+              + r.first_violation;
+      code = 1;
+    } else if (!r.drained) {
+      error = "the replay stopped with requests unfinished";
+      code = 1;
+    }
+  } catch (const config_error& e) {
+    error = std::string("bad config: ") + e.what();
+    code = 2;
+  } catch (const trace_error& e) {
+    error = std::string("bad trace: ") + e.what();
+    code = 2;
+  } catch (const std::exception& e) {
+    error = e.what();
+    code = 1;
+  }
+  write_cell_status(dir, *cell, code == 0 ? "ok" : "failed", code, error,
+                    cell->deterministic ? 0.0 : elapsed());
+  return code;
+}
+
+collect_result collect(const std::string& dir, const sweep_plan& plan) {
+  collect_result result;
+  std::vector<std::string> columns = {"cell", "status"};
+  for (const auto& a : plan.axes)
+    columns.push_back(a);
+  columns.push_back("seed");
+  columns.push_back("error");
+  std::map<std::string, bool> known(  // columns already listed
+    {{"cell", true}, {"status", true}, {"seed", true}, {"error", true}});
+  for (const auto& a : plan.axes)
+    known[a] = true;
+  std::vector<std::map<std::string, json>> rows;
+  for (const auto& cell : plan.cells) {
+    std::map<std::string, json> row;
+    row["cell"] = cell.id;
+    for (const auto& [name, label] : cell.grid)
+      row[name] = label;
+    row["seed"] = cell.seed;
+    auto status = cell_status(dir, cell.id);
+    std::string s = status ? status->value("status", "failed") : "missing";
+    if (s == "ok" && !cell_done(dir, cell.id))
+      s = "missing";
+    row["status"] = s;
+    if (status && status->contains("error"))
+      row["error"] = (*status)["error"];
+    auto summary = read_json(cell_dir(dir, cell.id) + "/summary.json");
+    if (summary && s != "missing") {
+      std::vector<std::pair<std::string, json>> flat;
+      flatten_summary(*summary, "", flat);
+      for (auto& [k, v] : flat) {
+        if (!known[k]) {
+          known[k] = true;
+          columns.push_back(k);
+        }
+        row[k] = v;
+      }
+    }
+    (s == "ok" ? result.ok : s == "missing" ? result.missing : result.failed) += 1;
+    rows.push_back(std::move(row));
+  }
+  atomic_file csv(dir + "/results.csv");
+  for (size_t i = 0; i < columns.size(); ++i)
+    csv.out() << (i ? "," : "") << csv_field(columns[i]);
+  csv.out() << '\n';
+  json jrows = json::array();
+  for (const auto& row : rows) {
+    json jrow = json::object();
+    for (size_t i = 0; i < columns.size(); ++i) {
+      auto it = row.find(columns[i]);
+      json v = it == row.end() ? json() : it->second;
+      csv.out() << (i ? "," : "") << csv_text(v);
+      jrow[columns[i]] = v;
+    }
+    csv.out() << '\n';
+    jrows.push_back(std::move(jrow));
+  }
+  csv.commit();
+  write_json(dir + "/results.json", {{"axes", plan.axes}, {"columns", columns}, {"rows", jrows}});
+  return result;
+}
+
+}  // namespace kvtier
