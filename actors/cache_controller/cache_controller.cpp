@@ -34,7 +34,9 @@ void handle_done(self_ptr self, const transfer_done& d);
 void send_transfers(self_ptr self, std::vector<transfer>& out) {
   for (transfer& t : out)
     self->request(self->state.engine, caf::infinite, std::move(t))
-      .then([=](const transfer_done& d) { handle_done(self, d); });
+      .then([=](const transfer_done& d) { handle_done(self, d); },
+            // No transfer engine: the instance cannot move a block again.
+            [=](const caf::error& e) { self->quit(e); });
   out.clear();
 }
 
@@ -99,17 +101,20 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       if (keys.empty())
         return ready{req, 0, s.core->model().device_available()};
       auto promise = self->make_response_promise<ready>();
+      // Storage that cannot answer holds nothing for this request: it goes on without.
+      auto on_exists = [=](uint32_t leading) mutable {
+        auto& s2 = self->state;
+        std::vector<transfer> out;
+        bool loading = s2.core->on_exists(req, leading, out);
+        send_transfers(self, out);
+        if (loading)
+          s2.readying.emplace(req, promise);
+        else
+          promise.deliver(ready{req, 0, s2.core->model().device_available()});
+      };
       self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
-        .then([=](const exists_reply& r) mutable {
-          auto& s2 = self->state;
-          std::vector<transfer> out;
-          bool loading = s2.core->on_exists(req, r.leading, out);
-          send_transfers(self, out);
-          if (loading)
-            s2.readying.emplace(req, promise);
-          else
-            promise.deliver(ready{req, 0, s2.core->model().device_available()});
-        });
+        .then([=](const exists_reply& r) mutable { on_exists(r.leading); },
+              [=](const caf::error&) mutable { on_exists(0); });
       return promise;
     },
     [=](probe& p) -> probe_reply { return self->state.core->on_probe(p); },
