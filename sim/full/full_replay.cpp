@@ -1,6 +1,7 @@
 #include "sim/full/full_replay.hpp"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -198,6 +199,45 @@ void collect_reports(caf::scoped_actor& self, const deployment& d, full_result& 
   r.drained = r.front_end.exhausted && r.scheduler.drained;
 }
 
+// Watches every actor of a deployment: an actor that stops on its own (an exception, a peer
+// gone) would leave the requests it held unanswered, so the run ends with what stopped it
+// instead of waiting forever.
+class watchdog {
+ public:
+  watchdog(caf::actor_system& sys, const deployment& d) : self_(sys, true) {
+    watch(d.storage, "storage");
+    watch(d.front_end, "front end");
+    for (const instance& x : d.instances) {
+      watch(x.scheduler, x.name + " scheduler");
+      watch(x.controller, x.name + " cache controller");
+      watch(x.engine, x.name + " transfer engine");
+      if (x.compute)
+        watch(x.compute, x.name + " GPU compute");
+    }
+  }
+
+  /// Throws if an actor has stopped.
+  void check() {
+    if (self_->mailbox().size() == 0)
+      return;
+    std::string what;
+    self_->receive([&](caf::down_msg& m) {
+      what = "the " + names_[m.source] + " actor stopped: " + caf::to_string(m.reason);
+    });
+    throw std::runtime_error(what);
+  }
+
+ private:
+  template <class Handle>
+  void watch(const Handle& h, std::string name) {
+    names_[caf::actor_cast<caf::actor_addr>(h)] = std::move(name);
+    self_->monitor(h);
+  }
+
+  caf::scoped_actor self_;
+  std::map<caf::actor_addr, std::string> names_;
+};
+
 void stop_all(const deployment& d) {
   caf::anon_send_exit(d.front_end, caf::exit_reason::user_shutdown);
   for (const instance& x : d.instances)
@@ -217,6 +257,7 @@ full_result run_virtual(timed_config config, std::shared_ptr<request_feed> feed,
   sim_clock clock(sys.clock().now(), 1.0);
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   caf::scoped_actor self{sys, true};
+  watchdog dog(sys, d);
   auto run = self->request(d.front_end, caf::infinite, run_atom_v);
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   full_result r;
@@ -228,6 +269,10 @@ full_result run_virtual(timed_config config, std::shared_ptr<request_feed> feed,
       break;
   }
   r.last_event_ns = clock.now(sys.clock());
+  dog.check();
+  if (self->mailbox().size() == 0)
+    throw std::runtime_error("the replay stalled: nothing more can happen, and requests are "
+                             "still in flight");
   caf::error failure;
   run.receive([](const front_end_report&) {}, [&](caf::error& e) { failure = std::move(e); });
   if (failure) {
@@ -258,11 +303,18 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   // Wait for the front end's answer (every request done), then until no instance holds or moves
   // anything. The answer is polled for, so that progress is drawn meanwhile.
   caf::scoped_actor runner{sys};
+  watchdog dog(sys, d);
   auto run = runner->request(d.front_end, caf::infinite, run_atom_v);
   while (runner->mailbox().size() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (options.progress)
       options.progress();
+    try {
+      dog.check();
+    } catch (...) {
+      stop_all(d);
+      throw;
+    }
   }
   caf::error failure;
   run.receive([](const front_end_report&) {}, [&](caf::error& e) { failure = std::move(e); });

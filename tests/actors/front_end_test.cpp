@@ -105,3 +105,34 @@ TEST_CASE("front end: cache aware sends a repeated prefix where it is cached",
   CHECK(rr.front_end.per_instance == std::vector<uint64_t>{1, 1});
   CHECK(record(rr, 1).hit_blocks[0] == 0);
 }
+
+namespace {
+
+// A feed whose mapping throws what no feed should: the front end actor dies of it.
+class throwing_feed : public failing_feed {
+ public:
+  throwing_feed() : failing_feed(5) {}
+  bool blocks_of(const trace_request& r, std::vector<cache_block>& out) override {
+    if (r.seq == 2)
+      throw std::logic_error("a broken feed");
+    return failing_feed::blocks_of(r, out);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("front end: an actor that stops on its own ends the run with what stopped it",
+          "[actors][front_end]") {
+  timed_config c = small_config(16, 0);
+  for (clock_mode mode : {clock_mode::virtual_time, clock_mode::wall}) {
+    full_run_options o;
+    o.mode = mode;
+    o.speed = 1000;
+    try {
+      run_full_replay(c, std::make_shared<throwing_feed>(), o);
+      FAIL("no error");
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("the front end actor stopped"));
+    }
+  }
+}
