@@ -161,8 +161,13 @@ void start_unblocked(self_ptr self) {
   for (auto& [id, r] : st.transfers)
     if (!r.started && ready_to_start(st, r.msg))
       now_ready.push_back(id);
-  for (uint64_t id : now_ready)
-    start(self, id);
+  // A transfer that ends as it starts (a fill) frees others at once, and they start from its
+  // end: skip whatever that already started, or finished.
+  for (uint64_t id : now_ready) {
+    auto it = st.transfers.find(id);
+    if (it != st.transfers.end() && !it->second.started)
+      start(self, id);
+  }
 }
 
 void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {

@@ -132,3 +132,25 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: loads read storage then cross th
   CHECK_FALSE(missing.ok);
   CHECK(missing.error.find("storage") != std::string::npos);
 }
+
+TEST_CASE_METHOD(det_fixture,
+                 "transfer engine: transfers freed together that end at once each run once",
+                 "[actors][transfer_engine]") {
+  // Two fills (done as they start) both follow one D2H. When the D2H ends both become ready; the
+  // first fill ends at once and frees the second, which must not be started again afterwards
+  // (it once was: the engine died of a lookup of the finished fill).
+  auto storage = spawn_storage(sys, storage_opts(clock));
+  auto engine = spawn_transfer_engine(sys, options(clock), storage);
+  auto first = self->request(engine, caf::infinite, make(1, move_kind::d2h, {1}));
+  auto a = self->request(engine, caf::infinite, make(2, move_kind::fill, {2}, {1}));
+  auto b = self->request(engine, caf::infinite, make(3, move_kind::fill, {3}, {1}));
+  auto c = self->request(engine, caf::infinite, make(4, move_kind::fill, {4}, {1}));
+  run();
+  std::vector<uint64_t> done;
+  for (auto* pending : {&first, &a, &b, &c})
+    pending->receive([&](const transfer_done& d) { done.push_back(d.id); },
+                     [&](const caf::error& e) { FAIL(caf::to_string(e)); });
+  CHECK(done == std::vector<uint64_t>{1, 2, 3, 4});
+  auto [report, at] = ask<engine_report>(engine, report_atom_v);
+  CHECK(report.transfers[static_cast<int>(move_kind::fill)] == 3);
+}
