@@ -1,11 +1,13 @@
 #include "actors/scheduler/scheduler.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
 #include "actors/check.hpp"
 #include "actors/scheduler/layer_pipeline.hpp"
 #include "actors/scheduler/workload.hpp"
+#include "actors/time_math.hpp"
 
 namespace kvtier {
 
@@ -25,6 +27,8 @@ struct scheduler_state {
   step_plan plan;
   std::vector<work_item> items;
   int64_t step_start = 0;
+  int64_t plan_start = 0;         // when planning the step began
+  int64_t step_due = -1;          // when the step's modelled compute ends (-1: on the GPU)
   uint32_t known_available = 0;
   // what the next commit reports
   std::vector<token_mark> computed;
@@ -45,6 +49,15 @@ int64_t now_of(self_ptr self) {
 }
 
 void maybe_step(self_ptr self);
+
+// On the wall clock the host's own time passes on the replay's clock too (`speed` times over):
+// what planning took, and how late a step's end was handled, is counted as lag.
+void note_lag(scheduler_state& st, int64_t ns) {
+  if (ns <= 0)
+    return;
+  st.report.lag_ns = time_add(st.report.lag_ns, ns);
+  st.report.lag_max_ns = std::max(st.report.lag_max_ns, ns);
+}
 
 void schedule_arrivals(self_ptr self) {
   auto& st = self->state;
@@ -160,6 +173,7 @@ void on_grant(self_ptr self, const grant& g) {
     return;
   }
   pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
+  st.step_due = p.end_ns;
   st.report.layer_wait_ns += p.stall_ns;
   st.report.busy_ns += p.end_ns - st.step_start;
   self->delayed_send(self, st.config.clock.until(self->clock(), p.end_ns), step_atom_v, st.step);
@@ -178,6 +192,8 @@ void send_commit(self_ptr self) {
   st.finished.clear();
   st.computed.clear();
   st.step_start = now_of(self);
+  note_lag(st, st.step_start - st.plan_start);
+  st.step_due = -1;
   self->request(st.controller, caf::infinite, std::move(c))
     .then([=](const grant& g) { on_grant(self, g); });
 }
@@ -205,6 +221,7 @@ void maybe_step(self_ptr self) {
   if (!ask && st.plan.items.empty() && st.finished.empty() && st.computed.empty())
     return;
   st.busy = true;
+  st.plan_start = now_of(self);
   if (!ask) {
     continue_plan(self, nullptr);
     return;
@@ -227,6 +244,8 @@ void on_step_end(self_ptr self, uint64_t step) {
   }
   KVTIER_ASSERT(st.busy && step == st.step);
   int64_t now = now_of(self);
+  if (st.step_due >= 0)
+    note_lag(st, now - st.step_due);
   step_outcome out = finish_step(st.book, st.items, now);
   st.items.clear();
   st.report.prefill_tokens += out.prefill_tokens;

@@ -1,12 +1,15 @@
 #include "sim/driver/replay_driver.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "sim/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
+#include "sim/full/time_limits.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/full_report.hpp"
@@ -49,7 +52,6 @@ std::vector<trace_file_info> file_infos(const replay_job& job, const trace_merge
 run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
-  run.seed = job.seed;
   run.deterministic = job.deterministic;
   return run;
 }
@@ -58,6 +60,25 @@ void write_summary(const replay_job& job, const nlohmann::json& summary) {
   atomic_file summary_file(job.out_dir + "/summary.json");
   summary_file.out() << summary.dump(2) << '\n';
   summary_file.commit();
+}
+
+// On the wall clock the host's overhead runs on the replay's clock `speed` times over; once it is
+// more than this share of the virtual time, the figures say more about the host than the model.
+constexpr double lag_warning_share = 0.01;
+
+std::optional<std::string> lag_warning(const replay_job& job, const nlohmann::json& summary) {
+  const nlohmann::json& sim = summary["simulation"];
+  double share = sim["lag_share"].get<double>();
+  if (share <= lag_warning_share)
+    return std::nullopt;
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "the replay fell %.3f s behind the wall clock at --speed %g (%.1f%% of its %.3f s "
+                "of virtual time; longest delay %.3f ms): host overhead is in its latencies; "
+                "use a lower --speed or the virtual clock",
+                sim["lag_s"].get<double>(), job.speed, share * 100,
+                sim["virtual_s"].get<double>(), sim["lag_max_ms"].get<double>());
+  return std::string(text);
 }
 
 replay_result replay_hitrate(const replay_job& job) {
@@ -114,8 +135,10 @@ replay_result replay_full(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
   timed_config timed = resolve_timed(job.cfg, rc);
+  timed.controller.check_every = job.check_every;
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
+  check_time_limits(timed);
   trace_merger merger(open_traces(job));
   request_blocks mapper(rc.block_size, job.traces);
   std::vector<uint64_t> per_file(job.traces.size(), 0);
@@ -132,6 +155,8 @@ replay_result replay_full(const replay_job& job) {
       bool more = merger.next(r);
       parse_s += seconds_since(t0);
       if (more) {
+        check_request_times(r, timed.scheduler.time_scale, job.traces[r.file],
+                            merger.sources()[r.file]->format());
         ++per_file[r.file];
         ++read;
       }
@@ -160,6 +185,7 @@ replay_result replay_full(const replay_job& job) {
   progress.finish();
   if (failure)
     std::rethrow_exception(failure);
+  check_virtual_time(fr);
 
   run_info run = run_info_of(job);
   run.parse_s = parse_s;
@@ -171,6 +197,8 @@ replay_result replay_full(const replay_job& job) {
   if (!fr.controller.invariant_messages.empty())
     result.first_violation = fr.controller.invariant_messages.front();
   result.drained = fr.scheduler.drained;
+  if (auto w = lag_warning(job, result.summary))
+    result.warnings.push_back(*w);
   if (!job.out_dir.empty()) {
     make_directories(job.out_dir);
     atomic_file csv(job.out_dir + "/requests.csv");
