@@ -1,5 +1,6 @@
 #include "sim/trace/line_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,15 @@ namespace {
 // Large enough that a trace costs a handful of reads, small enough to stream any size.
 constexpr size_t chunk_bytes = size_t{1} << 20;
 
+// A small file gets a buffer of its size (the buffer still grows for a line that outgrows it):
+// opening many small traces (tests, fuzzing) then costs no megabyte each.
+size_t buffer_for(uint64_t file_bytes) {
+  constexpr size_t smallest = 4096;
+  return file_bytes == 0 || file_bytes >= chunk_bytes
+           ? chunk_bytes
+           : std::max(smallest, static_cast<size_t>(file_bytes) + 1);
+}
+
 }  // namespace
 
 std::FILE* open_trace_file(const std::string& path) {
@@ -25,14 +35,12 @@ std::FILE* open_trace_file(const std::string& path) {
   return file;
 }
 
-line_file::line_file(const std::string& path)
-    : path_(path),
-      file_(open_trace_file(path)),
-      buf_(std::make_unique<char[]>(chunk_bytes + line_padding)),
-      capacity_(chunk_bytes) {
+line_file::line_file(const std::string& path) : path_(path), file_(open_trace_file(path)) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   total_ = ec ? 0 : size;  // unknown for pipes and the like: progress just says so
+  capacity_ = buffer_for(total_);
+  buf_ = std::make_unique<char[]>(capacity_ + line_padding);
 }
 
 line_file::~line_file() {
