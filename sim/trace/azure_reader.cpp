@@ -55,8 +55,12 @@ bool expect(std::string_view text, size_t& pos, char c) {
   return true;
 }
 
-// "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 9 fraction digits) as nanoseconds since 1970.
-std::optional<int64_t> wall_clock_ns(std::string_view text) {
+// Nanoseconds since 1970 fit 64 bits from 1678 to 2261.
+constexpr int64_t first_year = 1678, last_year = 2261;
+
+// "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 9 fraction digits) as nanoseconds since 1970; sets
+// `out_of_range` for a valid date outside first_year..last_year.
+std::optional<int64_t> wall_clock_ns(std::string_view text, bool& out_of_range) {
   size_t pos = 0;
   int64_t year, month, day, hour, minute, second;
   if (!digits(text, pos, 4, year) || !expect(text, pos, '-') || !digits(text, pos, 2, month) ||
@@ -82,6 +86,9 @@ std::optional<int64_t> wall_clock_ns(std::string_view text) {
     for (size_t i = width; i < 9; ++i)
       fraction_ns *= 10;
   }
+  out_of_range = year < first_year || year > last_year;
+  if (out_of_range)
+    return std::nullopt;
   int64_t seconds =
       days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
   return seconds * 1'000'000'000 + fraction_ns;
@@ -135,7 +142,12 @@ void azure_source::parse(std::string_view line, trace_request& out) {
   std::string_view cells[3] = {line.substr(0, first),
                                line.substr(first + 1, second - first - 1),
                                line.substr(second + 1)};
-  std::optional<int64_t> ns = wall_clock_ns(cells[0]);
+  bool out_of_range = false;
+  std::optional<int64_t> ns = wall_clock_ns(cells[0], out_of_range);
+  if (out_of_range)
+    fail("TIMESTAMP", "expected a date in the years " + std::to_string(first_year) + " to " +
+                          std::to_string(last_year) + ", got '" +
+                          std::string(cells[0].substr(0, 40)) + "'");
   if (!ns)
     fail("TIMESTAMP", "expected a time like 2023-11-16 18:17:03.9799600, got '" +
                           std::string(cells[0].substr(0, 40)) + "'");
@@ -147,7 +159,10 @@ void azure_source::parse(std::string_view line, trace_request& out) {
   if (!first_ns_)
     first_ns_ = *ns;
   last_ns_ = *ns;
-  out.arrival_ns = *ns - *first_ns_;
+  int64_t since_first = 0;
+  if (__builtin_sub_overflow(*ns, *first_ns_, &since_first))
+    fail("TIMESTAMP", std::string(cells[0]) + " is more than 292 years after the first row");
+  out.arrival_ns = since_first;
 }
 
 }  // namespace
