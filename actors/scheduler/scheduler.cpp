@@ -28,7 +28,7 @@ struct scheduler_state {
   std::vector<work_item> items;
   int64_t step_start = 0;
   int64_t plan_start = 0;         // when planning the step began
-  int64_t step_due = -1;          // when the step's modelled compute ends (-1: on the GPU)
+  int64_t step_due = -1;          // when the modelled step ends (-1: not granted yet, or GPU)
   uint32_t known_available = 0;
   // what the next commit reports
   std::vector<token_mark> computed;
