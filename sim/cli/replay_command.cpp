@@ -58,7 +58,8 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_flag("--skip-bad-lines", args.skip_bad_lines,
                 "skip and count malformed trace lines instead of stopping");
   cmd->add_option("--check-every", args.check_every,
-                  "run the invariant checker every N requests too (it always runs at the end)");
+                  "run the invariant checker every N requests (hitrate) or N commits, one per "
+                  "step (full), too; it always runs at the end");
   cmd->add_option("--seed", args.seed,
                   "changes nothing: a replay makes no random choice (ties go by trace order, then "
                   "file order), so the same traces and config always give the same replay; "

@@ -90,3 +90,19 @@ TEST_CASE("config: storage keys differ by model and dtype", "[config]") {
   CHECK(resolve(a).storage_namespace != resolve(c).storage_namespace);
   CHECK(resolve(c).model.dtype_bytes == 1);
 }
+
+TEST_CASE("config: text that is not UTF-8 is refused naming the key", "[config]") {
+  // A --set value is whatever bytes the shell passed; summary.json could not hold it.
+  config c;
+  std::string bytes = "\xff\xfe";
+  for (const std::string& key : {"cache.write_policy", "model.name"}) {
+    INFO(key);
+    try {
+      c.set(key + "=" + bytes);
+      FAIL("accepted");
+    } catch (const config_error& e) {
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+    }
+  }
+  CHECK(c.effective()["model"]["name"] == "llama3-8b");
+}
