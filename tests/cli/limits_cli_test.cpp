@@ -8,8 +8,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string data = std::string(KVTIER_TEST_DATA);
-
 // Writes `text` to a file in `dir`; returns its path.
 std::string write(const fs::path& dir, const std::string& name, const std::string& text) {
   fs::create_directories(dir);
