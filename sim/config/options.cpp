@@ -176,7 +176,7 @@ void config::merge_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of double's range
     throw config_error(path + ": not valid JSON: " + e.what());
   }
   if (!j.is_object())

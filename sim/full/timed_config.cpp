@@ -20,7 +20,7 @@ void apply_calibration(const std::string& path, link_options& links) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     throw config_error("links.calibration: " + path + ": not valid JSON: " + e.what());
   }
   auto number = [&](const char* section, const char* field) {

@@ -1,5 +1,10 @@
 #include "sim/config/options.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/timed_config.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -105,4 +110,19 @@ TEST_CASE("config: text that is not UTF-8 is refused naming the key", "[config]"
     }
   }
   CHECK(c.effective()["model"]["name"] == "llama3-8b");
+}
+
+TEST_CASE("config: a number beyond double's range is refused naming the file", "[config]") {
+  // JSON's grammar allows 61e308; it overflows a double (found by fuzz_config).
+  std::string path = "/tmp/kvtier-config-test-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << "{\"cache\": {\"block_size\": 61e308}}";
+  std::string e = error_of([&] { config().merge_file(path); });
+  CHECK(e.find(path + ": not valid JSON") == 0);
+  // A calibration file is read the same way.
+  std::ofstream(path) << "{\"schema\": \"kvtier.calibration/1\", \"duplex_gbps\": 1e999}";
+  config c;
+  c.set("links.calibration=" + path);
+  std::string calibration = error_of([&] { resolve_timed(c, resolve(c)); });
+  CHECK(calibration.find("links.calibration: " + path + ": not valid JSON") == 0);
+  std::remove(path.c_str());
 }
