@@ -292,6 +292,10 @@ struct scheduler_report {
   uint64_t decode_tokens = 0;
   uint64_t rejected = 0;       ///< requests that could never fit on the device
   uint64_t refused_admissions = 0;  ///< commits whose planned admissions the controller refused
+  /// Wall clock: virtual time lost to the host (planning a step, a step's end handled late);
+  /// always 0 in virtual time, where neither takes any.
+  int64_t lag_ns = 0;
+  int64_t lag_max_ns = 0;      ///< the longest single such delay
   bool drained = false;        ///< every request finished
 };
 
@@ -509,7 +513,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
   return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
            x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
-           x.decode_tokens, x.rejected, x.refused_admissions, x.drained);
+           x.decode_tokens, x.rejected, x.refused_admissions, x.lag_ns, x.lag_max_ns,
+           x.drained);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {

@@ -4,13 +4,16 @@
 // jumps to the next timer once every mailbox is drained, so time is simulated and exact. In a
 // wall-clock replay time is the steady clock since the start times `speed` (virtual seconds per
 // wall second). Actors read time and wait only through this class, so the same behaviour runs
-// under both clocks.
+// under both clocks. Conversions saturate (core/time_math.hpp): a huge wait or a tiny speed
+// gives the limit of virtual time, never a wrapped value.
 
 #include <chrono>
 #include <cstdint>
 
 #include "caf/actor_clock.hpp"
 #include "caf/timespan.hpp"
+
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -22,7 +25,7 @@ class sim_clock {
   /// Virtual nanoseconds since the start.
   int64_t now(const caf::actor_clock& clock) const {
     auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now() - epoch_);
-    return speed_ == 1.0 ? wall.count() : static_cast<int64_t>(wall.count() * speed_);
+    return speed_ == 1.0 ? wall.count() : time_from(static_cast<double>(wall.count()) * speed_);
   }
 
   /// The wait until virtual time `t` (zero if it has passed).
@@ -30,7 +33,7 @@ class sim_clock {
     int64_t delta = t - now(clock);
     if (delta <= 0)
       return caf::timespan{0};
-    return caf::timespan{speed_ == 1.0 ? delta : static_cast<int64_t>(delta / speed_)};
+    return caf::timespan{speed_ == 1.0 ? delta : time_from(static_cast<double>(delta) / speed_)};
   }
 
  private:

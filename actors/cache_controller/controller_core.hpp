@@ -38,7 +38,7 @@ struct controller_options {
   uint32_t block_size = 64;
   uint64_t storage_namespace = 0;
   bool storage = false;
-  uint32_t check_every = 0;  ///< run every invariant check after this many commits (0: never)
+  uint64_t check_every = 0;  ///< run every invariant check after this many commits (0: never)
   uint32_t layers = 1;       ///< model layers (grants give a ready time per layer)
   /// Real backend: grant a step before its swap-in lands (the GPU orders compute after it layer
   /// by layer); copies still reading reused blocks are waited for all the same.

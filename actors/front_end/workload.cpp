@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -13,8 +14,7 @@ workload::workload(feed next, double time_scale)
 }
 
 int64_t workload::scaled(int64_t recorded_ns) const {
-  return time_scale_ == 1 ? recorded_ns
-                          : static_cast<int64_t>(std::llround(static_cast<double>(recorded_ns) * time_scale_));
+  return time_scaled(recorded_ns, time_scale_);
 }
 
 bool workload::predecessor_of(const trace_request& r, turn_key& key) {
@@ -38,7 +38,7 @@ void workload::place(trace_request r) {
   }
   auto done = finished_at_.find(key);
   if (done != finished_at_.end()) {
-    int64_t at = done->second + scaled(r.think_ns);
+    int64_t at = time_add(done->second, scaled(r.think_ns));
     due_.push({at, order, false, std::move(r)});
     return;
   }
@@ -93,7 +93,7 @@ void workload::finished(uint64_t session, uint32_t turn, int64_t at) {
   bool released = begin != end;
   for (auto it = begin; it != end; ++it) {
     trace_request f = std::move(it->second);
-    int64_t when = at + scaled(f.think_ns);
+    int64_t when = time_add(at, scaled(f.think_ns));
     due_.push({when, read_++, false, std::move(f)});
   }
   parked_.erase(begin, end);

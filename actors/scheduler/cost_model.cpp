@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -27,9 +28,9 @@ step_cost cost_of(const compute_profile& p, const batch_shape& b) {
                 + p.prefill_attention_ns * b.attention_pairs
                 + p.decode_token_ns * b.decode_seqs
                 + p.decode_context_ns * static_cast<double>(b.decode_context);
-  auto total = static_cast<int64_t>(std::llround(work));
+  int64_t total = time_from(work);
   step_cost c;
-  c.overhead_ns = static_cast<int64_t>(std::llround(p.step_overhead_ns));
+  c.overhead_ns = time_from(p.step_overhead_ns);
   c.total_work_ns = total;
   c.layer_ns = total / p.layers;
   c.last_layer_ns = total - c.layer_ns * (p.layers - 1);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -11,13 +12,13 @@ pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t l
   KVTIER_ASSERT(layers > 0);
   KVTIER_ASSERT(ready_ns.empty() || ready_ns.size() == layers);
   pipeline_result r;
-  int64_t t = start_ns + cost.overhead_ns;
+  int64_t t = time_add(start_ns, cost.overhead_ns);
   for (uint32_t i = 0; i < layers; ++i) {
     if (!ready_ns.empty() && ready_ns[i] > t) {
       r.stall_ns += ready_ns[i] - t;
       t = ready_ns[i];
     }
-    t += i + 1 == layers ? cost.last_layer_ns : cost.layer_ns;
+    t = time_add(t, i + 1 == layers ? cost.last_layer_ns : cost.layer_ns);
   }
   r.end_ns = t;
   return r;

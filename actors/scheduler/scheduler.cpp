@@ -1,11 +1,13 @@
 #include "actors/scheduler/scheduler.hpp"
 
+#include <algorithm>
 #include <memory>
 
-#include "core/check.hpp"
 #include <absl/container/flat_hash_map.h>
 
 #include "actors/scheduler/layer_pipeline.hpp"
+#include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -23,6 +25,8 @@ struct scheduler_state {
   step_plan plan;
   std::vector<work_item> items;
   int64_t step_start = 0;
+  int64_t plan_start = 0;         // when planning the step began
+  int64_t step_due = -1;          // when the modelled step ends (-1: not granted yet, or GPU)
   uint32_t known_available = 0;
   // what the next commit reports
   std::vector<token_mark> computed;
@@ -48,6 +52,15 @@ void maybe_step(self_ptr self);
 // requests' answers carry the error to the front end.
 void fail(self_ptr self, const caf::error& e) {
   self->quit(e);
+}
+
+// On the wall clock the host's own time passes on the replay's clock too (`speed` times over):
+// what planning took, and how late a step's end was handled, is counted as lag.
+void note_lag(scheduler_state& st, int64_t ns) {
+  if (ns <= 0)
+    return;
+  st.report.lag_ns = time_add(st.report.lag_ns, ns);
+  st.report.lag_max_ns = std::max(st.report.lag_max_ns, ns);
 }
 
 // Plans once everything else that happens at this instant has been handled (a timer at the
@@ -154,6 +167,7 @@ void on_grant(self_ptr self, const grant& g) {
     return;
   }
   pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
+  st.step_due = p.end_ns;
   st.report.layer_wait_ns += p.stall_ns;
   st.report.busy_ns += p.end_ns - st.step_start;
   self->delayed_send(self, st.config.clock.until(self->clock(), p.end_ns), step_atom_v, st.step);
@@ -172,6 +186,8 @@ void send_commit(self_ptr self) {
   st.finished.clear();
   st.computed.clear();
   st.step_start = now_of(self);
+  note_lag(st, st.step_start - st.plan_start);
+  st.step_due = -1;
   self->request(st.controller, caf::infinite, std::move(c))
     .then([=](const grant& g) { on_grant(self, g); },
           [=](const caf::error& e) { fail(self, e); });
@@ -200,6 +216,7 @@ void maybe_step(self_ptr self) {
   if (!ask && st.plan.items.empty() && st.finished.empty() && st.computed.empty())
     return;
   st.busy = true;
+  st.plan_start = now_of(self);
   if (!ask) {
     continue_plan(self, nullptr);
     return;
@@ -223,6 +240,8 @@ void on_step_end(self_ptr self, uint64_t step) {
   }
   KVTIER_ASSERT(st.busy && step == st.step);
   int64_t now = now_of(self);
+  if (st.step_due >= 0)
+    note_lag(st, now - st.step_due);
   step_outcome out = finish_step(st.book, st.items, now);
   st.items.clear();
   st.report.prefill_tokens += out.prefill_tokens;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -36,7 +37,7 @@ link_model::flow_id link_model::start(int64_t now, std::vector<link_id> links,
   }
   f.links = std::move(links);
   f.ops = std::move(ops);
-  f.latency_end = now + f.ops[0].latency_ns;
+  f.latency_end = time_add(now, f.ops[0].latency_ns);
   flows_.push_back(std::move(f));
   return flows_.back().id;
 }
@@ -62,7 +63,7 @@ int64_t link_model::finish_time(const flow& f) const {
     return f.latency_end;
   if (f.remaining <= residue || std::isinf(f.rate))
     return now_;
-  return now_ + static_cast<int64_t>(std::ceil(f.remaining / f.rate));
+  return time_add(now_, time_from(std::ceil(f.remaining / f.rate)));
 }
 
 int64_t link_model::next_event() const {
@@ -112,7 +113,7 @@ void link_model::advance(int64_t now, std::vector<op_done>& out) {
       if (!last) {
         ++f.index;
         f.moving = false;
-        f.latency_end = t + f.ops[f.index].latency_ns;
+        f.latency_end = time_add(t, f.ops[f.index].latency_ns);
       }
     }
     flows_.erase(std::remove_if(flows_.begin(), flows_.end(),

@@ -63,11 +63,15 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_flag("--skip-bad-lines", args.skip_bad_lines,
                 "skip and count malformed trace lines instead of stopping");
   cmd->add_option("--check-every", args.check_every,
-                  "run the invariant checker every N requests too (it always runs at the end)")
+                  "run the invariant checker every N requests (hitrate) or N commits, one per "
+                  "step (full), too; it always runs at the end")
     ->check(unsigned_in_range());
-  cmd->add_option("--seed", args.seed, "seed of every random choice")
+  cmd->add_option("--seed", args.seed,
+                  "changes nothing: a replay makes no random choice (ties go by trace order, then "
+                  "file order), so the same traces and config always give the same replay; "
+                  "accepted (with a warning) for scripts that pass it")
     ->check(unsigned_in_range())
-    ->capture_default_str();
+    ->each([&args](const std::string&) { args.seed_given = true; });
   cmd->add_flag("--deterministic", args.deterministic,
                 "write wall-clock figures as 0 so outputs are byte-identical across runs");
   cmd->add_flag("--quiet", args.quiet, "print nothing on success");
@@ -107,13 +111,16 @@ int run_replay(const replay_args& in) {
   job.skip_bad_lines = args.skip_bad_lines;
   job.on_skip = name_skipped_lines();
   job.check_every = args.check_every;
-  job.seed = args.seed;
   job.deterministic = args.deterministic;
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
+  if (args.seed_given)
+    std::cerr << "kvtier: warning: --seed changes nothing: a replay makes no random choice\n";
   replay_result result = run_replay_job(job);
   if (!args.quiet)
     std::cout << result.text;
+  for (const std::string& w : result.warnings)
+    std::cerr << "kvtier: warning: " << w << '\n';
   int code = exit_ok;
   if (result.invariant_violations > 0) {
     std::cerr << "kvtier: " << result.invariant_violations << " invariant violations; first: "

@@ -278,8 +278,9 @@ void config::assign(const std::string& key, const json& value, const std::string
   }
   const option_spec& s = specs[i];
   auto bad = [&] {
+    // Replacing bad UTF-8: a --set value is any bytes the shell passed.
     return config_error(source + ": " + key + ": expected " + describe(s) + ", got "
-                        + value.dump());
+                        + value.dump(-1, ' ', false, json::error_handler_t::replace));
   };
   if (value.is_null()) {
     if (!s.optional)
@@ -336,6 +337,13 @@ void config::assign(const std::string& key, const json& value, const std::string
     case option_type::text: {
       if (!value.is_string())
         throw bad();
+      // summary.json and `kvtier config` print every value: text must be valid UTF-8.
+      try {
+        (void)value.dump();
+      } catch (const json::type_error&) {
+        throw config_error(source + ": " + key + ": expected text in UTF-8, got " +
+                           value.dump(-1, ' ', false, json::error_handler_t::replace));
+      }
       const std::string& t = value.get_ref<const std::string&>();
       bool allowed = s.choices.empty();
       for (const char* c : s.choices)

@@ -46,7 +46,7 @@ json parse_json_strict(const std::string& text, const std::string& source) {
   };
   try {
     return json::parse(text, check);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of double's range
     throw config_error(source + ": not valid JSON: " + e.what());
   }
 }

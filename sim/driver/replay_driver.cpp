@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "sim/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/trace_feed.hpp"
+#include "sim/full/time_limits.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/full_report.hpp"
@@ -55,7 +58,6 @@ std::vector<trace_file_info> file_infos(const replay_job& job, const trace_merge
 run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
-  run.seed = job.seed;
   run.deterministic = job.deterministic;
   return run;
 }
@@ -95,6 +97,25 @@ std::unique_ptr<run_outputs> open_outputs(const replay_job& job) {
   } catch (const std::runtime_error& e) {
     throw config_error(std::string("--out: ") + e.what());
   }
+}
+
+// On the wall clock the host's overhead runs on the replay's clock `speed` times over; once it is
+// more than this share of the virtual time, the figures say more about the host than the model.
+constexpr double lag_warning_share = 0.01;
+
+std::optional<std::string> lag_warning(const replay_job& job, const nlohmann::json& summary) {
+  const nlohmann::json& sim = summary["simulation"];
+  double share = sim["lag_share"].get<double>();
+  if (share <= lag_warning_share)
+    return std::nullopt;
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "the replay fell %.3f s behind the wall clock at --speed %g (%.1f%% of its %.3f s "
+                "of virtual time; longest delay %.3f ms): host overhead is in its latencies; "
+                "use a lower --speed or the virtual clock",
+                sim["lag_s"].get<double>(), job.speed, share * 100,
+                sim["virtual_s"].get<double>(), sim["lag_max_ms"].get<double>());
+  return std::string(text);
 }
 
 replay_result replay_hitrate(const replay_job& job) {
@@ -147,14 +168,16 @@ replay_result replay_full(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
   timed_config timed = resolve_timed(job.cfg, rc);
+  timed.controller.check_every = job.check_every;
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
+  check_time_limits(timed);
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   uint32_t max_device_blocks = timed.scheduler.device_blocks;
   for (const instance_config& ic : timed.instances)
     max_device_blocks = std::max(max_device_blocks, ic.scheduler.device_blocks);
-  auto feed = std::make_shared<trace_feed>(open_traces(job), mapper_of(job, rc), rc.block_size,
-                                           max_device_blocks);
+  auto feed = std::make_shared<trace_feed>(open_traces(job), job.traces, mapper_of(job, rc), rc.block_size,
+                                           max_device_blocks, timed.time_scale);
   progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
   full_run_options options;
   options.mode = job.wall_clock || job.cuda ? clock_mode::wall : clock_mode::virtual_time;
@@ -162,6 +185,7 @@ replay_result replay_full(const replay_job& job) {
   options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
   full_result fr = run_full_replay(timed, feed, options);
   progress.finish();
+  check_virtual_time(fr);
 
   run_info run = run_info_of(job);
   run.parse_s = feed->parse_s();
@@ -179,6 +203,8 @@ replay_result replay_full(const replay_job& job) {
     result.first_violation = std::to_string(fr.engine.payload_errors)
                              + " storage reads returned bytes that were not what was stored";
   result.drained = fr.drained;
+  if (auto w = lag_warning(job, result.summary))
+    result.warnings.push_back(*w);
   if (outputs) {
     write_full_csv(outputs->csv.out(), fr);
     outputs->commit(result.summary);

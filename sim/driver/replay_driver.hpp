@@ -33,7 +33,6 @@ struct replay_job {
   bool verify = false;               ///< cuda: check every block's bytes wherever it lands
   bool skip_bad_lines = false;
   uint64_t check_every = 0;          ///< invariant checks every N requests (hitrate) or commits
-  uint64_t seed = 1;
   bool deterministic = false;        ///< write wall-clock figures as 0
   std::string out_dir;               ///< summary.json and requests.csv; empty: write nothing
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
@@ -47,6 +46,8 @@ struct replay_result {
   uint64_t invariant_violations = 0;
   std::string first_violation;
   bool drained = true;               ///< full mode: every request finished
+  /// Things the user should know that do not fail the run (e.g. the wall clock fell behind).
+  std::vector<std::string> warnings;
 
   bool failed() const { return invariant_violations > 0 || !drained; }
 };

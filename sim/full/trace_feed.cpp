@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "sim/config/options.hpp"
+#include "sim/full/time_limits.hpp"
 
 namespace kvtier {
 
@@ -18,12 +19,15 @@ input_problem problem_of(const config_error& e) {
 
 }  // namespace
 
-trace_feed::trace_feed(std::vector<std::unique_ptr<trace_source>> sources, request_blocks mapper,
-                       uint32_t block_size, uint32_t max_device_blocks)
+trace_feed::trace_feed(std::vector<std::unique_ptr<trace_source>> sources,
+                       std::vector<std::string> files, request_blocks mapper, uint32_t block_size,
+                       uint32_t max_device_blocks, double time_scale)
     : merger_(std::move(sources)),
+      files_(std::move(files)),
       mapper_(std::move(mapper)),
       block_size_(block_size),
       max_device_blocks_(max_device_blocks),
+      time_scale_(time_scale),
       per_file_(merger_.sources().size(), 0) {
   // nop
 }
@@ -36,6 +40,8 @@ bool trace_feed::next(trace_request& out) {
     bool more = merger_.next(out);
     parse_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (more) {
+      const auto& source = merger_.sources()[out.file];
+      check_request_times(out, time_scale_, files_[out.file], source->format());
       ++per_file_[out.file];
       ++read_;
       totals_.input_tokens += out.input_tokens;

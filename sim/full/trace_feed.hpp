@@ -21,8 +21,10 @@ class trace_feed : public request_feed {
  public:
   /// A request whose KV needs more than `max_device_blocks` blocks fits no instance: it will be
   /// rejected, so its blocks are counted but not built (one claim of 4e9 tokens costs nothing).
-  trace_feed(std::vector<std::unique_ptr<trace_source>> sources, request_blocks mapper,
-             uint32_t block_size, uint32_t max_device_blocks);
+  /// Every request's times, scaled by `time_scale`, must stay within virtual time's limits.
+  trace_feed(std::vector<std::unique_ptr<trace_source>> sources, std::vector<std::string> files,
+             request_blocks mapper, uint32_t block_size, uint32_t max_device_blocks,
+             double time_scale);
 
   bool next(trace_request& out) override;
   bool blocks_of(const trace_request& r, std::vector<cache_block>& out) override;
@@ -39,9 +41,11 @@ class trace_feed : public request_feed {
 
  private:
   trace_merger merger_;
+  std::vector<std::string> files_;
   request_blocks mapper_;
   uint32_t block_size_;
   uint32_t max_device_blocks_;
+  double time_scale_;
   std::vector<uint64_t> per_file_;
   trace_totals totals_;
   uint64_t read_ = 0;

@@ -252,10 +252,12 @@ json full_summary(const full_result& r, const run_info& run,
     {"simulation", {{"virtual_s", round6(virtual_s)}, {"messages", r.messages},
                     {"virtual_s_per_wall_s", wall > 0 ? round6(virtual_s / wall) : 0.0},
                     {"messages_per_s", wall > 0 ? round6(static_cast<double>(r.messages) / wall) : 0.0},
+                    {"lag_s", round6(static_cast<double>(s.lag_ns) / 1e9)},
+                    {"lag_max_ms", round6(static_cast<double>(s.lag_max_ns) / 1e6)},
+                    {"lag_share", virtual_s > 0 ? round6(static_cast<double>(s.lag_ns) / 1e9 / virtual_s) : 0.0},
                     {"drained", s.drained}}},
     {"load", load_check(s.requests)},
     {"config", run.config},
-    {"seed", run.seed},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", wall},
   };
@@ -335,6 +337,10 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  wall            %.3f s   (%.0f virtual s per wall s, %.2f M messages/s)\n",
       s["wall_s"].get<double>(), sim["virtual_s_per_wall_s"].get<double>(),
       sim["messages_per_s"].get<double>() / 1e6);
+  if (sim["lag_s"].get<double>() > 0)
+    add("  clock lag       %.3f s   (%.1f%% of virtual time, longest %.3f ms)\n",
+        sim["lag_s"].get<double>(), sim["lag_share"].get<double>() * 100,
+        sim["lag_max_ms"].get<double>());
   out += "  outputs         " + out_dir + "/summary.json, " + out_dir + "/requests.csv\n";
   return out;
 }

@@ -91,7 +91,6 @@ json hitrate_summary(const hitrate_replay& replay, const run_info& run) {
     {"invariants", {{"checked", inv.checked}, {"violations", inv.violations},
                     {"passes", replay.invariant_passes()}, {"messages", inv.messages}}},
     {"config", run.config},
-    {"seed", run.seed},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", run.deterministic ? 0.0 : run.wall_s},
   };

@@ -36,7 +36,6 @@ struct trace_totals {
 struct run_info {
   std::vector<trace_file_info> files;
   nlohmann::json config;  ///< the effective config
-  uint64_t seed = 0;
   double parse_s = 0;     ///< wall time spent reading traces (not deterministic)
   double wall_s = 0;      ///< wall time of the whole replay (not deterministic)
   bool deterministic = false;  ///< write wall-clock figures as 0

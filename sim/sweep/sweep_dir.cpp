@@ -125,7 +125,6 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
     job.traces = cell->traces;
     job.format = cell->format;
     job.mode = cell->mode == "hitrate" ? replay_mode::hitrate : replay_mode::full;
-    job.seed = cell->seed;
     job.deterministic = cell->deterministic;
     job.out_dir = out;
     replay_result r = run_replay_job(job);

@@ -1,5 +1,6 @@
 #include "sim/trace/line_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,15 @@ namespace {
 
 // Large enough that a trace costs a handful of reads, small enough to stream any size.
 constexpr size_t chunk_bytes = size_t{1} << 20;
+
+// A small file gets a buffer of its size (the buffer still grows for a line that outgrows it):
+// opening many small traces (tests, fuzzing) then costs no megabyte each.
+size_t buffer_for(uint64_t file_bytes) {
+  constexpr size_t smallest = 4096;
+  return file_bytes == 0 || file_bytes >= chunk_bytes
+           ? chunk_bytes
+           : std::max(smallest, static_cast<size_t>(file_bytes) + 1);
+}
 
 }  // namespace
 
@@ -35,6 +45,8 @@ line_file::line_file(const std::string& path, uint64_t max_line_bytes)
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   total_ = ec ? 0 : size;  // unknown for pipes and the like: progress just says so
+  capacity_ = buffer_for(total_);
+  buf_ = std::make_unique<char[]>(capacity_ + line_padding);
 }
 
 line_file::~line_file() {

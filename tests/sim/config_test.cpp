@@ -1,5 +1,10 @@
 #include "sim/config/options.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/timed_config.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -89,4 +94,35 @@ TEST_CASE("config: storage keys differ by model and dtype", "[config]") {
   CHECK(resolve(a).storage_namespace != resolve(b).storage_namespace);
   CHECK(resolve(a).storage_namespace != resolve(c).storage_namespace);
   CHECK(resolve(c).model.dtype_bytes == 1);
+}
+
+TEST_CASE("config: text that is not UTF-8 is refused naming the key", "[config]") {
+  // A --set value is whatever bytes the shell passed; summary.json could not hold it.
+  config c;
+  std::string bytes = "\xff\xfe";
+  for (const std::string& key : {"cache.write_policy", "model.name"}) {
+    INFO(key);
+    try {
+      c.set(key + "=" + bytes);
+      FAIL("accepted");
+    } catch (const config_error& e) {
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+    }
+  }
+  CHECK(c.effective()["model"]["name"] == "llama3-8b");
+}
+
+TEST_CASE("config: a number beyond double's range is refused naming the file", "[config]") {
+  // JSON's grammar allows 61e308; it overflows a double (found by fuzz_config).
+  std::string path = "/tmp/kvtier-config-test-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << "{\"cache\": {\"block_size\": 61e308}}";
+  std::string e = error_of([&] { config().merge_file(path); });
+  CHECK(e.find(path + ": not valid JSON") == 0);
+  // A calibration file is read the same way.
+  std::ofstream(path) << "{\"schema\": \"kvtier.calibration/1\", \"duplex_gbps\": 1e999}";
+  config c;
+  c.set("links.calibration=" + path);
+  std::string calibration = error_of([&] { resolve_timed(c, resolve(c)); });
+  CHECK(calibration.find("links.calibration: " + path + ": not valid JSON") == 0);
+  std::remove(path.c_str());
 }

@@ -1,0 +1,45 @@
+// libFuzzer target for the config loader. The input is a JSON config file, optionally followed by
+// a NUL byte and --set assignments, one per line. The loader applies them as `kvtier replay
+// --config F --set ...` does, then resolves the replay's settings and the timed replay's, and
+// checks the derived limits (sim/full/time_limits.hpp). config_error is the one accepted way to
+// refuse; anything else is a finding.
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "sim/config/options.hpp"
+#include "sim/config/replay_config.hpp"
+#include "sim/full/time_limits.hpp"
+#include "sim/full/timed_config.hpp"
+#include "tests/fuzz/memory_file.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace kvtier;
+  static kvtier::fuzz::memory_file file;
+  std::string_view all(reinterpret_cast<const char*>(data), size);
+  size_t nul = all.find('\0');
+  std::string_view doc = all.substr(0, nul);
+  try {
+    config c;
+    c.merge_file(file.hold(data, doc.size()));
+    if (nul != std::string_view::npos) {
+      std::string_view sets = all.substr(nul + 1);
+      while (!sets.empty()) {
+        size_t eol = sets.find('\n');
+        c.set(std::string(sets.substr(0, eol)));
+        sets = eol == std::string_view::npos ? std::string_view() : sets.substr(eol + 1);
+      }
+    }
+    replay_config rc = resolve(c);
+    // A calibration names another file: the fuzzer's paths would read whatever they point at.
+    if (c.is_set("links.calibration"))
+      return 0;
+    timed_config t = resolve_timed(c, rc);
+    check_time_limits(t);
+    (void)c.effective().dump();
+  } catch (const config_error&) {
+  }
+  return 0;
+}
