@@ -380,8 +380,9 @@ std::vector<uint64_t> file_backend::list_blocks() const {
       std::string f = e->d_name;
       if (f.size() != 20 || f.compare(16, 4, ".blk") != 0)
         continue;
+      std::string hex = f.substr(0, 16);  // kept alive: `end` points into it
       char* end = nullptr;
-      uint64_t h = std::strtoull(f.substr(0, 16).c_str(), &end, 16);
+      uint64_t h = std::strtoull(hex.c_str(), &end, 16);
       if (end && *end == '\0')
         out.push_back(h);
     }
