@@ -21,7 +21,6 @@ struct front_end_state {
   std::vector<prefix_hit> probed;
   size_t probes_due = 0;
   int64_t arrival_wake = workload::never;
-  uint64_t outstanding = 0;  // pushed, not answered
   bool running = false;
   bool failed = false;
   caf::typed_response_promise<front_end_report> done;
@@ -56,7 +55,9 @@ void fail_on_input(self_ptr self) {
 
 void finish_if_done(self_ptr self) {
   auto& st = self->state;
-  if (st.failed || st.outstanding > 0 || !st.routing.empty() || !st.load->exhausted())
+  const front_end_report& r = st.report;
+  bool answered_all = r.pushed == r.finished + r.rejected;
+  if (st.failed || !answered_all || !st.routing.empty() || !st.load->exhausted())
     return;
   if (st.feed->problem()) {
     fail_on_input(self);
@@ -79,7 +80,6 @@ void schedule_arrivals(self_ptr self) {
 
 void on_done(self_ptr self, size_t target, const trace_request& r, const request_done& d) {
   auto& st = self->state;
-  --st.outstanding;
   ++(d.rejected ? st.report.rejected : st.report.finished);
   st.route->answered(target, r.input_tokens);
   st.load->finished(r.session, r.turn, d.at_ns);
@@ -91,7 +91,6 @@ void push(self_ptr self, size_t target, request_arrival a) {
   auto& st = self->state;
   ++st.report.pushed;
   ++st.report.per_instance[target];
-  ++st.outstanding;
   st.route->pushed(target, a.req);
   trace_request key;  // what the answer needs: the session turn and the prompt size
   key.session = a.req.session;

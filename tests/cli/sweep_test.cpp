@@ -18,47 +18,18 @@
 
 #include <nlohmann/json.hpp>
 
-namespace fs = std::filesystem;
-using nlohmann::json;
+#include "tests/cli/cli_support.hpp"
 
 namespace {
 
-struct outcome {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using namespace cli_test;
 
-outcome shell(const std::string& cmd) {
-  outcome o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
-    o.out.append(buf, n);
-  int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+outcome shell(const std::string& cmd) { return shell_run(cmd); }
 
-const std::string bin = KVTIER_BINARY;
+const std::string& bin = binary;
 const std::string sample = std::string(KVTIER_SOURCE_DIR) + "/traces/mooncake_conversation_sample.jsonl";
 
-outcome kvtier(const std::string& args) { return shell(bin + " " + args); }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path dir =
-    fs::temp_directory_path() / ("kvtier-sweep-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  return dir;
-}
+fs::path sweep_scratch(const std::string& name) { return scratch("sweep-" + name); }
 
 // A small CSV reader (quoted fields with doubled quotes).
 std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
@@ -111,7 +82,7 @@ const std::string small_grid =
 
 TEST_CASE("sweep: the grid expands in order and cells are named by what decides them",
           "[sweep]") {
-  fs::path a = scratch("plan-a"), b = scratch("plan-b"), c = scratch("plan-c");
+  fs::path a = sweep_scratch("plan-a"), b = sweep_scratch("plan-b"), c = sweep_scratch("plan-c");
   REQUIRE(kvtier("sweep --plan --out " + a.string() + small_grid).code == 0);
   json plan = json::parse(slurp(a / "plan.json"));
   REQUIRE(plan["cells"].size() == 8);  // 2 policies x 2 host sizes x 2 seeds
@@ -150,7 +121,7 @@ TEST_CASE("sweep: the grid expands in order and cells are named by what decides 
 
 TEST_CASE("sweep: results.csv has one row per cell, the grid and every summary figure",
           "[sweep]") {
-  fs::path out = scratch("local");
+  fs::path out = sweep_scratch("local");
   auto r = kvtier("sweep --jobs 2 --out " + out.string() + small_grid);
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -188,7 +159,7 @@ TEST_CASE("sweep: results.csv has one row per cell, the grid and every summary f
 }
 
 TEST_CASE("sweep: a failing cell is reported and the others finish", "[sweep]") {
-  fs::path out = scratch("fail");
+  fs::path out = sweep_scratch("fail");
   // cache.device_tokens=0 is a valid value but no device tier: that cell's replay refuses it.
   auto r = kvtier("sweep --jobs 2 --mode hitrate --trace " + sample + " --out " + out.string() +
                   " --grid cache.device_tokens=0,200000,400000");
@@ -207,7 +178,7 @@ TEST_CASE("sweep: a failing cell is reported and the others finish", "[sweep]") 
 }
 
 TEST_CASE("sweep: a killed sweep resumes where it stopped", "[sweep][resume]") {
-  fs::path out = scratch("resume");
+  fs::path out = sweep_scratch("resume");
   // Full-mode cells of the sample, one at a time; the whole process group is killed (SIGKILL)
   // once the first cell is done, as a lost node or a Ctrl-C would leave it.
   std::string args = "sweep --jobs 1 --quiet --deterministic --trace " + sample + " --out " +
@@ -243,7 +214,7 @@ TEST_CASE("sweep: a killed sweep resumes where it stopped", "[sweep][resume]") {
 
 TEST_CASE("sweep: plan, cells by job array or GNU parallel, collect: the local sweep's results",
           "[sweep][plan]") {
-  fs::path local = scratch("p-local"), array = scratch("p-array"), par = scratch("p-parallel");
+  fs::path local = sweep_scratch("p-local"), array = sweep_scratch("p-array"), par = sweep_scratch("p-parallel");
   REQUIRE(kvtier("sweep --jobs 2 --out " + local.string() + small_grid).code == 0);
   // A Slurm job array's tasks, run one after another with the command docs/sweep.md gives.
   REQUIRE(kvtier("sweep --plan --out " + array.string() + small_grid).code == 0);
@@ -263,7 +234,7 @@ TEST_CASE("sweep: plan, cells by job array or GNU parallel, collect: the local s
   REQUIRE(kvtier("sweep --collect --out " + par.string()).code == 0);
   CHECK(slurp(par / "results.csv") == slurp(local / "results.csv"));
   // Collecting a plan whose cells did not run says so.
-  fs::path empty = scratch("p-empty");
+  fs::path empty = sweep_scratch("p-empty");
   REQUIRE(kvtier("sweep --plan --out " + empty.string() + small_grid).code == 0);
   auto c = kvtier("sweep --collect --out " + empty.string());
   CHECK(c.code == 1);
@@ -290,7 +261,7 @@ bool valid_png(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("report: tables hold results.csv's numbers and plots are valid images", "[sweep][report]") {
-  fs::path out = scratch("report");
+  fs::path out = sweep_scratch("report");
   auto r = kvtier("sweep --jobs 2 --quiet --trace " + sample + " --out " + out.string() +
                   " --grid cache.write_policy=write_through,write_back"
                   " --grid cache.host_tokens=200000,800000");
@@ -341,7 +312,7 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   CHECK(pd.out.find("PD handoff") != std::string::npos);
   CHECK(kvtier("study no-such-study").code == 2);
   // The write-policy study plans 6 policies x 3 storage modes x 3 host sizes on 2 trace sets.
-  fs::path out = scratch("study");
+  fs::path out = sweep_scratch("study");
   auto plan = kvtier("study write-policy --plan --quiet --out " + out.string());
   INFO(plan.out);
   REQUIRE(plan.code == 0);
