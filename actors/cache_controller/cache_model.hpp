@@ -164,6 +164,9 @@ class cache_model {
   /// Empties everything; requires no outstanding orders.
   void reset();
 
+  /// Tells `sink` of each block that becomes ready in a tier or leaves it (radix_tree).
+  void set_event_sink(block_event_sink* sink) { tree_.set_event_sink(sink); }
+
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,
                      std::vector<transfer_order>& orders);

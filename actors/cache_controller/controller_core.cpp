@@ -8,7 +8,7 @@ namespace kvtier {
 
 controller_core::controller_core(const cache_options& cache, const controller_options& options)
   : model_(cache), options_(options), tracker_(options.storage_namespace) {
-  // nop
+  model_.set_event_sink(options.events);
 }
 
 // -- arrival and storage prefetch ------------------------------------------------------------------
@@ -19,6 +19,7 @@ prefix_hit controller_core::lookup(const std::vector<cache_block>& blocks) {
 }
 
 std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks) {
+  block_event_batch batch(options_.events);
   request_state& r = requests_[req];
   r.blocks = std::move(blocks);
   r.layout = request_layout(r.blocks, options_.block_size);
@@ -35,6 +36,7 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
 }
 
 bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<transfer>& out) {
+  block_event_batch batch(options_.events);
   request_state& r = requests_.at(req);
   uint32_t probed_from = r.probed_from;
   if (leading == 0)
@@ -221,6 +223,7 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
 
 void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>& out,
                                 step_inputs& inputs) {
+  block_event_batch batch(options_.events);
   std::vector<transfer_order> orders;
   g.step = c.step;
   ++commits_;
@@ -278,6 +281,7 @@ void controller_core::check_step_start(const step_inputs& inputs) {
 
 void controller_core::on_transfer_done(const transfer_done& d, std::vector<transfer>& out,
                                        std::vector<request_id>& landed) {
+  block_event_batch batch(options_.events);
   auto owner = load_owner_.find(d.id);
   std::vector<transfer_order> orders = tracker_.finish(d.id);
   if (!d.ok) {

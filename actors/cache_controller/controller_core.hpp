@@ -45,6 +45,9 @@ struct controller_options {
   bool grant_early = false;
   bool verify = false;       ///< mark each computed block with its pattern (a fill transfer)
   bool log = false;          ///< record which requests each swap-in served
+  /// Hears every block that becomes ready in a tier or leaves it, one batch per message handled
+  /// (KV events, docs/events.md); null: nobody (the default). Must outlive the controller.
+  block_event_sink* events = nullptr;
 };
 
 /// What a commit needs from transfers before the step may compute.
@@ -91,6 +94,13 @@ class controller_core {
   uint64_t failed_loads() const { return failed_loads_; }
   /// Blocks a request got from storage (0 once admitted).
   uint32_t prefetched(request_id req) const { return requests_.at(req).prefetched; }
+
+  /// Tells `sink` of each block that becomes ready in the device or host tier, or leaves it
+  /// (KV events); none by default (controller_options::events sets it at construction).
+  void set_event_sink(block_event_sink* sink) {
+    options_.events = sink;
+    model_.set_event_sink(sink);
+  }
 
   // -- observers ---------------------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ void radix_tree::reset() {
   }
   live_count_ = 0;
   next_order_ = 1;
+  if (sink_)
+    sink_->cleared();
 }
 
 node_id radix_tree::find(block_hash hash) const {
@@ -159,6 +161,8 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   // A node taken for device eviction can only lose its device copy; a node taken for host
   // eviction keeps its mark until remove(), which must not count it out of its parent twice.
   KVTIER_ASSERT(!(t == tier::device && n.taken[device_index] && has));
+  if (sink_)
+    report_copy(id, t, n.copy[ti] == copy_state::ready, st == copy_state::ready);
   n.copy[ti] = st;
   if (has)
     n.block[ti] = block;
@@ -168,6 +172,20 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   refresh_both(id);
   if (t == tier::device && had != has && n.parent != root_node)
     refresh(n.parent, device_index);
+}
+
+void radix_tree::report_copy(node_id id, tier t, bool was_ready, bool is_ready) {
+  if (was_ready == is_ready)
+    return;
+  const tree_node& n = nodes_[id];
+  if (!is_ready) {
+    sink_->removed(t, n.hash);
+    return;
+  }
+  std::optional<block_hash> parent;
+  if (n.parent != root_node)
+    parent = nodes_[n.parent].hash;
+  sink_->stored(t, n.hash, parent, n.tokens);
 }
 
 void radix_tree::acquire(node_id id, bool hit) {

@@ -25,6 +25,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "actors/cache_controller/block_events.hpp"
 #include "actors/cache_controller/block_hash.hpp"
 #include "actors/cache_controller/block_pool.hpp"
 #include "actors/cache_controller/evictable_queue.hpp"
@@ -140,8 +141,12 @@ class radix_tree {
   /// and false is returned. Each chosen node must then lose its copy in `t` (set_copy absent).
   bool take_evictable(tier t, uint32_t n, std::vector<node_id>& out);
 
-  /// Empties the tree.
+  /// Empties the tree (a set sink hears cleared()).
   void reset();
+
+  /// Reports each copy that turns ready or stops being ready, and each reset, to `sink` (null:
+  /// nobody; the default). The sink must outlive the tree or be unset first.
+  void set_event_sink(block_event_sink* sink) { sink_ = sink; }
 
  private:
   bool wants_set(const tree_node& n, int t) const;
@@ -156,6 +161,7 @@ class radix_tree {
   }
   void count_reclaimable(const tree_node& n, int delta);
   void untake(node_id id, int t);
+  void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
 
   eviction_policy policy_;
   std::vector<tree_node> nodes_;
@@ -166,6 +172,7 @@ class radix_tree {
   uint32_t reclaimable_[tier_count] = {0, 0};
   uint32_t live_count_ = 0;
   uint64_t next_order_ = 1;
+  block_event_sink* sink_ = nullptr;
 };
 
 }  // namespace kvtier

@@ -151,3 +151,67 @@ TEST_CASE("controller: a storage prefetch holds its prefix only while it loads",
   CHECK(core.report().invariant_violations == 0);
   CHECK(core.idle());
 }
+
+namespace {
+
+// Records the batches as the controller ends them.
+struct batch_recorder final : block_event_sink {
+  std::vector<std::vector<block_event>> batches;
+  block_event_log open;
+  void stored(tier t, block_hash h, std::optional<block_hash> p, uint32_t n) override {
+    open.stored(t, h, p, n);
+  }
+  void removed(tier t, block_hash h) override { open.removed(t, h); }
+  void cleared() override { open.cleared(); }
+  void batch_end() override {
+    batches.push_back(open.take());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("controller: block events come one batch per message, in the order of the changes",
+          "[actors][controller][events]") {
+  cache_options cache;
+  cache.device_blocks = 2;
+  cache.host_blocks = 4;
+  cache.policy = write_policy::write_back;
+  batch_recorder rec;
+  controller_options o = opts();
+  o.events = &rec;
+  controller_core core(cache, o);
+  std::vector<transfer> out;
+  std::vector<request_id> landed;
+  grant g;
+  step_inputs in;
+  core.on_arrival(1, blocks_of({1, 2}));
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}}}, g, out, in);
+  core.on_commit(commit{2, {{1, 32}}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  auto a = blocks_of({1, 2});
+  // Committing A's blocks stores both on the device, parent first, in that step's batch.
+  REQUIRE(rec.batches.size() == 3);  // arrival, admission, commit: one batch each
+  const auto& stores = rec.batches[2];
+  REQUIRE(stores.size() == 2);
+  CHECK(stores[0].kind == block_event_kind::stored);
+  CHECK(stores[0].where == tier::device);
+  CHECK(stores[0].hash == a[0].hash);
+  CHECK(stores[1].parent == std::optional<block_hash>(a[0].hash));
+  // B evicts A under write_back: A leaves the device at once and reaches the host only when the
+  // D2H lands, in the batch of that finished transfer.
+  core.on_arrival(2, blocks_of({3, 4}));
+  core.on_commit(commit{3, {}, {}, {}, {}, {{2, 32}}}, g = {}, out, in = {});
+  const auto& evictions = rec.batches.back();
+  REQUIRE(evictions.size() == 2);
+  for (const block_event& e : evictions) {
+    CHECK(e.kind == block_event_kind::removed);
+    CHECK(e.where == tier::device);
+  }
+  REQUIRE(out.size() == 1);
+  size_t before = rec.batches.size();
+  core.on_transfer_done(done(out[0]), out, landed);
+  REQUIRE(rec.batches.size() == before + 1);
+  size_t host_stores = 0;
+  for (const block_event& e : rec.batches.back())
+    host_stores += e.kind == block_event_kind::stored && e.where == tier::host;
+  CHECK(host_stores == 2);
+}

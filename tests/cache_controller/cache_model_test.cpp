@@ -4,6 +4,9 @@
 
 #include "actors/cache_controller/invariants.hpp"
 
+#include <map>
+#include <set>
+
 using namespace kvtier;
 
 namespace {
@@ -294,4 +297,101 @@ TEST_CASE("cache_model: a dropped block takes its host-only children along", "[m
   CHECK(h.m.counters().dropped == 2);
   CHECK(h.m.tree().find(blocks[1].hash) == root_node);
   h.check(true);
+}
+
+namespace {
+
+// The index as the event stream tells it: per tier, the blocks with a ready copy.
+struct followed_index {
+  std::set<block_hash> ready[tier_count];
+  std::map<block_hash, std::optional<block_hash>> parent;
+  uint32_t cleared = 0;
+
+  void apply(const std::vector<block_event>& events) {
+    for (const block_event& e : events) {
+      auto& s = ready[static_cast<int>(e.where)];
+      switch (e.kind) {
+        case block_event_kind::stored:
+          REQUIRE(s.insert(e.hash).second);  // never stored twice without a removal between
+          parent[e.hash] = e.parent;
+          break;
+        case block_event_kind::removed:
+          REQUIRE(s.erase(e.hash) == 1);     // never removed unless stored
+          break;
+        case block_event_kind::cleared:
+          ready[0].clear();
+          ready[1].clear();
+          ++cleared;
+          break;
+      }
+    }
+  }
+
+  void require_matches(const cache_model& m) const {
+    std::set<block_hash> truth[tier_count];
+    for (node_id id : m.tree().live_nodes()) {
+      if (id == root_node)
+        continue;
+      const tree_node& n = m.tree().node(id);
+      for (int t = 0; t < tier_count; ++t)
+        if (n.ready(static_cast<tier>(t)))
+          truth[t].insert(n.hash);
+      if (n.ready(tier::device) || n.ready(tier::host)) {
+        std::optional<block_hash> p;
+        if (n.parent != root_node)
+          p = m.tree().node(n.parent).hash;
+        REQUIRE(parent.at(n.hash) == p);
+      }
+    }
+    REQUIRE(truth[0] == ready[0]);
+    REQUIRE(truth[1] == ready[1]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cache_model: block events follow every ready copy in each tier", "[model][events]") {
+  for (write_policy p : {write_policy::write_through, write_policy::write_through_selective,
+                         write_policy::write_back}) {
+    CAPTURE(to_string(p));
+    cache_options o = tiers(3, 5, p);
+    o.storage = storage_write::never;
+    harness h(o);
+    block_event_log log;
+    h.m.set_event_sink(&log);
+    followed_index seen;
+    const std::vector<std::vector<uint64_t>> requests = {
+        {1, 2, 3}, {1, 2, 4}, {5, 6}, {1, 2, 3}, {7}, {5, 6, 8}, {1, 9}, {1, 2, 3}, {10, 11, 12}};
+    for (const auto& r : requests) {
+      h.serve(r);
+      seen.apply(log.take());
+      seen.require_matches(h.m);
+    }
+    CHECK(h.m.counters().device_evictions > 0);
+    h.m.reset();
+    seen.apply(log.take());
+    CHECK(seen.cleared == 1);
+    seen.require_matches(h.m);
+  }
+}
+
+TEST_CASE("cache_model: a stored event names its parent and its tokens", "[model][events]") {
+  harness h(tiers(4, 4, write_policy::write_through));
+  block_event_log log;
+  h.m.set_event_sink(&log);
+  h.serve({1, 2});
+  auto blocks = blocks_of({1, 2});
+  std::vector<block_event> device_stores;
+  for (const block_event& e : log.events())
+    if (e.kind == block_event_kind::stored && e.where == tier::device)
+      device_stores.push_back(e);
+  REQUIRE(device_stores.size() == 2);
+  CHECK(device_stores[0].hash == blocks[0].hash);
+  CHECK_FALSE(device_stores[0].parent.has_value());
+  CHECK(device_stores[1].parent == std::optional<block_hash>(blocks[0].hash));
+  CHECK(device_stores[1].tokens == bs);
+  h.m.set_event_sink(nullptr);
+  log.take();
+  h.serve({3});
+  CHECK(log.empty());  // unset: nobody hears anything
 }

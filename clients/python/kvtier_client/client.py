@@ -1,0 +1,302 @@
+"""A typed client of every verb of kvtier serve's protocol (docs/protocol.md).
+
+One DEALER socket, one call at a time: each call sends a msgpack map and waits for the reply
+that carries its ``id``. A reply with ``ok: false`` raises ``KvtierError`` with the server's
+error kind and message.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import msgpack
+import zmq
+
+PROTOCOL_VERSION = 1
+
+
+class KvtierError(Exception):
+    """The server answered ``ok: false``."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class ModelShape:
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str = "bf16"
+
+    def to_wire(self) -> Dict[str, Any]:
+        return {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads,
+                "head_dim": self.head_dim, "kv_dtype": self.kv_dtype}
+
+
+@dataclass
+class Prompt:
+    """A request's prompt in one of the protocol's three forms (exactly one is set)."""
+    tokens: Optional[Sequence[int]] = None
+    extra_keys: Optional[Sequence[int]] = None
+    hashes: Optional[Sequence[int]] = None
+    blocks: Optional[Sequence[Tuple[int, int]]] = None  # (hash, tokens); the last may be partial
+
+    def to_wire(self) -> Dict[str, Any]:
+        given = [k for k in ("tokens", "hashes", "blocks") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a prompt has exactly one of tokens, hashes, blocks; got {given}")
+        if self.tokens is not None:
+            out: Dict[str, Any] = {"tokens": list(self.tokens)}
+            if self.extra_keys:
+                out["extra_keys"] = list(self.extra_keys)
+            return out
+        if self.hashes is not None:
+            return {"hashes": list(self.hashes)}
+        return {"blocks": [[int(h), int(t)] for h, t in self.blocks]}
+
+
+@dataclass
+class Hello:
+    version: int
+    engine: int
+    block_size: int
+    layers: int
+    device_blocks: int
+    host_blocks: int
+    tiers: List[str]
+    now_ns: int
+    speed: float
+
+
+@dataclass
+class Hits:
+    """Blocks and tokens of a prompt held per tier (a contiguous prefix: device, host, storage)."""
+    device_blocks: int = 0
+    host_blocks: int = 0
+    storage_blocks: int = 0
+    device_tokens: int = 0
+    host_tokens: int = 0
+    storage_tokens: int = 0
+
+    @property
+    def blocks(self) -> int:
+        return self.device_blocks + self.host_blocks + self.storage_blocks
+
+    @property
+    def tokens(self) -> int:
+        return self.device_tokens + self.host_tokens + self.storage_tokens
+
+
+_HIT_KEYS = tuple(Hits.__dataclass_fields__)
+
+
+def _hits(reply: Dict[str, Any]) -> Hits:
+    return Hits(**{k: int(reply.get(k, 0)) for k in _HIT_KEYS})
+
+
+@dataclass
+class Allocation:
+    state: str                      # "ready" or "pending"
+    prefetched_blocks: int = 0
+    available_blocks: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+@dataclass
+class Match:
+    req: int
+    device_blocks: int
+    host_blocks: int
+    device_tokens: int
+    host_tokens: int
+    idle_device_blocks: int
+
+
+@dataclass
+class ProbeReply:
+    step: int
+    available_blocks: int
+    matches: List[Match]
+    victim_frees: List[int]
+
+
+@dataclass
+class Admission:
+    req: int
+    admitted: bool
+    hits: Hits
+
+
+@dataclass
+class StepReply:
+    step: int
+    admits: List[Admission]
+    failed_grows: List[int]
+    available_blocks: int
+    layer_ready_ns: List[int]
+    now_ns: int
+
+
+def _step_reply(r: Dict[str, Any]) -> StepReply:
+    admits = [Admission(int(a["req"]), bool(a["admitted"]), _hits(a)) for a in r.get("admits", [])]
+    return StepReply(int(r.get("step", 0)), admits, [int(x) for x in r.get("failed_grows", [])],
+                     int(r.get("available_blocks", 0)), [int(x) for x in r.get("layer_ready_ns", [])],
+                     int(r.get("now_ns", 0)))
+
+
+@dataclass
+class StepWork:
+    """One engine step's block work (``step``'s lists), applied in the protocol's order."""
+    computed: List[Tuple[int, int]] = field(default_factory=list)
+    finished: List[int] = field(default_factory=list)
+    preempted: List[int] = field(default_factory=list)
+    grows: List[Tuple[int, int]] = field(default_factory=list)
+    admits: List[Tuple[int, int]] = field(default_factory=list)
+
+    def to_wire(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for k in ("computed", "grows", "admits"):
+            pairs = getattr(self, k)
+            if pairs:
+                out[k] = [[int(a), int(b)] for a, b in pairs]
+        for k in ("finished", "preempted"):
+            if getattr(self, k):
+                out[k] = [int(x) for x in getattr(self, k)]
+        return out
+
+
+class Client:
+    """A connection to ``kvtier serve``. ``hello`` registers the engine the other verbs name."""
+
+    def __init__(self, endpoint: str = "tcp://127.0.0.1:5557", token: Optional[str] = None,
+                 timeout_ms: int = 30000, context: Optional[zmq.Context] = None):
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(endpoint)
+        self._token = token
+        self._timeout_ms = timeout_ms
+        self._ids = itertools.count(1)
+        self.engine: Optional[int] = None
+        self.step_number = 0
+
+    def close(self) -> None:
+        self._sock.close(0)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the wire --------------------------------------------------------------------------------
+
+    def call(self, op: str, **fields: Any) -> Dict[str, Any]:
+        """Sends one call and returns the reply's map; raises KvtierError on ``ok: false``."""
+        msg: Dict[str, Any] = {"op": op, "id": next(self._ids)}
+        if self._token is not None:
+            msg["token"] = self._token
+        if self.engine is not None and op not in ("hello", "ping", "stats"):
+            msg["engine"] = self.engine
+        msg.update(fields)
+        return self.call_raw(msgpack.packb(msg, use_bin_type=True), msg["id"])
+
+    def call_raw(self, frame: bytes, call_id: Optional[int] = None) -> Dict[str, Any]:
+        """Sends bytes as they are (tests of bad messages) and returns the reply's map."""
+        self._sock.send_multipart([frame])
+        while True:
+            if not self._sock.poll(self._timeout_ms):
+                raise TimeoutError(f"no reply within {self._timeout_ms} ms")
+            reply = msgpack.unpackb(self._sock.recv_multipart()[-1], raw=False,
+                                    strict_map_key=False)
+            if call_id is not None and reply.get("id") != call_id:
+                continue  # the late answer of an earlier call that timed out
+            if not reply.get("ok", False):
+                raise KvtierError(str(reply.get("error", "?")), str(reply.get("message", "")))
+            return reply
+
+    # -- verbs -----------------------------------------------------------------------------------
+
+    def hello(self, model: ModelShape, block_size: int, name: str = "python",
+              tiers: Optional[Sequence[str]] = None,
+              versions: Sequence[int] = (PROTOCOL_VERSION,)) -> Hello:
+        fields: Dict[str, Any] = {"versions": list(versions), "name": name,
+                                  "model": model.to_wire(), "block_size": block_size}
+        if tiers is not None:
+            fields["tiers"] = list(tiers)
+        r = self.call("hello", **fields)
+        self.engine = int(r["engine"])
+        return Hello(int(r["version"]), int(r["engine"]), int(r["block_size"]), int(r["layers"]),
+                     int(r["device_blocks"]), int(r["host_blocks"]), list(r.get("tiers", [])),
+                     int(r.get("now_ns", 0)), float(r.get("speed", 1.0)))
+
+    def lookup(self, prompt: Prompt) -> Hits:
+        return _hits(self.call("lookup", **prompt.to_wire()))
+
+    def allocate(self, req: int, prompt: Optional[Prompt] = None) -> Allocation:
+        """Registers ``req`` (with its prompt) or asks again about a pending one (without)."""
+        fields: Dict[str, Any] = {"req": req}
+        if prompt is not None:
+            fields.update(prompt.to_wire())
+        r = self.call("allocate", **fields)
+        return Allocation(str(r["state"]), int(r.get("prefetched_blocks", 0)),
+                          int(r.get("available_blocks", 0)))
+
+    def wait(self, req: int) -> Allocation:
+        r = self.call("wait", req=req)
+        return Allocation("ready", int(r.get("prefetched_blocks", 0)),
+                          int(r.get("available_blocks", 0)))
+
+    def probe(self, candidates: Sequence[int], grow_blocks: int = 0,
+              victims: Sequence[int] = (), step: Optional[int] = None) -> ProbeReply:
+        r = self.call("probe", step=self.step_number + 1 if step is None else step,
+                      candidates=list(candidates), grow_blocks=grow_blocks, victims=list(victims))
+        matches = [Match(int(m["req"]), int(m["device_blocks"]), int(m["host_blocks"]),
+                         int(m["device_tokens"]), int(m["host_tokens"]),
+                         int(m["idle_device_blocks"])) for m in r.get("matches", [])]
+        return ProbeReply(int(r.get("step", 0)), int(r.get("available_blocks", 0)), matches,
+                          [int(x) for x in r.get("victim_frees", [])])
+
+    def step(self, work: StepWork) -> StepReply:
+        self.step_number += 1
+        return _step_reply(self.call("step", step=self.step_number, **work.to_wire()))
+
+    def _shorthand(self, op: str, **fields: Any) -> StepReply:
+        reply = _step_reply(self.call(op, **fields))
+        self.step_number = max(self.step_number, reply.step)
+        return reply
+
+    def commit(self, req: int, tokens: int) -> StepReply:
+        return self._shorthand("commit", req=req, tokens=tokens)
+
+    def save(self, req: int, tokens: int) -> StepReply:
+        return self._shorthand("save", req=req, tokens=tokens)
+
+    def free(self, req: int) -> StepReply:
+        return self._shorthand("free", req=req)
+
+    def preempt(self, req: int) -> StepReply:
+        return self._shorthand("preempt", req=req)
+
+    def finish(self, req: int) -> StepReply:
+        return self._shorthand("finish", req=req)
+
+    def stats(self) -> Dict[str, Any]:
+        return self.call("stats")
+
+    def ping(self) -> int:
+        return int(self.call("ping")["now_ns"])
+
+    def bye(self) -> int:
+        released = int(self.call("bye")["released"])
+        self.engine = None
+        return released

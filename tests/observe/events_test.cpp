@@ -1,0 +1,210 @@
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <msgpack.hpp>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "actors/cache_controller/radix_tree.hpp"
+#include "observe/events/event_encoding.hpp"
+#include "observe/events/event_publisher.hpp"
+
+using namespace kvtier;
+
+namespace {
+
+using fields = std::map<std::string, msgpack::object>;
+
+fields map_of(const msgpack::object& o) {
+  REQUIRE(o.type == msgpack::type::MAP);
+  fields out;
+  for (uint32_t i = 0; i < o.via.map.size; ++i)
+    out[o.via.map.ptr[i].key.as<std::string>()] = o.via.map.ptr[i].val;
+  return out;
+}
+
+std::vector<uint64_t> hashes_of(const msgpack::object& o) {
+  return o.as<std::vector<uint64_t>>();
+}
+
+block_event stored(tier t, block_hash h, std::optional<block_hash> parent, uint32_t tokens = 16) {
+  return {block_event_kind::stored, t, h, parent, tokens};
+}
+
+block_event removed(tier t, block_hash h) {
+  return {block_event_kind::removed, t, h, std::nullopt, 0};
+}
+
+uint64_t seq_of(const zmq::message_t& m) {
+  REQUIRE(m.size() == 8);
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i)
+    v = (v << 8) | static_cast<const unsigned char*>(m.data())[i];
+  return v;
+}
+
+std::string be(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8)
+    s[i] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs merged",
+          "[events]") {
+  std::vector<block_event> events = {
+      stored(tier::device, 11, std::nullopt), stored(tier::device, 12, 11),
+      stored(tier::device, 13, 12),
+      stored(tier::host, 11, std::nullopt),   // another tier: a new run
+      stored(tier::device, 21, 5),            // not chained onto 13: a new run
+      removed(tier::device, 11), removed(tier::device, 12), removed(tier::host, 11),
+      {block_event_kind::cleared, tier::device, 0, std::nullopt, 0}};
+  CHECK(wire_event_count(events) == 6);
+  std::string bytes = encode_event_batch({1234.5, 0}, events);
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  fields batch = map_of(oh.get());
+  CHECK(batch.at("ts").as<double>() == 1234.5);
+  CHECK(batch.at("data_parallel_rank").as<int64_t>() == 0);
+  auto list = batch.at("events").as<std::vector<msgpack::object>>();
+  REQUIRE(list.size() == 6);
+
+  fields first = map_of(list[0]);
+  CHECK(first.at("type").as<std::string>() == "BlockStored");
+  CHECK(hashes_of(first.at("block_hashes")) == std::vector<uint64_t>{11, 12, 13});
+  CHECK(first.at("parent_block_hash").is_nil());
+  CHECK(first.at("token_ids").as<std::vector<int>>().empty());
+  CHECK(first.at("block_size").as<uint32_t>() == 16);
+  CHECK(first.at("lora_id").is_nil());
+  CHECK(first.at("medium").as<std::string>() == "device");
+  CHECK(first.at("lora_name").is_nil());
+
+  fields host = map_of(list[1]);
+  CHECK(host.at("medium").as<std::string>() == "host");
+  fields other = map_of(list[2]);
+  CHECK(other.at("parent_block_hash").as<uint64_t>() == 5);
+  fields gone = map_of(list[3]);
+  CHECK(gone.at("type").as<std::string>() == "BlockRemoved");
+  CHECK(hashes_of(gone.at("block_hashes")) == std::vector<uint64_t>{11, 12});
+  CHECK(gone.at("medium").as<std::string>() == "device");
+  CHECK(map_of(list[4]).at("medium").as<std::string>() == "host");
+  fields cleared = map_of(list[5]);
+  CHECK(cleared.size() == 1);
+  CHECK(cleared.at("type").as<std::string>() == "AllBlocksCleared");
+
+  // Full 64-bit hashes survive (msgpack unsigned).
+  std::string big = encode_event_batch({0, std::nullopt}, {stored(tier::host, ~0ull, 1ull << 63)});
+  fields b = map_of(msgpack::unpack(big.data(), big.size()).get());
+  CHECK(b.count("data_parallel_rank") == 0);
+  fields e = map_of(b.at("events").as<std::vector<msgpack::object>>().at(0));
+  CHECK(hashes_of(e.at("block_hashes")) == std::vector<uint64_t>{~0ull});
+  CHECK(e.at("parent_block_hash").as<uint64_t>() == (1ull << 63));
+}
+
+TEST_CASE("events: published batches carry topic and sequence, and replay resends the ring",
+          "[events][zmq]") {
+  event_publisher_options o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.topic = "kv";
+  o.buffer_batches = 3;
+  event_publisher pub(o);
+  REQUIRE(pub.endpoint().rfind("tcp://127.0.0.1:", 0) == 0);
+  REQUIRE(pub.endpoint() != o.endpoint);  // the wildcard port resolved
+
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv");
+  sub.set(zmq::sockopt::rcvtimeo, 5000);
+  sub.connect(pub.endpoint());
+  // A PUB drops what it sends before the subscription reaches it: the first batch is sent until
+  // one arrives; those sent meanwhile are the gap that the replay below fills.
+  std::vector<zmq::message_t> frames;
+  CHECK_FALSE(pub.publish({}).has_value());  // nothing to say: no batch, no number
+  uint64_t first_seen = 0;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    pub.publish({stored(tier::device, 100 + attempt, std::nullopt)});
+    pub.flush();
+    sub.set(zmq::sockopt::rcvtimeo, 50);
+    frames.clear();
+    if (zmq::recv_multipart(sub, std::back_inserter(frames))) {
+      first_seen = seq_of(frames[1]);
+      break;
+    }
+  }
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[0].to_string() == "kv");
+  // A probe that was slow to arrive may have others behind it: take them all.
+  sub.set(zmq::sockopt::rcvtimeo, 200);
+  for (std::vector<zmq::message_t> more; zmq::recv_multipart(sub, std::back_inserter(more));
+       more.clear())
+    first_seen = seq_of(more[1]);
+  sub.set(zmq::sockopt::rcvtimeo, 5000);
+  auto seq = pub.publish({removed(tier::host, 7), removed(tier::host, 8)});
+  REQUIRE(seq == first_seen + 1);
+  frames.clear();
+  REQUIRE(zmq::recv_multipart(sub, std::back_inserter(frames)));
+  CHECK(seq_of(frames[1]) == *seq);
+  fields batch = map_of(msgpack::unpack(static_cast<const char*>(frames[2].data()),
+                                        frames[2].size()).get());
+  auto list = batch.at("events").as<std::vector<msgpack::object>>();
+  REQUIRE(list.size() == 1);
+  CHECK(hashes_of(map_of(list[0]).at("block_hashes")) == std::vector<uint64_t>{7, 8});
+  for (int i = 0; i < 3; ++i)
+    pub.publish({removed(tier::device, 50 + i)});
+  pub.flush();
+  uint64_t last = *seq + 3;
+
+  zmq::socket_t replay(ctx, zmq::socket_type::dealer);
+  replay.set(zmq::sockopt::rcvtimeo, 5000);
+  replay.connect(pub.replay_endpoint());
+  auto ask = [&](uint64_t start) {
+    replay.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    replay.send(zmq::buffer(be(start)), zmq::send_flags::none);
+    std::vector<uint64_t> got;
+    for (;;) {
+      std::vector<zmq::message_t> r;
+      REQUIRE(zmq::recv_multipart(replay, std::back_inserter(r)));
+      REQUIRE(r.size() == 3);
+      CHECK(r[0].size() == 0);
+      if (seq_of(r[1]) == ~0ull) {
+        CHECK(r[2].size() == 0);
+        return got;
+      }
+      got.push_back(seq_of(r[1]));
+    }
+  };
+  // The ring keeps the last three batches; asking from an older number returns what it has,
+  // whose first number tells the subscriber what was lost.
+  CHECK(ask(0) == std::vector<uint64_t>{last - 2, last - 1, last});
+  CHECK(ask(last) == std::vector<uint64_t>{last});
+  CHECK(ask(last + 1).empty());
+
+  // A malformed request is answered with the end marker and counted; the publisher goes on.
+  replay.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  replay.send(zmq::str_buffer("bad"), zmq::send_flags::none);
+  std::vector<zmq::message_t> r;
+  REQUIRE(zmq::recv_multipart(replay, std::back_inserter(r)));
+  CHECK(seq_of(r[1]) == ~0ull);
+  CHECK(ask(last) == std::vector<uint64_t>{last});
+  event_publisher_stats s = pub.stats();
+  CHECK(s.batches == last + 1);
+  CHECK(s.replay_requests == 4);
+  CHECK(s.bad_replay_requests == 1);
+  CHECK(s.replayed_batches == 5);
+}
+
+TEST_CASE("events: a publisher that cannot bind names the endpoint", "[events][zmq]") {
+  event_publisher_options o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  event_publisher first(o);
+  event_publisher_options taken;
+  taken.endpoint = first.endpoint();
+  REQUIRE_THROWS_WITH(event_publisher(taken), Catch::Contains(first.endpoint()));
+  taken.endpoint = "nonsense";
+  REQUIRE_THROWS_WITH(event_publisher(taken), Catch::Contains("'nonsense'"));
+}
