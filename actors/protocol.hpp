@@ -320,6 +320,7 @@ struct controller_report {
   uint64_t storage_probes = 0;
   uint64_t failed_loads = 0;  ///< prefetches lost to storage evictions before the read
   uint64_t transfers = 0;
+  uint64_t copies_in_flight = 0;  ///< block copies issued and not yet done (live metrics)
   uint64_t invariant_checked = 0;
   uint64_t invariant_violations = 0;
   std::vector<std::string> invariant_messages;
@@ -520,8 +521,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
   return f(caf::meta::type_name("controller_report"), x.device_evictions, x.host_evictions,
            x.dropped, x.backups, x.backups_skipped, x.write_backs, x.swap_ins, x.loads, x.stores,
-           x.storage_probes, x.failed_loads, x.transfers, x.invariant_checked, x.invariant_violations,
-           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used, x.swap_ins_by_request);
+           x.storage_probes, x.failed_loads, x.transfers, x.copies_in_flight,
+           x.invariant_checked, x.invariant_violations, x.invariant_messages, x.tree_nodes,
+           x.device_used, x.host_used, x.swap_ins_by_request);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_report& x) {

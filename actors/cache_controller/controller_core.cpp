@@ -364,6 +364,7 @@ controller_report controller_core::report() const {
   r.storage_probes = storage_probes_;
   r.failed_loads = failed_loads_;
   r.transfers = tracker_.issued();
+  r.copies_in_flight = tracker_.outstanding_count();
   r.invariant_checked = invariants_.checked;
   r.invariant_violations = invariants_.violations;
   r.invariant_messages = invariants_.messages;

@@ -1,0 +1,86 @@
+"""Starts ``kvtier serve`` on free loopback ports for a test and stops it (SIGTERM, exit 0)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+KVTIER = os.environ.get("KVTIER_BINARY", "kvtier")
+
+_ENDPOINT = re.compile(r"(tcp://127\.0\.0\.1:\d+)")
+_HTTP = re.compile(r"http://127\.0\.0\.1:(\d+)/metrics")
+
+
+class Server:
+    """``kvtier serve`` with ``args``; ``endpoint`` (protocol), ``events``, ``replay`` and
+    ``metrics_port`` are read from what it prints once ready."""
+
+    def __init__(self, *args, events=False, metrics=False, timeout_s=60):
+        cmd = [KVTIER, "serve", "--bind", "tcp://127.0.0.1:*"]
+        if events:
+            cmd += ["--events", "tcp://127.0.0.1:*", "--events-replay", "tcp://127.0.0.1:*"]
+        if metrics:
+            cmd += ["--metrics-port", "0"]
+        cmd += list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, bufsize=1)
+        self.lines = []
+        self.endpoint = self.events = self.replay = None
+        self.metrics_port = None
+        deadline = time.monotonic() + timeout_s
+        want_events, want_metrics = events, metrics
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if "listening" in line and self.endpoint is None:
+                m = _ENDPOINT.search(line)
+                self.endpoint = m.group(1) if m else None
+            elif "events on" in line:
+                eps = _ENDPOINT.findall(line)
+                self.events = eps[0]
+                self.replay = eps[1] if len(eps) > 1 else None
+                want_events = False
+            elif "metrics on" in line:
+                self.metrics_port = int(_HTTP.search(line).group(1))
+                want_metrics = False
+            if self.endpoint and not want_events and not want_metrics:
+                break
+        if self.endpoint is None or want_events or want_metrics:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("kvtier serve did not start:\n" + "".join(self.lines)
+                               + (self.proc.stdout.read() or ""))
+        # Keep reading its output so that it never blocks on a full pipe.
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def stop(self, timeout_s=30):
+        """SIGTERM; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        self._reader.join(5)
+        return code
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.stop()

@@ -1,0 +1,145 @@
+"""Every verb of docs/protocol.md through the typed client, its errors, and the vLLM-style
+connector, against a ``kvtier serve`` started on a free loopback port."""
+
+import unittest
+
+import msgpack
+
+from serve_fixture import Server
+
+from kvtier_client import (Client, KvtierConnectorScheduler, KvtierError, ModelShape, Prompt,
+                           StepWork)
+
+MODEL = ModelShape("llama3-8b", 32, 8, 128, "bf16")
+BS = 64
+SMALL = ["--set", "cache.device_tokens=4096", "--set", "cache.host_tokens=16384"]
+
+
+def prompt_hashes(first, n):
+    return [first + i for i in range(n)]
+
+
+class VerbsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(*SMALL)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError(f"kvtier serve exited {code}")
+
+    def client(self):
+        c = Client(self.server.endpoint, timeout_ms=10000)
+        self.addCleanup(c.close)
+        return c
+
+    def test_hello_and_every_verb(self):
+        c = self.client()
+        h = c.hello(MODEL, BS, name="unittest")
+        self.assertEqual(h.version, 1)
+        self.assertEqual(h.block_size, BS)
+        self.assertEqual(h.device_blocks, 4096 // BS)
+        self.assertIn("device", h.tiers)
+        self.assertGreaterEqual(c.ping(), 0)
+        hashes = prompt_hashes(1000, 4)
+        self.assertEqual(c.lookup(Prompt(hashes=hashes)).blocks, 0)
+        a = c.allocate(1, Prompt(hashes=hashes))
+        if not a.ready:
+            a = c.wait(1)
+        self.assertTrue(a.ready)
+        p = c.probe([1])
+        self.assertEqual([m.req for m in p.matches], [1])
+        s = c.step(StepWork(admits=[(1, 4 * BS)]))
+        self.assertTrue(s.admits[0].admitted)
+        self.assertEqual(s.admits[0].hits.blocks, 0)
+        c.commit(1, 4 * BS)
+        # Computed blocks are held on the device now: a lookup finds them all.
+        self.assertEqual(c.lookup(Prompt(hashes=hashes)).device_blocks, 4)
+        c.step(StepWork(grows=[(1, 4 * BS + 10)]))
+        c.save(1, 4 * BS + 10)
+        c.finish(1)
+        # A second request sharing the prefix gets device hits at admission.
+        c.allocate(2, Prompt(hashes=hashes[:3] + [77]))
+        s = c.step(StepWork(admits=[(2, 4 * BS)]))
+        self.assertEqual(s.admits[0].hits.device_blocks, 3)
+        c.preempt(2)
+        c.free(2)
+        stats = c.stats()
+        self.assertGreaterEqual(stats["calls"]["step"], 2)
+        self.assertEqual(c.bye(), 0)
+
+    def test_errors_name_what_was_wrong(self):
+        c = self.client()
+        with self.assertRaises(KvtierError) as e:
+            c.lookup(Prompt(hashes=[1]))  # no hello: no engine
+        self.assertIn(e.exception.kind, ("malformed", "not_registered"))
+        self.assertIn("engine", e.exception.message)
+        with self.assertRaises(KvtierError) as e:
+            c.hello(ModelShape("other", 32, 8, 128, "bf16"), BS)
+        self.assertEqual(e.exception.kind, "model_mismatch")
+        self.assertIn("name", e.exception.message)
+        with self.assertRaises(KvtierError) as e:
+            c.call("nope")
+        self.assertEqual(e.exception.kind, "unknown_op")
+        with self.assertRaises(KvtierError) as e:
+            c.call_raw(b"\xc1")
+        self.assertEqual(e.exception.kind, "malformed")
+        with self.assertRaises(KvtierError) as e:
+            c.call_raw(msgpack.packb({"op": "lookup", "id": 5, "engine": 999, "hashes": [1]}), 5)
+        self.assertEqual(e.exception.kind, "not_registered")
+        with self.assertRaises(ValueError):
+            Prompt(tokens=[1], hashes=[2]).to_wire()
+        c.hello(MODEL, BS)  # still serving
+        self.assertGreaterEqual(c.ping(), 0)
+
+
+class FakeRequest:
+    def __init__(self, request_id, tokens):
+        self.request_id = request_id
+        self.prompt_token_ids = tokens
+
+
+class FakeSchedulerOutput:
+    def __init__(self, scheduled, finished=()):
+        self.num_scheduled_tokens = dict(scheduled)
+        self.finished_req_ids = set(finished)
+
+
+class ConnectorTest(unittest.TestCase):
+    def test_scheduler_side_methods_drive_the_server(self):
+        with Server(*SMALL) as server:
+            c = Client(server.endpoint, timeout_ms=10000)
+            c.hello(MODEL, BS)
+            conn = KvtierConnectorScheduler(c)
+            tokens = list(range(1, 4 * BS + 1))  # four full blocks
+            a = FakeRequest("a", tokens)
+            n, is_async = conn.get_num_new_matched_tokens(a, 0)
+            self.assertEqual((n, is_async), (0, False))
+            conn.update_state_after_alloc(a, None, 0)
+            meta = conn.build_connector_meta(FakeSchedulerOutput({"a": len(tokens)}))
+            self.assertIn("a", meta.loads)
+            self.assertEqual(meta.loads["a"].blocks, 0)
+            # Next step: the prompt is computed (reported now); then it finishes.
+            conn.build_connector_meta(FakeSchedulerOutput({"a": 1}))
+            self.assertEqual(conn.request_finished(a, []), (False, None))
+            # The same prompt again: kvtier holds it all on the device; the engine's own prefix
+            # cache has none of it in this test (num_computed_tokens 0), so kvtier offers all
+            # but the one token that must be computed.
+            b = FakeRequest("b", tokens)
+            n, _ = conn.get_num_new_matched_tokens(b, 0)
+            self.assertEqual(n, len(tokens) - 1)
+            n, _ = conn.get_num_new_matched_tokens(b, 2 * BS)
+            self.assertEqual(n, len(tokens) - 1 - 2 * BS)
+            conn.update_state_after_alloc(b, None, n)
+            meta = conn.build_connector_meta(FakeSchedulerOutput({"b": 10}))
+            self.assertEqual(meta.loads["b"].device_blocks, 4)
+            conn.build_connector_meta(FakeSchedulerOutput({}, finished={"b"}))
+            self.assertEqual(c.stats()["requests"], 0)
+            c.close()
+            self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

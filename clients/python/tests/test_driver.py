@@ -1,0 +1,101 @@
+"""The Python driver replays a trace against kvtier serve and gets the hit ratios of
+``kvtier replay --clock wall`` with the same config and trace (item 7's end-to-end test).
+
+The trace is made here: conversations whose turns extend the previous turn's prompt, arriving
+far apart (no two requests overlap), on tiers small enough that blocks are evicted from the
+device and come back from host memory, so the ratios depend on every cache decision."""
+
+import json
+import os
+import random
+import subprocess
+import tempfile
+import unittest
+
+from serve_fixture import KVTIER, Server
+
+from kvtier_client import Client, ModelShape
+from kvtier_client.driver import main as driver_main, read_mooncake, run_trace, trace_blocks
+
+MODEL = ModelShape("llama3-8b", 32, 8, 128, "bf16")
+CONFIG = ["--set", "cache.device_tokens=8192", "--set", "cache.host_tokens=24576",
+          "--set", "cache.write_policy=write_through"]
+SPEED = "500"
+
+
+def make_trace(path, conversations=6, turns=6, gap_ms=200000, seed=7):
+    rng = random.Random(seed)
+    next_id = 0
+    lines = []
+    t = 0
+    history = {}
+    for turn in range(turns):
+        for c in range(conversations):
+            ids = history.get(c, [])
+            grow = rng.randint(1, 3)
+            ids = ids + list(range(next_id, next_id + grow))
+            next_id += grow
+            history[c] = ids
+            tail = rng.randint(1, 511)
+            input_length = (len(ids) - 1) * 512 + tail
+            lines.append({"timestamp": t, "input_length": input_length,
+                          "output_length": rng.randint(2, 40), "hash_ids": ids})
+            t += gap_ms
+    with open(path, "w") as f:
+        for rec in lines:
+            f.write(json.dumps(rec) + "\n")
+    return len(lines)
+
+
+class DriverTest(unittest.TestCase):
+    def test_blocks_split_like_kvtier(self):
+        blocks = trace_blocks([5, 6], 700, 64)
+        self.assertEqual([n for _, n in blocks], [64] * 8 + [64, 64, 60])
+        self.assertEqual(len({h for h, _ in blocks}), 11)
+        # Equal prefixes give equal blocks; a different parent gives a different block.
+        self.assertEqual(trace_blocks([5, 7], 700, 64)[:8], blocks[:8])
+        self.assertNotEqual(trace_blocks([4, 6], 700, 64)[8][0], blocks[8][0])
+        merged = trace_blocks([1, 2, 3], 1500, 1024)
+        self.assertEqual([n for _, n in merged], [1024, 476])
+
+    def test_bad_trace_is_exit_2_naming_the_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.jsonl")
+            with open(path, "w") as f:
+                f.write('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n')
+                f.write('{"timestamp": 1, "input_length": 10, "output_length": 1}\n')
+            self.assertEqual(driver_main(["--trace", path, "--endpoint", "tcp://127.0.0.1:1"]), 2)
+
+    def test_hit_ratios_equal_the_wall_clock_replay(self):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "conv.jsonl")
+            n = make_trace(trace)
+            out = os.path.join(d, "replay")
+            subprocess.run([KVTIER, "replay", "--clock", "wall", "--speed", SPEED, "--trace",
+                            trace, "--quiet", "--out", out] + CONFIG, check=True, timeout=300)
+            with open(os.path.join(out, "summary.json")) as f:
+                replay = json.load(f)
+            with Server(*CONFIG, "--speed", SPEED) as server:
+                with Client(server.endpoint, timeout_ms=30000) as c:
+                    c.hello(MODEL, 64, name="driver-test")
+                    result = run_trace(c, read_mooncake(trace), 64, settle_s=0.02)
+                self.assertEqual(server.stop(), 0)
+        self.assertEqual(result.finished, n)
+        self.assertEqual(replay["requests"]["finished"], n)
+        mine = result.ratios()
+        theirs = replay["hit_ratio"]
+        # The trace must exercise the tiers, or the equality would prove little.
+        self.assertGreater(theirs["by_tier"]["host"]["blocks"], 0)
+        self.assertGreater(replay["evictions"]["device"], 0)
+        # summary.json rounds ratios to 6 decimals; the counts behind them must be equal.
+        self.assertEqual(result.prompt_blocks, replay["requests"]["finished_blocks"])
+        self.assertEqual(result.prompt_tokens, replay["requests"]["finished_input_tokens"])
+        for tier in ("device", "host", "storage"):
+            self.assertEqual(result.hit_blocks[tier], replay["hits"]["blocks"][tier], tier)
+            self.assertEqual(result.hit_tokens[tier], replay["hits"]["tokens"][tier], tier)
+        for key in ("blocks", "tokens"):
+            self.assertEqual(round(mine[key], 6), theirs[key], key)
+
+
+if __name__ == "__main__":
+    unittest.main()
