@@ -210,20 +210,20 @@ metrics_registry::series& metrics_registry::series_of(family& f, const metric_la
 
 counter& metrics_registry::add_counter(const std::string& name, const std::string& help,
                                        const metric_labels& labels) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return *series_of(family_of(name, help, metric_type::counter), labels, nullptr).c;
 }
 
 gauge& metrics_registry::add_gauge(const std::string& name, const std::string& help,
                                    const metric_labels& labels) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return *series_of(family_of(name, help, metric_type::gauge), labels, nullptr).g;
 }
 
 histogram& metrics_registry::add_histogram(const std::string& name, const std::string& help,
                                            const std::vector<double>& bounds,
                                            const metric_labels& labels) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   series& s = series_of(family_of(name, help, metric_type::histogram), labels, &bounds);
   if (s.h->bounds() != bounds)
     throw std::invalid_argument("metric '" + name + "' registered again with other buckets");
@@ -231,7 +231,7 @@ histogram& metrics_registry::add_histogram(const std::string& name, const std::s
 }
 
 void metrics_registry::add_collector(std::function<void()> collect) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   collectors_.push_back(std::move(collect));
 }
 
@@ -260,7 +260,7 @@ void write_labels(std::string& out, const metric_labels& labels, const char* ext
 }  // namespace
 
 std::string metrics_registry::render() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (auto& collect : collectors_)
     collect();
   std::string out;

@@ -105,7 +105,9 @@ class metrics_registry {
   family& family_of(const std::string& name, const std::string& help, metric_type type);
   series& series_of(family& f, const metric_labels& labels, const std::vector<double>* bounds);
 
-  std::mutex mutex_;  // registration and rendering; updates need no lock
+  // Registration and rendering; updates need no lock. Recursive: a collector may register the
+  // series it learns of at scrape time (a link named in a report).
+  std::recursive_mutex mutex_;
   std::vector<std::unique_ptr<family>> families_;
   std::vector<std::function<void()>> collectors_;
 };

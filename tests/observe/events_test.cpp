@@ -8,9 +8,11 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "actors/cache_controller/controller_core.hpp"
 #include "actors/cache_controller/radix_tree.hpp"
 #include "observe/events/event_encoding.hpp"
 #include "observe/events/event_publisher.hpp"
+#include "observe/events/publishing_sink.hpp"
 
 using namespace kvtier;
 
@@ -207,4 +209,65 @@ TEST_CASE("events: a publisher that cannot bind names the endpoint", "[events][z
   REQUIRE_THROWS_WITH(event_publisher(taken), Catch::Contains(first.endpoint()));
   taken.endpoint = "nonsense";
   REQUIRE_THROWS_WITH(event_publisher(taken), Catch::Contains("'nonsense'"));
+}
+
+TEST_CASE("events: a controller's changes reach a subscriber, one message per controller message",
+          "[events][zmq]") {
+  event_publisher_options o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  event_publisher pub(o);
+  publishing_sink sink(pub);
+  cache_options cache;
+  cache.device_blocks = 2;
+  cache.host_blocks = 4;
+  cache.policy = write_policy::write_through;
+  controller_options copts;
+  copts.block_size = 16;
+  copts.events = &sink;
+  controller_core core(cache, copts);
+  auto blocks = [](std::vector<uint64_t> ids) {
+    std::vector<cache_block> out;
+    map_trace_blocks(7, ids.data(), ids.size(), static_cast<uint32_t>(ids.size()) * 16, 16, 16,
+                     out);
+    return out;
+  };
+  std::vector<transfer> out;
+  std::vector<request_id> landed;
+  grant g;
+  step_inputs in;
+  core.on_arrival(1, blocks({1, 2}));
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}}}, g, out, in);
+  core.on_commit(commit{2, {{1, 32}}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  REQUIRE(out.size() == 1);  // the write-through backup of both blocks
+  core.on_transfer_done(transfer_done{out[0].id, true, 0, {}, ""}, out, landed);
+  pub.flush();
+  // Two batches: the commit stored both blocks on the device; the backup stored them on the host.
+  CHECK(pub.stats().batches == 2);
+
+  zmq::context_t ctx;
+  zmq::socket_t replay(ctx, zmq::socket_type::dealer);
+  replay.set(zmq::sockopt::rcvtimeo, 5000);
+  replay.connect(pub.replay_endpoint());
+  replay.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  replay.send(zmq::buffer(be(0)), zmq::send_flags::none);
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> seen;  // medium, hashes
+  for (;;) {
+    std::vector<zmq::message_t> r;
+    REQUIRE(zmq::recv_multipart(replay, std::back_inserter(r)));
+    if (seq_of(r[1]) == ~0ull)
+      break;
+    fields batch = map_of(msgpack::unpack(static_cast<const char*>(r[2].data()),
+                                          r[2].size()).get());
+    auto list = batch.at("events").as<std::vector<msgpack::object>>();
+    REQUIRE(list.size() == 1);  // a chained run: one BlockStored
+    fields e = map_of(list[0]);
+    CHECK(e.at("type").as<std::string>() == "BlockStored");
+    seen.emplace_back(e.at("medium").as<std::string>(), hashes_of(e.at("block_hashes")));
+  }
+  auto b = blocks({1, 2});
+  std::vector<uint64_t> hashes = {b[0].hash, b[1].hash};
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == std::make_pair(std::string("device"), hashes));
+  CHECK(seen[1] == std::make_pair(std::string("host"), hashes));
 }

@@ -210,3 +210,18 @@ TEST_CASE("metrics: GET /metrics over HTTP on a free loopback port", "[metrics][
   REQUIRE_THROWS_WITH(metrics_http(r, "127.0.0.1", server.port()),
                       Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
 }
+
+TEST_CASE("metrics: a collector may register series it learns of at scrape time", "[metrics]") {
+  metrics_registry r;
+  int scrapes = 0;
+  r.add_collector([&] {
+    ++scrapes;
+    r.add_counter("kvtier:link_bytes_total", "Bytes", {{"link", "link" + std::to_string(scrapes)}})
+      .set_total(scrapes * 100);
+  });
+  r.render();
+  std::string text = r.render();
+  CHECK(check_exposition(text) == 2);
+  CHECK(text.find("kvtier:link_bytes_total{link=\"link1\"} 100\n") != std::string::npos);
+  CHECK(text.find("kvtier:link_bytes_total{link=\"link2\"} 200\n") != std::string::npos);
+}

@@ -186,7 +186,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--endpoint", default="tcp://127.0.0.1:5557")
     p.add_argument("--token")
     p.add_argument("--trace", required=True, help="a Mooncake JSONL trace")
-    p.add_argument("--model", default="llama-3-8b", help="model name the server serves")
+    p.add_argument("--model", default="llama3-8b",
+                   help="the model the server serves (model.name; kvtier's default config's)")
     p.add_argument("--layers", type=int, default=32)
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
