@@ -72,6 +72,7 @@ uint64_t client::send(std::string_view op, uint32_t fields,
     w.put("engine", engine_);
   if (fill)
     fill(w);
+  last_sent_ = buf_.size();
   socket_.send(zmq::const_buffer(buf_.data(), buf_.size()), zmq::send_flags::none);
   return id;
 }
@@ -88,6 +89,7 @@ bool client::pull(std::chrono::milliseconds timeout) {
   if (!socket_.recv(m, zmq::recv_flags::dontwait))
     return false;
   reply r(msgpack::unpack(m.data<char>(), m.size()));
+  r.bytes = m.size();
   uint64_t id = 0;
   if (const msgpack::object* o = r.find("id"); o && o->type == msgpack::type::POSITIVE_INTEGER)
     id = o->via.u64;

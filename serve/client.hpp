@@ -40,6 +40,7 @@ class reply {
   std::string str(std::string_view key) const;
   static const msgpack::object* find_in(const msgpack::object& map, std::string_view key);
   static uint64_t u64_in(const msgpack::object& map, std::string_view key);
+  size_t bytes = 0;  ///< the reply's size on the wire
 
  private:
   msgpack::object_handle handle_;
@@ -72,6 +73,7 @@ class client {
               uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
               uint32_t block_size);
   uint64_t engine() const { return engine_; }
+  size_t last_sent_bytes() const { return last_sent_; }
   void set_engine(uint64_t e) { engine_ = e; }
 
  private:
@@ -82,6 +84,7 @@ class client {
   std::chrono::milliseconds timeout_;
   uint64_t engine_ = 0;
   uint64_t next_id_ = 1;
+  size_t last_sent_ = 0;
   std::map<uint64_t, reply> stash_;
   msgpack::sbuffer buf_;
 };

@@ -43,6 +43,15 @@ std::function<void(map_writer&)> with_tokens(uint64_t req, const std::vector<int
   };
 }
 
+// allocate, then wait when the answer is "pending" (storage is asked, or loads are under way).
+reply allocate_ready(client& c, uint64_t req, const std::vector<int32_t>& t) {
+  reply a = c.call("allocate", 2, with_tokens(req, t));
+  if (a.str("state") == "ready")
+    return a;
+  CHECK(a.str("state") == "pending");
+  return c.call("wait", 1, [req](map_writer& w) { w.put("req", req); });
+}
+
 reply step_admit(client& c, uint64_t step, uint64_t req, uint32_t tokens) {
   return c.call("step", 2, [&](map_writer& w) {
     w.put("step", step);
@@ -117,9 +126,9 @@ TEST_CASE("a request's life through the protocol", "[serve]") {
   reply l = c.call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
   CHECK(l.u64("device_blocks") == 0);
   CHECK(l.u64("storage_blocks") == 0);
-  reply a = c.call("allocate", 2, with_tokens(1, t));
-  CHECK(a.str("state") == "ready");
+  reply a = allocate_ready(c, 1, t);
   CHECK(a.u64("available_blocks") == 16);
+  CHECK(a.u64("prefetched_blocks") == 0);
   reply p = c.call("probe", 2, [](map_writer& w) {
     w.put("step", 1);
     w.put("candidates", std::vector<uint64_t>{1});
@@ -144,10 +153,12 @@ TEST_CASE("a request's life through the protocol", "[serve]") {
     hashes.push_back(b.hash);
   l = c.call("lookup", 1, [&](map_writer& w) { w.put("hashes", hashes); });
   CHECK(l.u64("device_blocks") == 4);
-  c.call("allocate", 2, [&](map_writer& w) {
+  reply a2 = c.call("allocate", 2, [&](map_writer& w) {
     w.put("req", 2);
     w.put("hashes", hashes);
   });
+  if (a2.str("state") == "pending")
+    c.call("wait", 1, [](map_writer& w) { w.put("req", 2); });
   g = step_admit(c, 3, 2, 256);
   CHECK(admitted(g));
   CHECK(reply::u64_in(first_admit(g), "device_blocks") == 4);
@@ -157,7 +168,7 @@ TEST_CASE("a request's life through the protocol", "[serve]") {
     w.put("tokens", 64);
   });
   CHECK_THAT(error_of(c, id), Catch::Contains("bad_request") && Catch::Contains("request 77"));
-  c.call("allocate", 2, with_tokens(3, prompt(64, 3)));
+  allocate_ready(c, 3, prompt(64, 3));
   id = c.send("step", 2, [](map_writer& w) {
     w.put("step", 4);
     w.key("grows").pack(std::vector<std::vector<uint64_t>>{{3, 64}});
@@ -286,8 +297,8 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
     CHECK_THAT(e.what(), Catch::Contains("block_size is 16"));
   }
   // The first engine is untouched.
-  reply r = a.call("allocate", 2, with_tokens(1, prompt(128, 1)));
-  CHECK(r.str("state") == "ready");
+  reply r = allocate_ready(a, 1, prompt(128, 1));
+  CHECK(r.u64("prefetched_blocks") == 0);
   CHECK(a.call("stats").u64("engines") == 1);
   CHECK(s.stop() == 0);
 }
@@ -298,13 +309,13 @@ TEST_CASE("a client that disconnects mid-request has its blocks released after t
   {
     client a(s.endpoint());
     hello(a);
-    a.call("allocate", 2, with_tokens(1, prompt(1024, 1)));  // every device block
+    allocate_ready(a, 1, prompt(1024, 1));  // every device block
     CHECK(admitted(step_admit(a, 1, 1, 1024)));
-    a.call("allocate", 2, with_tokens(2, prompt(64, 2)));  // waiting, never admitted
+    allocate_ready(a, 2, prompt(64, 2));  // waiting, never admitted
   }  // gone without a bye
   client b(s.endpoint());
   hello(b);
-  b.call("allocate", 2, with_tokens(1, prompt(1024, 3)));
+  allocate_ready(b, 1, prompt(1024, 3));
   CHECK_FALSE(admitted(step_admit(b, 1, 1, 1024)));  // a still holds the device
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (b.call("stats").u64("engines") > 1 && std::chrono::steady_clock::now() < deadline) {
@@ -327,7 +338,7 @@ namespace {
 // Runs one request of `t` through the server, computed and finished, then waits until storage
 // holds `blocks` blocks.
 void store_prompt(client& c, uint64_t req, const std::vector<int32_t>& t, uint64_t blocks) {
-  c.call("allocate", 2, with_tokens(req, t));
+  allocate_ready(c, req, t);
   REQUIRE(admitted(step_admit(c, req * 10, req, static_cast<uint32_t>(t.size()))));
   step_marks(c, req * 10 + 1, "computed", req, static_cast<uint32_t>(t.size()));
   c.call("finish", 1, [&](map_writer& w) { w.put("req", req); });
