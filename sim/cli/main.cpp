@@ -42,6 +42,10 @@ int main(int argc, char** argv) {
   auto* report_cmd = add_report_command(app, report);
   study_args study;
   auto* study_cmd = add_study_command(app, study);
+  serve_args serve;
+  auto* serve_cmd = add_serve_command(app, serve);
+  engine_sim_args engine_sim;
+  auto* engine_sim_cmd = add_engine_sim_command(app, engine_sim);
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   bench_replay_args bench_replay;
@@ -60,6 +64,10 @@ int main(int argc, char** argv) {
   try {
     if (*replay_cmd)
       return run_replay(replay);
+    if (*serve_cmd)
+      return run_serve(serve);
+    if (*engine_sim_cmd)
+      return run_engine_sim(engine_sim);
     if (*config_cmd)
       return run_config(config_only);
     if (*sweep_cmd)

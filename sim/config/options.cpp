@@ -138,6 +138,11 @@ const std::vector<option_spec> specs = {
   {"router.load_weight", option_type::number, 0, 1e6, {}, false,
    "cache_aware: what one prompt token in flight on an instance costs against one uncached "
    "token of the request"},
+  // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
+  {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
+   "kvtier serve: an engine silent this long is dropped and every request it holds released"},
+  {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
+   "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

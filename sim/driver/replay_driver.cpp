@@ -171,6 +171,12 @@ replay_result replay_full(const replay_job& job) {
   timed.controller.check_every = job.check_every;
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
+  if (job.remote_controller) {
+    if (!timed.instances.empty())
+      throw config_error("cluster.instances: a live server is one instance's controller");
+    timed.remote_controller = job.remote_controller;
+    timed.storage_backend.kind = "model";  // the server keeps the pool and its bytes
+  }
   check_time_limits(timed);
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   uint32_t max_device_blocks = timed.scheduler.device_blocks;
