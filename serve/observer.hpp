@@ -19,6 +19,10 @@ class serve_observer {
   virtual void on_call(verb, int64_t /*latency_ns*/, std::optional<error_kind>) {}
   /// An engine registered (`registered`) or left (bye, timeout, shutdown) with `released`
   /// requests still live.
+  /// A prompt of `prompt_blocks` blocks was matched: by `lookup` (verb::lookup, which takes
+  /// nothing) or by an admission in a step (verb::step); the leading hits per tier.
+  virtual void on_hits(verb, uint32_t /*prompt_blocks*/, uint32_t /*device*/, uint32_t /*host*/,
+                       uint32_t /*storage*/) {}
   virtual void on_engine(uint64_t /*engine*/, const std::string& /*name*/, bool /*registered*/,
                          uint64_t /*released*/) {}
 };

@@ -16,6 +16,7 @@
 #include "actors/cache_controller/cache_controller.hpp"
 #include "actors/storage/storage.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
+#include "observe/serve/serve_wiring.hpp"
 #include "serve/encode.hpp"
 #include "serve/server_actor.hpp"
 #include "sim/config/replay_config.hpp"
@@ -102,6 +103,9 @@ int run_server(const serve_job& job) {
   const double timeout_s = job.cfg.number("serve.client_timeout_s");
   const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
   prepare_storage(t);
+  // KV events (observe/serve): made before the actors, which report to its sink until they end.
+  std::unique_ptr<serve_events> events = open_events(job);
+  t.controller.events = events->sink();
 
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", size_t{2});
@@ -149,6 +153,15 @@ int run_server(const serve_job& job) {
     throw config_error("--bind " + job.bind + ": " + e.what());
   }
   std::string bound = router.get(zmq::sockopt::last_endpoint);
+  // GET /metrics (observe/serve): made after the actors it reads, ends before they do.
+  std::unique_ptr<serve_metrics> metrics;
+  try {
+    metrics = open_metrics(job, {&sys, controller, engine, storage, t.cache.device_blocks,
+                                 t.cache.host_blocks, events->publisher()});
+  } catch (...) {
+    stop_actors(nullptr);
+    throw;
+  }
 
   auto box = std::make_shared<outbox>();
   box->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -173,6 +186,8 @@ int run_server(const serve_job& job) {
   ss.speed = job.speed;
   ss.epoch = sys.clock().now();
   ss.observers = job.observers;
+  if (metrics)
+    ss.observers.push_back(metrics->observer());
   caf::actor server = spawn_server_actor(
     sys, ss, controller, storage,
     [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
@@ -190,6 +205,10 @@ int run_server(const serve_job& job) {
     job.on_ready("kvtier serve: listening on " + bound + " (protocol " +
                  std::to_string(protocol_version) + "; storage index rebuilt: " +
                  std::to_string(rebuilt) + " blocks)");
+  if (job.on_ready && events->on())
+    job.on_ready(events->ready_line());
+  if (job.on_ready && metrics)
+    job.on_ready(metrics->ready_line());
 
   std::unordered_map<std::string, uint64_t> conn_of;
   std::unordered_map<uint64_t, envelope> envelopes;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "observe/serve/serve_events.hpp"
+#include "observe/serve/serve_metrics.hpp"
 #include "serve/observer.hpp"
 #include "sim/config/options.hpp"
 
@@ -22,6 +24,11 @@ struct serve_job {
   std::string token;          ///< empty: none (loopback binds only)
   double speed = 1.0;         ///< virtual seconds per wall second (modelled links and media)
   std::vector<std::shared_ptr<serve_observer>> observers;
+  /// KV events (docs/events.md); the endpoint empty: off. Topic, ring and HWM come from the
+  /// serve.events_* keys.
+  serve_events_options events;
+  /// GET /metrics (docs/metrics.md); port -1: off.
+  serve_metrics_options metrics;
   /// Told once the socket is bound and the storage index rebuilt (the CLI prints it).
   std::function<void(const std::string&)> on_ready;
 };

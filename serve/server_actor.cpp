@@ -29,6 +29,7 @@ struct live_request {
   bool orphan = false;  // its engine left while it loaded: finished once it is ready
   uint32_t prefetched = 0;
   uint32_t available = 0;
+  uint32_t prompt_blocks = 0;  // for the observers' hit counts
   std::vector<waiter> waiters;
 };
 
@@ -277,6 +278,9 @@ void do_lookup(self_ptr self, ctx& x) {
   if (auto bad = blocks_of(self, x.c.text, blocks))
     return fail(self, x.conn, x.c.op, x.c.id, x.since, error_kind::bad_request, *bad);
   auto reply = [=](const prefix_hit& h, uint32_t storage_blocks, uint64_t storage_tokens) {
+    for (auto& o : self->state.settings.observers)
+      o->on_hits(verb::lookup, static_cast<uint32_t>(blocks.size()), h.device_blocks,
+                 h.host_blocks, storage_blocks);
     msgpack::sbuffer buf;
     auto m = ok_reply(buf, x.c.id, 6);
     m.put("device_blocks", h.device_blocks);
@@ -343,6 +347,7 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   request_id global = st.next_request++;
   live_request& r = e.requests[c.req];
   r.global = global;
+  r.prompt_blocks = static_cast<uint32_t>(blocks.size());
   st.owners[global] = {engine, c.req};
   self->request(st.controller, caf::infinite, arrival{global, std::move(blocks)})
     .then([=](const ready& rd) { on_ready(self, rd); },
@@ -514,6 +519,10 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
       auto rq = en->second.requests.find(o->second.req);
       if (rq != en->second.requests.end() && rq->second.state == req_state::admitting)
         rq->second.state = g.admits[i].admitted ? req_state::running : req_state::waiting;
+      if (rq != en->second.requests.end() && g.admits[i].admitted)
+        for (auto& ob : s2.settings.observers)
+          ob->on_hits(verb::step, rq->second.prompt_blocks, g.admits[i].device_blocks,
+                      g.admits[i].host_blocks, g.admits[i].storage_blocks);
     }
     msgpack::sbuffer buf;
     auto m = ok_reply(buf, c.id, 6);

@@ -1,5 +1,6 @@
 #include "observe/events/event_publisher.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <stdexcept>
 
@@ -35,8 +36,12 @@ void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, const char* wh
   try {
     s.bind(endpoint);
   } catch (const zmq::error_t& e) {
-    throw std::runtime_error(std::string("cannot bind the ") + what + " socket to '" + endpoint
-                             + "': " + e.what());
+    std::string text = std::string("cannot bind the ") + what + " socket to '" + endpoint
+                       + "': " + e.what();
+    // A taken address is the machine's state; anything else is a bad endpoint (bad input).
+    if (e.num() == EADDRINUSE)
+      throw std::runtime_error(text);
+    throw std::invalid_argument(text);
   }
 }
 

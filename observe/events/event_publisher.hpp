@@ -44,7 +44,8 @@ struct event_publisher_stats {
 
 class event_publisher {
  public:
-  /// Binds both sockets; throws std::runtime_error naming the endpoint that could not be bound.
+  /// Binds both sockets. An endpoint that cannot be bound throws, naming it: std::runtime_error
+  /// when the address is taken, std::invalid_argument when the endpoint itself is bad.
   explicit event_publisher(const event_publisher_options& options);
   /// Sends what is queued, then closes the sockets.
   ~event_publisher();

@@ -41,6 +41,10 @@ struct serve_args {
   std::string bind = "tcp://127.0.0.1:5557";
   std::string token;
   double speed = 1.0;
+  std::string events;         ///< empty: no KV events
+  std::string events_replay;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = -1;      ///< -1: no metrics endpoint
 };
 CLI::App* add_serve_command(CLI::App& app, serve_args& args);
 int run_serve(const serve_args& args);

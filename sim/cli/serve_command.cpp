@@ -23,6 +23,19 @@ CLI::App* add_serve_command(CLI::App& app, serve_args& args) {
                   "virtual seconds per wall second for modelled links and storage media")
     ->check(finite_positive())
     ->capture_default_str();
+  cmd->add_option("--events", args.events,
+                  "publish KV events (BlockStored/BlockRemoved per tier, vLLM's layout) on a "
+                  "ZeroMQ PUB socket bound here, e.g. tcp://127.0.0.1:5558 (docs/events.md)");
+  cmd->add_option("--events-replay", args.events_replay,
+                  "bind the events' replay socket (ROUTER) here: subscribers ask it for missed "
+                  "batches");
+  cmd->add_option("--metrics-port", args.metrics_port,
+                  "serve GET /metrics (Prometheus text) on this port; 0: a free one, printed "
+                  "(docs/metrics.md)")
+    ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-host", args.metrics_host,
+                  "address the metrics endpoint listens on; other than loopback needs --token")
+    ->capture_default_str();
   return cmd;
 }
 
@@ -32,6 +45,10 @@ int run_serve(const serve_args& args) {
   job.bind = args.bind;
   job.token = args.token;
   job.speed = args.speed;
+  job.events.endpoint = args.events;
+  job.events.replay_endpoint = args.events_replay;
+  job.metrics.host = args.metrics_host;
+  job.metrics.port = args.metrics_port;
   job.on_ready = [](const std::string& line) { std::cout << line << std::endl; };
   int code = serve::run_server(job);
   std::cout << "kvtier serve: stopped" << std::endl;

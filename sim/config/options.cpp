@@ -143,6 +143,12 @@ const std::vector<option_spec> specs = {
    "kvtier serve: an engine silent this long is dropped and every request it holds released"},
   {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
    "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
+  {"serve.events_topic", option_type::text, 0, 0, {}, false,
+   "kvtier serve --events: the topic frame of every KV event message (docs/events.md)"},
+  {"serve.events_buffer", option_type::integer, 1, 10000000, {}, false,
+   "kvtier serve --events: KV event batches the replay socket keeps for subscribers that missed them"},
+  {"serve.events_hwm", option_type::integer, 1, 100000000, {}, false,
+   "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

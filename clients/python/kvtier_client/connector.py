@@ -18,7 +18,8 @@ What each method does:
   never the whole prompt: one token is always computed), with ``False`` (loads are waited for
   in the step, not asynchronously).
 - ``update_state_after_alloc(request, blocks, num_external_tokens)`` notes that the request is
-  admitted in the step being built.
+  admitted in the step being built, its scheduled tokens counting from the engine's
+  ``num_computed_tokens`` plus the external ones.
 - ``build_connector_meta(scheduler_output)`` sends the step's block work in one ``step`` call:
   what became computed since the last step, the admissions, the growth of running requests,
   the finished ones; it returns ``KvtierConnectorMetadata`` for the worker side: per admitted
@@ -87,8 +88,10 @@ class KvtierConnectorScheduler:
 
     def update_state_after_alloc(self, request: Any, blocks: Any,
                                  num_external_tokens: int) -> None:
-        del blocks, num_external_tokens  # kvtier chooses the blocks and loads itself
-        self._admitting[request.request_id] = len(request.prompt_token_ids)
+        del blocks  # kvtier chooses the device blocks and the loads itself
+        # The step's scheduled tokens come after what the engine holds and what kvtier loads.
+        start = int(getattr(request, "num_computed_tokens", 0)) + int(num_external_tokens)
+        self._admitting[request.request_id] = start
 
     def build_connector_meta(self, scheduler_output: Any) -> KvtierConnectorMetadata:
         scheduled: Dict[str, int] = dict(getattr(scheduler_output, "num_scheduled_tokens", {}))
@@ -111,7 +114,8 @@ class KvtierConnectorScheduler:
         for rid, n in scheduled.items():
             if rid in finished or rid not in self._req_of:
                 continue
-            target = self._scheduled.get(rid, 0) + n
+            start = self._admitting.get(rid, self._scheduled.get(rid, 0))
+            target = start + n
             if rid in self._admitting:
                 work.admits.append((self._req_of[rid], target))
                 admits.append(rid)

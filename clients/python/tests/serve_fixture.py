@@ -1,5 +1,6 @@
 """Starts ``kvtier serve`` on free loopback ports for a test and stops it (SIGTERM, exit 0)."""
 
+import ctypes
 import os
 import re
 import signal
@@ -16,6 +17,12 @@ _ENDPOINT = re.compile(r"(tcp://127\.0\.0\.1:\d+)")
 _HTTP = re.compile(r"http://127\.0\.0\.1:(\d+)/metrics")
 
 
+def _die_with_parent():
+    # The server must not outlive a test that crashed: SIGKILL when the parent dies.
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Server:
     """``kvtier serve`` with ``args``; ``endpoint`` (protocol), ``events``, ``replay`` and
     ``metrics_port`` are read from what it prints once ready."""
@@ -28,7 +35,7 @@ class Server:
             cmd += ["--metrics-port", "0"]
         cmd += list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, preexec_fn=_die_with_parent)
         self.lines = []
         self.endpoint = self.events = self.replay = None
         self.metrics_port = None
@@ -76,6 +83,7 @@ class Server:
             self.proc.wait()
             raise
         self._reader.join(5)
+        self.proc.stdout.close()
         return code
 
     def __enter__(self):

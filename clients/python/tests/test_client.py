@@ -1,6 +1,7 @@
 """Every verb of docs/protocol.md through the typed client, its errors, and the vLLM-style
 connector, against a ``kvtier serve`` started on a free loopback port."""
 
+import time
 import unittest
 
 import msgpack
@@ -61,7 +62,8 @@ class VerbsTest(unittest.TestCase):
         c.save(1, 4 * BS + 10)
         c.finish(1)
         # A second request sharing the prefix gets device hits at admission.
-        c.allocate(2, Prompt(hashes=hashes[:3] + [77]))
+        if not c.allocate(2, Prompt(hashes=hashes[:3] + [77])).ready:
+            c.wait(2)
         s = c.step(StepWork(admits=[(2, 4 * BS)]))
         self.assertEqual(s.admits[0].hits.device_blocks, 3)
         c.preempt(2)
@@ -101,6 +103,16 @@ class FakeRequest:
         self.prompt_token_ids = tokens
 
 
+def ask_until_ready(conn, request, computed):
+    """vLLM asks again every step while the answer is None (storage still being asked)."""
+    for _ in range(500):
+        n, is_async = conn.get_num_new_matched_tokens(request, computed)
+        if n is not None:
+            return n, is_async
+        time.sleep(0.01)
+    raise AssertionError("the allocation stayed pending")
+
+
 class FakeSchedulerOutput:
     def __init__(self, scheduled, finished=()):
         self.num_scheduled_tokens = dict(scheduled)
@@ -115,7 +127,7 @@ class ConnectorTest(unittest.TestCase):
             conn = KvtierConnectorScheduler(c)
             tokens = list(range(1, 4 * BS + 1))  # four full blocks
             a = FakeRequest("a", tokens)
-            n, is_async = conn.get_num_new_matched_tokens(a, 0)
+            n, is_async = ask_until_ready(conn, a, 0)
             self.assertEqual((n, is_async), (0, False))
             conn.update_state_after_alloc(a, None, 0)
             meta = conn.build_connector_meta(FakeSchedulerOutput({"a": len(tokens)}))
@@ -128,12 +140,13 @@ class ConnectorTest(unittest.TestCase):
             # cache has none of it in this test (num_computed_tokens 0), so kvtier offers all
             # but the one token that must be computed.
             b = FakeRequest("b", tokens)
-            n, _ = conn.get_num_new_matched_tokens(b, 0)
+            n, _ = ask_until_ready(conn, b, 0)
             self.assertEqual(n, len(tokens) - 1)
             n, _ = conn.get_num_new_matched_tokens(b, 2 * BS)
             self.assertEqual(n, len(tokens) - 1 - 2 * BS)
+            b.num_computed_tokens = 2 * BS  # the engine's own prefix cache had two blocks
             conn.update_state_after_alloc(b, None, n)
-            meta = conn.build_connector_meta(FakeSchedulerOutput({"b": 10}))
+            meta = conn.build_connector_meta(FakeSchedulerOutput({"b": 1}))
             self.assertEqual(meta.loads["b"].device_blocks, 4)
             conn.build_connector_meta(FakeSchedulerOutput({}, finished={"b"}))
             self.assertEqual(c.stats()["requests"], 0)

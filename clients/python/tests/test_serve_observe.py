@@ -2,10 +2,11 @@
 server holds per tier, and /metrics counts what was asked."""
 
 import re
+import subprocess
 import unittest
 import urllib.request
 
-from serve_fixture import Server
+from serve_fixture import KVTIER, Server
 
 from kvtier_client import Client, EventSubscriber, ModelShape, Prompt, StepWork, TierIndex
 from kvtier_client.events import wait_for
@@ -70,7 +71,8 @@ def scrape(port):
 
 def sample(text, name, **labels):
     want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)\n"
+    pattern = r"(?m)^" + re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") \
+        + r" (\S+)$"
     m = re.search(pattern, text)
     if not m:
         raise AssertionError(f"no sample {name}{{{want}}} in\n{text}")
@@ -111,6 +113,34 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(sample(text, "kvtier:engines"), 1)
             self.assertGreaterEqual(sample(text, "kvtier:copies_in_flight"), 0)
             self.assertEqual(server.stop(), 0)
+
+
+class BadOptionsTest(unittest.TestCase):
+    def run_serve(self, *args):
+        p = subprocess.run([KVTIER, "serve", "--bind", "tcp://127.0.0.1:*", *args],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_bad_endpoints_are_bad_input(self):
+        code, out = self.run_serve("--events", "tcp://0.0.0.0:*")
+        self.assertEqual(code, 2, out)
+        self.assertIn("--events tcp://0.0.0.0:*", out)
+        self.assertIn("--token", out)
+        code, out = self.run_serve("--events", "tcp://127.0.0.1:notaport")
+        self.assertEqual(code, 2, out)
+        self.assertIn("'tcp://127.0.0.1:notaport'", out)
+        code, out = self.run_serve("--events-replay", "tcp://127.0.0.1:*")
+        self.assertEqual(code, 2, out)
+        self.assertIn("--events-replay needs --events", out)
+        code, out = self.run_serve("--metrics-port", "0", "--metrics-host", "0.0.0.0")
+        self.assertEqual(code, 2, out)
+        self.assertIn("--metrics-host 0.0.0.0", out)
+        code, out = self.run_serve("--metrics-port", "70000")
+        self.assertEqual(code, 2, out)
+        code, out = self.run_serve("--events", "tcp://127.0.0.1:*", "--set",
+                                   "serve.events_buffer=0")
+        self.assertEqual(code, 2, out)
+        self.assertIn("serve.events_buffer", out)
 
 
 if __name__ == "__main__":
