@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "actors/storage/storage_index.hpp"
+#include "serve/block_names.hpp"
 #include "serve/encode.hpp"
 
 namespace kvtier::serve {
@@ -117,6 +118,7 @@ std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
                                 p.extra_keys.data(), p.extra_keys.size());
       out.push_back({parent, s.block_size});
     }
+    name_engine_blocks(out);
     return std::nullopt;
   }
   if (p.blocks.size() > s.max_blocks_per_request)
@@ -131,6 +133,7 @@ std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
              + " tokens: blocks hold " + std::to_string(s.block_size)
              + ", only the last may hold fewer";
   }
+  name_engine_blocks(out);
   return std::nullopt;
 }
 

@@ -36,6 +36,19 @@ struct replay_args {
   bool quiet = false;
 };
 
+struct bench_serve_args {
+  config_args config;
+  std::string connect;
+  std::string token;
+  std::vector<std::string> traces;
+  uint32_t clients = 8;
+  double seconds = 5;
+  std::string json_out;
+  int echo_port = 5599;
+};
+CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args);
+int run_bench_serve(const bench_serve_args& args);
+
 struct serve_args {
   config_args config;
   std::string bind = "tcp://127.0.0.1:5557";

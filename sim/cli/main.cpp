@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   auto* bench_emulation_cmd = add_bench_emulation_command(*bench, bench_emulation);
   bench_storage_args bench_storage;
   auto* bench_storage_cmd = add_bench_storage_command(*bench, bench_storage);
+  bench_serve_args bench_serve;
+  auto* bench_serve_cmd = add_bench_serve_command(*bench, bench_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +84,8 @@ int main(int argc, char** argv) {
       return run_bench_transfer(bench_transfer);
     if (*bench_emulation_cmd)
       return run_bench_emulation(bench_emulation);
+    if (*bench_serve_cmd)
+      return run_bench_serve(bench_serve);
     if (*bench_storage_cmd)
       return run_bench_storage(bench_storage);
   } catch (const config_error& e) {

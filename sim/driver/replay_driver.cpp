@@ -58,6 +58,7 @@ std::vector<trace_file_info> file_infos(const replay_job& job, const trace_merge
 run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
+  run.config.erase("serve");  // the live server's keys change no replay
   run.deterministic = job.deterministic;
   return run;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/cache_controller/block_hash.hpp"
+#include "serve/block_names.hpp"
 #include "serve/client.hpp"
 #include "tests/serve/serve_process.hpp"
 
@@ -367,6 +368,7 @@ TEST_CASE("serve restarted on the file backend rebuilds its index and serves no 
   auto t = prompt(512, 5);  // 8 blocks
   std::vector<cache_block> blocks;
   map_token_blocks(t.data(), t.size(), 64, blocks);
+  name_engine_blocks(blocks);  // the names the server stores them under
   {
     serve_process s(args);
     client c(s.endpoint());
@@ -414,6 +416,36 @@ TEST_CASE("serve restarted on the file backend rebuilds its index and serves no 
     CHECK(s.stop() == 0);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("hashes that do not chain get blocks of their own and break nothing", "[serve]") {
+  serve_process s(small());
+  client c(s.endpoint());
+  hello(c);
+  auto run = [&](uint64_t req, std::vector<uint64_t> hashes, uint64_t step) {
+    reply a = c.call("allocate", 2, [&](map_writer& w) {
+      w.put("req", req);
+      w.put("hashes", hashes);
+    });
+    if (a.str("state") == "pending")
+      c.call("wait", 1, [&](map_writer& w) { w.put("req", req); });
+    uint32_t tokens = static_cast<uint32_t>(hashes.size() * 64);
+    reply g = step_admit(c, step, req, tokens);
+    step_marks(c, step + 1, "computed", req, tokens);
+    return g;
+  };
+  run(1, {5, 5, 5}, 1);      // one hash three times
+  run(2, {1, 2}, 3);
+  reply g = run(3, {3, 2}, 5);  // 2 again, under another prefix: a miss, not a hit
+  CHECK(reply::u64_in(first_admit(g), "device_blocks") == 0);
+  g = run(4, {1, 2, 9}, 7);   // the chain 1, 2 is found
+  CHECK(reply::u64_in(first_admit(g), "device_blocks") == 2);
+  for (uint64_t req : {1, 2, 3, 4})
+    c.call("finish", 1, [&](map_writer& w) { w.put("req", req); });
+  reply st = c.call("stats");
+  CHECK(st.u64("requests") == 0);
+  CHECK(stat_of(st, "controller", "invariant_violations") == 0);
+  CHECK(s.stop() == 0);
 }
 
 TEST_CASE("serve restarted on the Redis backend rebuilds its index from Redis", "[serve]") {
