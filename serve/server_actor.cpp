@@ -586,7 +586,7 @@ void do_stats(self_ptr self, ctx& x) {
                 errors.pack(s2.counters.errors[i]);
               }
               m.key("controller");
-              map_writer c(buf, 11);
+              map_writer c(buf, 12);
               c.put("device_used", cr.device_used);
               c.put("host_used", cr.host_used);
               c.put("tree_nodes", cr.tree_nodes);
@@ -598,6 +598,7 @@ void do_stats(self_ptr self, ctx& x) {
               c.put("device_evictions", cr.device_evictions);
               c.put("host_evictions", cr.host_evictions);
               c.put("invariant_violations", cr.invariant_violations);
+              c.put("copies_in_flight", cr.copies_in_flight);
               m.key("storage");
               map_writer sw(buf, 5);
               sw.put("stored", sr.stored);

@@ -4,6 +4,7 @@ a trace driver. Depends only on pyzmq and msgpack (Debian: python3-zmq, python3-
 from .client import (PROTOCOL_VERSION, Admission, Allocation, Client, Hello, Hits, KvtierError,
                      Match, ModelShape, ProbeReply, Prompt, StepReply, StepWork)
 from .connector import KvtierConnectorMetadata, KvtierConnectorScheduler
+from .names import server_names
 from .events import (AllBlocksCleared, BlockRemoved, BlockStored, DecodeError, EventBatch,
                      EventSubscriber, TierIndex, decode_batch)
 
@@ -12,6 +13,6 @@ __all__ = [
     "Match", "ModelShape", "ProbeReply", "Prompt", "StepReply", "StepWork",
     "KvtierConnectorMetadata", "KvtierConnectorScheduler",
     "AllBlocksCleared", "BlockRemoved", "BlockStored", "DecodeError", "EventBatch",
-    "EventSubscriber", "TierIndex", "decode_batch",
+    "EventSubscriber", "TierIndex", "decode_batch", "server_names",
 ]
 __version__ = "0.1.0"

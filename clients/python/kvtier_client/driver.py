@@ -4,10 +4,12 @@ Each request, in arrival order (ties: file order), goes through the verbs an eng
 would use: ``allocate`` (its prefix past the tree's match is prefetched from storage; ``wait``
 while that is pending), ``step`` admitting it for its prompt, ``step`` reporting the prompt
 computed and growing it to the tokens its decode keeps (prompt + output − 1), then ``finish``.
-The hits of its admission are the replay's first-admission hits, so when the trace's requests
-do not overlap in time the ratios equal ``kvtier replay --clock wall``'s with the same config
-(the same cache decisions in the same order). Overlapping requests would need the scheduler's
-batching, which this driver does not model.
+Each request is sent at its arrival time on the server's clock (``hello``'s ``speed``), so that
+what earlier requests started (write-through copies, storage writes) lands in the gaps as it
+does in a replay. The hits of its admission are the replay's first-admission hits, so when the
+trace's requests do not overlap in time the ratios equal ``kvtier replay --clock wall``'s with
+the same config and ``--speed`` (the same cache decisions in the same order). Overlapping
+requests would need the scheduler's batching, which this driver does not model.
 
 Blocks are named by a chained hash of (parent, trace id, part), as kvtier names trace blocks,
 so equal prefixes give equal blocks; the hash function differs from kvtier's (xxHash is not a
@@ -142,12 +144,37 @@ class DriverResult:
                 "pending_allocations": self.pending_allocations, "wall_s": self.wall_s}
 
 
+def settle_copies(client: Client, timeout_s: float = 60.0) -> None:
+    """Waits until the server has no block copy in flight (``stats``: ``copies_in_flight``), as
+    a gap between arrivals lets the write policy's copies land before the next request."""
+    deadline = time.monotonic() + timeout_s
+    while client.stats()["controller"].get("copies_in_flight", 0) > 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"copies still in flight after {timeout_s} s")
+        time.sleep(0.001)
+
+
 def run_trace(client: Client, requests: Iterable[TraceRequest], block_size: int,
-              settle_s: float = 0.0) -> DriverResult:
-    """Serves every request in turn through ``client`` (already said hello)."""
+              speed: Optional[float] = None, time_scale: float = 1.0,
+              settle: bool = False) -> DriverResult:
+    """Serves every request in turn through ``client`` (already said hello).
+
+    ``speed`` (the server's virtual seconds per wall second, as ``hello`` returns it): each
+    request starts no earlier than its arrival (trace time × ``time_scale``) on that clock, as in
+    the replay, so the copies and storage writes of earlier requests land in the gaps as they
+    would there; None sends each request as soon as the previous one finished. ``settle``: after
+    each request, wait until no block copy is in flight (``stats``)."""
     result = DriverResult()
     start = time.monotonic()
+    first_ms: Optional[float] = None
     for req, r in enumerate(requests, 1):
+        if speed:
+            if first_ms is None:
+                first_ms = r.timestamp_ms
+            due = start + (r.timestamp_ms - first_ms) / 1000.0 * time_scale / speed
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
         result.requests += 1
         blocks = trace_blocks(r.hash_ids, r.input_tokens, block_size)
         # Prompt tokens no listed block covers live in private blocks (as in kvtier's layout).
@@ -175,8 +202,8 @@ def run_trace(client: Client, requests: Iterable[TraceRequest], block_size: int,
                            ("storage", h.storage_blocks, h.storage_tokens)):
             result.hit_blocks[tier] += b
             result.hit_tokens[tier] += t
-        if settle_s > 0:
-            time.sleep(settle_s)  # lets the write policy's copies land, as a gap in arrivals does
+        if settle:
+            settle_copies(client)
     result.wall_s = time.monotonic() - start
     return result
 
@@ -193,8 +220,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--kv-dtype", default="bf16")
     p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--settle-s", type=float, default=0.0,
-                   help="pause after each request so its copies land (a gap between arrivals)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="stretch arrival times (kvtier's trace.time_scale)")
+    p.add_argument("--no-pace", action="store_true",
+                   help="send each request as soon as the previous one finished, not at its "
+                        "arrival time on the server's clock")
+    p.add_argument("--settle", action="store_true",
+                   help="after each request, wait until the server has no copy in flight")
     p.add_argument("--out", help="write the result as JSON here")
     a = p.parse_args(argv)
     try:
@@ -204,9 +236,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         with Client(a.endpoint, token=a.token) as c:
-            c.hello(ModelShape(a.model, a.layers, a.kv_heads, a.head_dim, a.kv_dtype),
-                    a.block_size, name="python-driver")
-            result = run_trace(c, requests, a.block_size, a.settle_s)
+            h = c.hello(ModelShape(a.model, a.layers, a.kv_heads, a.head_dim, a.kv_dtype),
+                        a.block_size, name="python-driver")
+            result = run_trace(c, requests, a.block_size, None if a.no_pace else h.speed,
+                               a.time_scale, a.settle)
             c.bye()
     except KvtierError as e:
         print(f"kvtier_client.driver: the server refused: {e}", file=sys.stderr)

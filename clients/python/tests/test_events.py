@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import msgpack  # noqa: E402
 import zmq  # noqa: E402
 
+from kvtier_client.names import server_names, xxh3_64_32  # noqa: E402
 from kvtier_client.events import (END_SEQ, AllBlocksCleared, BlockRemoved, BlockStored,  # noqa
                                   DecodeError, EventSubscriber, TierIndex, decode_batch)
 
@@ -92,6 +93,19 @@ class DecodeTest(unittest.TestCase):
         idx.apply(decode_batch(map_layout(0, [{"type": "AllBlocksCleared"}])))
         self.assertEqual(idx.held("device"), set())
         self.assertEqual(idx.cleared, 1)
+
+
+class NamesTest(unittest.TestCase):
+    def test_server_names_match_libxxhash(self):
+        # Known answers of XXH3_64bits_withSeed over le64(parent, 0x7365727665, hash, tokens)
+        # with seed 0x6b76746965722d69, chained, computed with libxxhash (serve/block_names.hpp).
+        self.assertEqual(server_names([(1000, 64), (1001, 64), (2**64 - 1, 17)]),
+                         [3307070682865875369, 18427255287180091938, 2552901063972119762])
+        self.assertEqual(server_names([1000, 1001], 64), server_names([(1000, 64), (1001, 64)]))
+        # A name fixes its prefix: the same hash after another parent is another block.
+        self.assertNotEqual(server_names([7, 1001], 64)[1], server_names([1000, 1001], 64)[1])
+        with self.assertRaises(ValueError):
+            xxh3_64_32(b"short", 0)
 
 
 class FakePublisher:

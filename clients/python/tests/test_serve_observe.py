@@ -10,6 +10,7 @@ from serve_fixture import KVTIER, Server
 
 from kvtier_client import Client, EventSubscriber, ModelShape, Prompt, StepWork, TierIndex
 from kvtier_client.events import wait_for
+from kvtier_client.names import server_names
 
 MODEL = ModelShape("llama3-8b", 32, 8, 128, "bf16")
 BS = 64
@@ -46,9 +47,10 @@ class EventsTest(unittest.TestCase):
                         index.apply(b)
                     for hashes in prompts:
                         hits = c.lookup(Prompt(hashes=hashes))
-                        if index.prefix_blocks(hashes, "device") != hits.device_blocks:
+                        names = server_names(hashes, BS)  # what the events carry
+                        if index.prefix_blocks(names, "device") != hits.device_blocks:
                             return False
-                        rest = hashes[hits.device_blocks:]
+                        rest = names[hits.device_blocks:]
                         if index.prefix_blocks(rest, "host") != hits.host_blocks:
                             return False
                     return True
