@@ -242,17 +242,20 @@ void apply_fault(self_ptr self, const fault_plan::event& e) {
   }
 }
 
-// While requests are in flight, a timer at the next fault: a slow window that ends must speed up
-// the flows then, not when their earlier estimate comes due.
+// A timer at the next fault when it falls before the next flow event: a slow window that ends
+// must speed up the flows then, not when their earlier estimate comes due. Later faults wait for
+// that event (or the next request), so no timer outlives the work in flight: a replay's last
+// event stays its last request's.
 void arm_fault_wake(self_ptr self) {
   auto& st = self->state;
-  if (!st.faults || st.ios.empty())
+  if (!st.faults)
     return;
   int64_t at = st.faults->next_at();
   int64_t now = now_of(self);
   if (st.fault_wake <= now)
     st.fault_wake = link_model::never;
-  if (at == std::numeric_limits<int64_t>::max() || at >= st.fault_wake)
+  int64_t next_flow_event = st.links.links().next_event();  // never: nothing in flight
+  if (next_flow_event == link_model::never || at >= next_flow_event || at >= st.fault_wake)
     return;
   st.fault_wake = at;
   self->delayed_send(self, st.options.clock.until(self->clock(), at), wake_atom_v, uint64_t{1});

@@ -6,9 +6,8 @@ using nlohmann::json;
 
 json faults_summary(const full_result& r, const fault_options& f) {
   const storage_report& s = r.storage;
-  return {
+  json out = {
     {"configured", f.any()},
-    {"seed", f.seed},
     {"injected", {{"node_losses", s.node_losses}, {"slow_link_windows", s.slow_windows},
                   {"get_failures", s.get_failures}, {"put_failures", s.put_failures}}},
     {"outcomes", {{"node_returns", s.node_returns}, {"blocks_lost", s.keys_lost},
@@ -17,6 +16,9 @@ json faults_summary(const full_result& r, const fault_options& f) {
                   {"failed_loads", r.controller.failed_loads},
                   {"failed_requests", 0}}},
   };
+  if (f.any())
+    out["seed"] = f.seed;  // without faults the seed drew nothing: the summary does not vary by it
+  return out;
 }
 
 json pool_summary(const full_result& r, const storage_pool_policy& pool) {
