@@ -89,7 +89,8 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
 
 void start_backend(self_ptr self, uint64_t id);
 
-// An injected get failure of one key (faults.get_fail_probability).
+// An injected get failure of one stored key (faults.get_fail_probability); drawn only for keys
+// the read would find, so that every count is a block a fault kept from being read.
 bool get_fails(storage_state& st) {
   if (!st.faults || !st.faults->fail_get())
     return false;
@@ -155,7 +156,7 @@ void finish_io(self_ptr self, uint64_t id) {
     case pending_io::kind::get: {
       std::vector<uint64_t> leased;
       for (uint64_t k : io.keys)
-        if (!get_fails(st) && st.index->lease(k))
+        if (st.index->contains(k) && !get_fails(st) && st.index->lease(k))
           leased.push_back(k);
       st.report.keys_found += leased.size();
       uint64_t lease = st.next_io++;
@@ -321,7 +322,7 @@ void start_backend(self_ptr self, uint64_t id) {
       io.leased.assign(io.keys.size(), 0);
       std::vector<block_ref> refs;
       for (size_t i = 0; i < io.keys.size(); ++i) {
-        if (get_fails(st) || !st.index->lease(io.keys[i]))
+        if (!st.index->contains(io.keys[i]) || get_fails(st) || !st.index->lease(io.keys[i]))
           continue;
         io.leased[i] = 1;
         uint64_t hash = i < io.hashes.size() ? io.hashes[i] : 0;
