@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim/report/fault_report.hpp"
+
 namespace kvtier {
 
 // Reaches into the index to break one invariant at a time.
@@ -205,4 +207,22 @@ TEST_CASE("storage pool checker: each invariant fires on corrupted state", "[sto
     storage_index_tamper::store_on_down_node(s, 1, on_node(1, 9));
     CHECK(first_problem(s) == "storage index: node 1 is down but holds 1 blocks");
   }
+}
+
+TEST_CASE("storage pool checker: the end-of-run leak checks fire", "[storage][pool]") {
+  storage_report clean;
+  CHECK(storage_end_problems(clean).empty());
+  storage_report leaky;
+  leaky.open_leases = 1;
+  leaky.leased_keys = 2;
+  leaky.pending = 3;
+  leaky.writes_in_flight = 4;
+  leaky.invariant_messages = {"storage index: node 0 counts 2 blocks but holds 1"};
+  std::vector<std::string> p = storage_end_problems(leaky);
+  REQUIRE(p.size() == 5);
+  CHECK(p[0] == "storage index: node 0 counts 2 blocks but holds 1");
+  CHECK(p[1] == "storage: 1 get leases still open at the end of the replay");
+  CHECK(p[2] == "storage: 2 blocks still leased at the end of the replay");
+  CHECK(p[3] == "storage: 3 requests still unanswered at the end of the replay");
+  CHECK(p[4] == "storage: 4 puts still in flight at the end of the replay");
 }
