@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "actors/preemption.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler/request_book.hpp"
 
@@ -34,6 +35,10 @@ struct scheduler_options {
   double reserve_output_blocks = 16;  ///< FD_RESERVE_OUTPUT_BLOCK_NUM_FOR_DECODE_...
   double reserve_decay = 0.025;
   uint32_t reserve_min = 0;
+  /// What a victim's KV becomes (preemption.hpp): the controller saves it; the scheduler names
+  /// its generated blocks by the same rule and, under save_to_storage, asks for a storage
+  /// lookup before re-admission.
+  preemption_mode preemption = preemption_mode::recompute;
 };
 
 /// FastDeploy's decaying reserve of blocks per running request, kept free at admission.
