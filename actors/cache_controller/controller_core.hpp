@@ -105,6 +105,8 @@ class controller_core {
   const absl::flat_hash_map<block_id, uint64_t>& preemption_reads() const {
     return preemption_reads_;
   }
+  /// Tests corrupt the ledger through this, to show that its check fires.
+  absl::flat_hash_map<block_id, uint64_t>& preemption_reads_for_test() { return preemption_reads_; }
 
   // -- transfers ---------------------------------------------------------------------------------
 

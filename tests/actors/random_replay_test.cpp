@@ -71,6 +71,23 @@ random_run make_run(uint64_t seed) {
     past.push_back(ids);
     run.requests.push_back(request(seq, at, ids, static_cast<uint32_t>(1 + pick(40))));
   }
+  // Drawn last, so that every earlier draw (and each seed's workload) stays as it was.
+  const preemption_mode modes[] = {preemption_mode::recompute, preemption_mode::save_to_storage,
+                                   preemption_mode::swap_to_host};
+  preemption_mode mode = modes[pick(3)];
+  if (mode == preemption_mode::save_to_storage && !c.controller.storage)
+    mode = host > 0 ? preemption_mode::swap_to_host : preemption_mode::recompute;
+  if (mode == preemption_mode::swap_to_host && host == 0)
+    mode = preemption_mode::recompute;
+  so.preemption = mode;
+  c.controller.preemption = mode;
+  const prefetch_policy policies_of_prefetch[] = {
+    prefetch_policy::best_effort, prefetch_policy::wait_complete, prefetch_policy::timeout};
+  c.controller.prefetch = policies_of_prefetch[pick(3)];
+  c.controller.prefetch_timeout_ns = static_cast<int64_t>(pick(5000));
+  c.controller.prefetch_timeout_per_ki_token_ns = static_cast<int64_t>(pick(100'000));
+  c.controller.prefetch_threshold_tokens = pick(3) == 0 ? 16 * pick(4) : 0;
+  c.controller.prefetch_capacity_blocks = pick(2) ? static_cast<uint32_t>(pick(device)) : 0;
   return run;
 }
 
@@ -89,7 +106,10 @@ TEST_CASE("replay: random workloads drain with every invariant under every polic
     const timed_config& c = run.config;
     INFO("seed " << seed << " device " << c.cache.device_blocks << " host "
                  << c.cache.host_blocks << " storage " << c.storage.capacity_blocks << " policy "
-                 << to_string(c.cache.policy));
+                 << to_string(c.cache.policy) << " preemption "
+                 << to_string(c.controller.preemption) << " prefetch "
+                 << to_string(c.controller.prefetch) << " protected "
+                 << c.controller.prefetch_capacity_blocks);
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
