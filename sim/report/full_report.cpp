@@ -359,6 +359,16 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  steps           %llu   busy %.1f s   layer-wait stall %.3f s   preemptions %llu\n",
       st["count"].get<unsigned long long>(), st["busy_s"].get<double>(),
       st["layer_wait_s"].get<double>(), s["preemptions"].get<unsigned long long>());
+  const json& pr = s["preemption"];
+  if (pr["count"].get<unsigned long long>() > 0) {
+    const json& back = pr["restored_tokens"];
+    add("  preemption      %s: %llu requests   recomputed %llu tokens   restored tokens device %llu "
+        "host %llu storage %llu   saved GB d2h %.2f storage %.2f\n",
+        pr["mode"].get<std::string>().c_str(), pr["requests"].get<unsigned long long>(),
+        pr["recomputed_tokens"].get<unsigned long long>(), back["device"].get<unsigned long long>(),
+        back["host"].get<unsigned long long>(), back["storage"].get<unsigned long long>(),
+        pr["d2h_bytes"].get<double>() / 1e9, pr["storage_write_bytes"].get<double>() / 1e9);
+  }
   const json& e = s["evictions"];
   add("  evictions       device %llu   host %llu   storage %llu\n",
       e["device"].get<unsigned long long>(), e["host"].get<unsigned long long>(),

@@ -50,7 +50,7 @@ full_result preemption_run(preemption_mode mode) {
 
 }  // namespace
 
-TEST_CASE("preemption: the three modes, worked out by hand", "[actors][replay][preemption]") {
+TEST_CASE("preemption: the three modes, with exact virtual times", "[actors][replay][preemption]") {
   // Step 1 prefills 96 tokens: 1000 + 960 ns; both sample their first token at 1960. At 1960
   // R0 needs a fifth block: R1 is preempted with 32 tokens of KV (its sampled token has none).
   full_result re = preemption_run(preemption_mode::recompute);
@@ -84,7 +84,8 @@ TEST_CASE("preemption: the three modes, worked out by hand", "[actors][replay][p
     CHECK(r.controller.preemption.saved_blocks == 2);
     CHECK(r.controller.preemption.d2h_blocks == 2);
     CHECK(x.finish_ns == 1960 + 19 * 2000 + 1048);
-    // R1 comes back from host (32 tokens swapped in) and recomputes nothing.
+    // R1 comes back from host (32 tokens swapped in) and recomputes nothing; its re-admission
+    // step waits 298 ns for its swap-in (the times below are the replay's, pinned).
     CHECK(y.hit_blocks == std::array<uint32_t, 3>{0, 2, 0});
     CHECK(r.scheduler.recomputed_tokens == 0);
     CHECK(r.scheduler.restored_tokens == std::array<uint64_t, 3>{0, 32, 0});
