@@ -84,13 +84,15 @@ TEST_CASE("preemption: the three modes, with exact virtual times", "[actors][rep
     CHECK(r.controller.preemption.saved_blocks == 2);
     CHECK(r.controller.preemption.d2h_blocks == 2);
     CHECK(x.finish_ns == 1960 + 19 * 2000 + 1048);
-    // R1 comes back from host (32 tokens swapped in) and recomputes nothing; its re-admission
-    // step waits 298 ns for its swap-in (the times below are the replay's, pinned).
+    // R1 comes back from host (32 tokens swapped in) and recomputes nothing: its re-admission
+    // step at R0's finish S is its missing token, a decode step (1000 + 4 layers of 250 ns).
+    // Its swap-in lands layer i at S + 512 (i + 1) (2 blocks x 256 bytes per layer): layers 2 and
+    // 3 wait 36 and 262 ns, so the step ends at S + 2298; then 18 decode steps.
     CHECK(y.hit_blocks == std::array<uint32_t, 3>{0, 2, 0});
     CHECK(r.scheduler.recomputed_tokens == 0);
     CHECK(r.scheduler.restored_tokens == std::array<uint64_t, 3>{0, 32, 0});
-    CHECK(y.finish_ns == 79'306);
-    CHECK(r.scheduler.layer_wait_ns == 1048 + 298);
+    CHECK(y.finish_ns == x.finish_ns + 2298 + 18 * 2000);
+    CHECK(r.scheduler.layer_wait_ns == 1048 + 36 + 262);
     CHECK(r.controller.preemption.stored_blocks
           == (mode == preemption_mode::save_to_storage ? 2u : 0u));
   }
@@ -129,7 +131,10 @@ TEST_CASE("prefetch: each policy, worked out by hand", "[actors][replay][prefetc
   CHECK(w.ready_ns == 2'000'000 + 2048 + 2048);
   CHECK(w.admitted_ns == w.ready_ns);
   CHECK(w.hit_blocks == std::array<uint32_t, 3>{0, 0, 2});
-  CHECK(w.first_token_ns == 2'008'592);
+  // Its step computes 16 tokens (1000 + 4 layers of 400 ns). The device blocks its two hits
+  // swap into are R2's, written back first (2048 ns); the swap-in then lands a layer every
+  // 512 ns (2 x 256 bytes): layer 0 at +2560 waits 1560 ns, layers 1-3 112 ns each.
+  CHECK(w.first_token_ns == w.ready_ns + 2560 + 400 + 3 * 512);
   CHECK(wait.controller.prefetch.started == 1);
   CHECK(wait.controller.prefetch.ready_early == 0);
   // best_effort: ready (and admitted) at once; nothing has landed, so all 48 tokens compute.
@@ -139,7 +144,8 @@ TEST_CASE("prefetch: each policy, worked out by hand", "[actors][replay][prefetc
   CHECK(b.ready_ns == 2'000'000);
   CHECK(b.admitted_ns == 2'000'000);
   CHECK(b.hit_blocks == std::array<uint32_t, 3>{0, 0, 0});
-  CHECK(b.first_token_ns == 2'006'848);
+  // 48 tokens: 1000 + 4800 ns, layer 0 waiting for the write-back of R2's blocks it reuses.
+  CHECK(b.first_token_ns == 2'000'000 + 2048 + 4800);
   CHECK(best.controller.prefetch.ready_early == 1);
   CHECK(best.controller.loads == 2);  // the loads still ran, and landed after its admission
   // timeout: 500 ns (no per-token allowance) passes before the loads land: ready at the
@@ -163,6 +169,7 @@ TEST_CASE("prefetch: each policy, worked out by hand", "[actors][replay][prefetc
   require_clean(skip);
   CHECK(record(skip, 3).ready_ns == 2'000'000);
   CHECK(record(skip, 3).hit_blocks == std::array<uint32_t, 3>{0, 0, 0});
+  CHECK(record(skip, 3).first_token_ns == 2'000'000 + 3072 + 4800);  // three blocks written back
   CHECK(skip.controller.prefetch.below_threshold == 1);
   CHECK(skip.controller.loads == 0);
 }
