@@ -45,6 +45,7 @@ struct cache_options {
   storage_write storage = storage_write::never;
   bool storage_tier = false;
   bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
+  uint32_t storage_write_threshold = 2;     ///< storage write_through_selective: hits first
 };
 
 enum class transfer_kind : uint8_t {
@@ -190,6 +191,7 @@ class cache_model {
   uint32_t private_device_ = 0;
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
+  std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
   // Preemption saves whose host copy is still filling: stored once it is ready (order id).
   absl::flat_hash_set<uint64_t> store_after_fill_;
   outstanding_orders<transfer_order> outstanding_;
