@@ -5,7 +5,8 @@
 //     budget allows) or one decode token; each needs blocks for the tokens it will have;
 //  2. if those blocks are not there, preempt from the back of the running list (the request
 //     admitted last) until they are: the victim releases everything and waits again at the
-//     front of the queue (recompute);
+//     front of the queue; what its blocks become meanwhile is scheduler.preemption
+//     (actors/preemption.hpp);
 //  3. only if nobody was preempted: admit waiting requests first come first served while seats
 //     (max_num_seqs), token budget and blocks last. A candidate's cached prefix (device and host
 //     hits, storage prefetches included) is skipped, except that a full hit recomputes its last
