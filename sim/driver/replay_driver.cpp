@@ -224,6 +224,7 @@ replay_result replay_full(const replay_job& job) {
   run.parse_s = feed->parse_s();
   run.wall_s = seconds_since(start);
   run.trace = feed->totals();
+  run.block_bytes = timed.block_bytes;
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.text = full_text(result.summary, job.out_dir);

@@ -61,6 +61,7 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
   }
   for (instance_config& ic : out) {
     ic.scheduler.clock = clock;
+    ic.controller.clock = clock;
     ic.engine.clock = clock;
     ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
     ic.remote_controller = config.remote_controller;
@@ -83,6 +84,8 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.rejected += x.rejected;
   sum.refused_admissions += x.refused_admissions;
   sum.drained = sum.drained && x.drained;
+  for (int t = 0; t < 3; ++t)
+    sum.restored_tokens[t] += x.restored_tokens[t];
 }
 
 void add_to(controller_report& sum, const controller_report& x, const std::string& name) {
@@ -94,7 +97,19 @@ void add_to(controller_report& sum, const controller_report& x, const std::strin
                           {&sum.storage_probes, x.storage_probes},
                           {&sum.failed_loads, x.failed_loads}, {&sum.transfers, x.transfers},
                           {&sum.invariant_checked, x.invariant_checked},
-                          {&sum.invariant_violations, x.invariant_violations}})
+                          {&sum.invariant_violations, x.invariant_violations},
+                          {&sum.preemption.saved_blocks, x.preemption.saved_blocks},
+                          {&sum.preemption.d2h_blocks, x.preemption.d2h_blocks},
+                          {&sum.preemption.stored_blocks, x.preemption.stored_blocks},
+                          {&sum.preemption.unsaved_blocks, x.preemption.unsaved_blocks},
+                          {&sum.preemption.named_blocks, x.preemption.named_blocks},
+                          {&sum.preemption.readmission_lookups, x.preemption.readmission_lookups},
+                          {&sum.prefetch.started, x.prefetch.started},
+                          {&sum.prefetch.below_threshold, x.prefetch.below_threshold},
+                          {&sum.prefetch.ready_early, x.prefetch.ready_early},
+                          {&sum.prefetch.timeouts, x.prefetch.timeouts},
+                          {&sum.prefetch.protected_holds, x.prefetch.protected_holds},
+                          {&sum.prefetch.protected_released, x.prefetch.protected_released}})
     *to += from;
   for (const std::string& m : x.invariant_messages)
     sum.invariant_messages.push_back(name + ": " + m);
