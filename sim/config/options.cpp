@@ -35,8 +35,14 @@ const std::vector<option_spec> specs = {
    "when device blocks get a host copy"},
   {"cache.write_through_threshold", option_type::integer, 1, 1e9, {}, false,
    "hits a block needs before write_through_selective backs it up (write_through uses 1)"},
-  {"cache.storage_write", option_type::text, 0, 0, {"always", "on_host_evict", "never"}, false,
-   "when host copies are written to storage"},
+  {"cache.storage_write", option_type::text, 0, 0,
+   {"always", "write_through_selective", "on_host_evict", "never"}, false,
+   "when host copies are written to storage: always (once the host copy is ready), "
+   "write_through_selective (once the block has cache.storage_write_threshold hits), "
+   "on_host_evict, never"},
+  {"cache.storage_write_threshold", option_type::integer, 1, 1e9, {}, false,
+   "cache.storage_write=write_through_selective: hits a block needs before it is written to "
+   "storage (1 for the request that computed it, +1 per prefix match)"},
   {"cache.write_back_host_copy", option_type::text, 0, 0, {"free_on_swap_in", "keep"}, false,
    "write_back: a swapped-in block's host copy is freed (FastDeploy; the block is written back "
    "again at its next eviction) or kept (SGLang HiCache; each block is written back once)"},
@@ -74,6 +80,18 @@ const std::vector<option_spec> specs = {
   {"storage.payload_bytes", option_type::integer, 1, 1e12, {}, true,
    "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
    "hash pattern, checked on every read); null = the model's real bytes per block"},
+  {"storage.eviction", option_type::text, 0, 0, {"lru", "watermark"}, false,
+   "how a full storage node makes room: lru = evict its least recently used unleased block; "
+   "watermark = Mooncake Store's: once a node is fuller than storage.high_watermark, evict "
+   "storage.evict_fraction of its capacity at once, LRU over unleased blocks"},
+  {"storage.high_watermark", option_type::number, 0.01, 1, {}, false,
+   "storage.eviction=watermark: share of a node's capacity above which it evicts (Mooncake: 0.9)"},
+  {"storage.evict_fraction", option_type::number, 0.0001, 1, {}, false,
+   "storage.eviction=watermark: share of a node's capacity one eviction batch frees (Mooncake: "
+   "0.05)"},
+  {"storage.lease_ms", option_type::number, 0, 1e9, {}, false,
+   "a block matched by an exists is not evicted for this long, milliseconds (Mooncake: 10000); "
+   "0 = no lease (a get still protects what it reads); full mode only"},
   // -- trace (timed replay) ----------------------------------------------------------------------
   {"trace.time_scale", option_type::number, 1e-6, 1e6, {}, false,
    "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
@@ -138,6 +156,34 @@ const std::vector<option_spec> specs = {
   {"router.load_weight", option_type::number, 0, 1e6, {}, false,
    "cache_aware: what one prompt token in flight on an instance costs against one uncached "
    "token of the request"},
+  // -- faults (full mode, virtual clock; drawn from --seed; docs/faults.md) ---------------------
+  {"faults.node_loss_at_s", option_type::number, 0, 1e9, {}, true,
+   "a storage node (faults.node_loss_node) is lost at this virtual time, seconds: its blocks are "
+   "gone, it comes back empty after faults.down_s; null = none"},
+  {"faults.node_loss_node", option_type::integer, 0, 1023, {}, false,
+   "the node faults.node_loss_at_s loses (below storage.nodes)"},
+  {"faults.node_losses_per_hour", option_type::number, 0, 1e9, {}, false,
+   "storage node losses per hour of virtual time over the pool, at random times and nodes "
+   "drawn from --seed; 0 = none"},
+  {"faults.down_s", option_type::number, 0, 1e9, {}, false,
+   "how long a lost storage node stays down before it comes back empty, seconds"},
+  {"faults.slow_link_at_s", option_type::number, 0, 1e9, {}, true,
+   "a storage node's links (faults.slow_link_node) slow down at this virtual time, seconds; "
+   "null = none"},
+  {"faults.slow_link_node", option_type::integer, 0, 1023, {}, false,
+   "the node whose links faults.slow_link_at_s slows (below storage.nodes)"},
+  {"faults.slow_links_per_hour", option_type::number, 0, 1e9, {}, false,
+   "slow-link windows per hour of virtual time, at random times and nodes drawn from --seed"},
+  {"faults.slow_link_s", option_type::number, 0, 1e9, {}, false,
+   "how long a slow-link window lasts, seconds"},
+  {"faults.slow_link_factor", option_type::number, 1e-6, 1, {}, false,
+   "a slow link's bandwidth, as a share of its configured bandwidth"},
+  {"faults.get_fail_probability", option_type::number, 0, 1, {}, false,
+   "chance that a storage get fails to read a block (drawn per block from --seed): the load "
+   "fails and the request recomputes those tokens"},
+  {"faults.put_fail_probability", option_type::number, 0, 1, {}, false,
+   "chance that a storage put fails to write a block (drawn per block from --seed): the write is "
+   "rolled back and no key is left"},
   // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
   {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
    "kvtier serve: an engine silent this long is dropped and every request it holds released"},
@@ -241,12 +287,22 @@ std::string valid_keys_text() {
 }
 
 config::config() : values_(specs.size()), sources_(specs.size()) {
-  json defaults = parse_json_strict(default_config_json, "configs/default.json");
-  merge_json(defaults, "configs/default.json");
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (!specs[i].optional && values_[i].is_null())
-      throw config_error(std::string("configs/default.json lacks ") + specs[i].key);
+  // The defaults are parsed once per process and copied after: a sweep builds a config per cell,
+  // and parsing them was most of a config's cost.
+  static const config* const defaults = [] {
+    static config built(nullptr);
+    built.merge_json(parse_json_strict(default_config_json, "configs/default.json"),
+                     "configs/default.json");
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!specs[i].optional && built.values_[i].is_null())
+        throw config_error(std::string("configs/default.json lacks ") + specs[i].key);
+    return &built;
+  }();
+  values_ = defaults->values_;
+  sources_ = defaults->sources_;
 }
+
+config::config(std::nullptr_t) : values_(specs.size()), sources_(specs.size()) {}
 
 void config::merge_file(const std::string& path) {
   json j = read_json_file(path, "config file");
