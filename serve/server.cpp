@@ -19,6 +19,7 @@
 #include "serve/encode.hpp"
 #include "serve/server_actor.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/fault_config.hpp"
 #include "sim/full/timed_config.hpp"
 
 namespace kvtier::serve {
@@ -99,6 +100,9 @@ int run_server(const serve_job& job) {
   if (!t.instances.empty())
     throw config_error("cluster.instances: kvtier serve runs one instance (the engine's); "
                        "remove cluster.instances");
+  if (resolve_faults(job.cfg, 0, rc.storage_nodes, rc.storage_blocks).any())
+    throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
+                       "runs on the wall clock");
   const double timeout_s = job.cfg.number("serve.client_timeout_s");
   const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
   prepare_storage(t);

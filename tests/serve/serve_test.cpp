@@ -256,6 +256,15 @@ TEST_CASE("a wrong token is refused and counted; a public bind needs one", "[ser
   int status = pclose(out);
   CHECK(WEXITSTATUS(status) == 2);
   CHECK_THAT(std::string(buf, n), Catch::Contains("give --token"));
+  // seeded faults belong to virtual-time replays
+  cmd = std::string(KVTIER_BINARY) + " serve --bind tcp://127.0.0.1:" + std::to_string(port) +
+        " --set faults.get_fail_probability=0.5 2>&1";
+  out = popen(cmd.c_str(), "r");
+  REQUIRE(out);
+  n = fread(buf, 1, sizeof(buf) - 1, out);
+  status = pclose(out);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(std::string(buf, n), Catch::Contains("faults.*"));
 }
 
 TEST_CASE("hello: a version mismatch and engines of another model shape are refused", "[serve]") {
