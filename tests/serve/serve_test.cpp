@@ -315,7 +315,7 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
 
 TEST_CASE("a client that disconnects mid-request has its blocks released after the timeout",
           "[serve]") {
-  serve_process s(small({"--set", "serve.client_timeout_s=0.5"}));
+  serve_process s(small({"--set", "serve.client_timeout_s=1.5"}));
   {
     client a(s.endpoint());
     hello(a);
