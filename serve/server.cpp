@@ -89,7 +89,33 @@ bool is_local_endpoint(const std::string& e) {
   return false;
 }
 
+namespace {
+
+// SIGTERM and SIGINT ask for a clean stop from the moment the server starts (a signal during
+// start-up is kept, not fatal); the previous handlers come back when it returns or throws.
+class stop_signals {
+ public:
+  stop_signals() {
+    stop_requested = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~stop_signals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+
+ private:
+  struct sigaction old_term_ {}, old_int_ {};
+};
+
+}  // namespace
+
 int run_server(const serve_job& job) {
+  stop_signals signals;
   if (!is_local_endpoint(job.bind) && job.token.empty())
     throw config_error("--bind " + job.bind + " is reachable from other machines: give --token "
                        "(every request must then carry it)");
@@ -189,13 +215,10 @@ int run_server(const serve_job& job) {
     [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
 
   wake_fd = box->fd;
-  stop_requested = false;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_term {}, old_int {};
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGINT, &sa, &old_int);
+  if (stop_requested) {  // a signal during start-up: the loop must not sleep through it
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(box->fd, &one, sizeof(one));
+  }
 
   if (job.on_ready)
     job.on_ready("kvtier serve: listening on " + bound + " (protocol " +
@@ -320,8 +343,6 @@ int run_server(const serve_job& job) {
       }
     }
   }
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGINT, &old_int, nullptr);
   wake_fd = -1;
   stop_actors(server);
   self->wait_for(server, controller, engine, storage);
