@@ -54,7 +54,9 @@ void check_ok(const reply& r) {
 
 client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
   : socket_(context_, zmq::socket_type::dealer), token_(std::move(token)), timeout_(timeout) {
-  socket_.set(zmq::sockopt::linger, 0);
+  // Calls sent just before the client goes (a bye) still leave; a server that is gone does not
+  // hold the client for longer than this.
+  socket_.set(zmq::sockopt::linger, 200);
   socket_.connect(endpoint);
 }
 

@@ -17,6 +17,17 @@ struct remote_state {
   uint64_t live = 0;  // requests arrived and not finished
   bool ticking = false;
   std::chrono::steady_clock::time_point last_call;
+
+  // The engine leaves when the replay ends: the server forgets it now, not after the timeout.
+  ~remote_state() {
+    if (!link)
+      return;
+    try {
+      link->send("bye", 0);
+    } catch (const std::exception&) {
+      // the server is gone already: nothing to tell
+    }
+  }
 };
 
 using self_ptr = caf::stateful_actor<remote_state>*;

@@ -20,6 +20,7 @@
 #include "serve/encode.hpp"
 #include "serve/server_actor.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/fault_config.hpp"
 #include "sim/full/timed_config.hpp"
 
 namespace kvtier::serve {
@@ -89,7 +90,33 @@ bool is_local_endpoint(const std::string& e) {
   return false;
 }
 
+namespace {
+
+// SIGTERM and SIGINT ask for a clean stop from the moment the server starts (a signal during
+// start-up is kept, not fatal); the previous handlers come back when it returns or throws.
+class stop_signals {
+ public:
+  stop_signals() {
+    stop_requested = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~stop_signals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+
+ private:
+  struct sigaction old_term_ {}, old_int_ {};
+};
+
+}  // namespace
+
 int run_server(const serve_job& job) {
+  stop_signals signals;
   if (!is_local_endpoint(job.bind) && job.token.empty())
     throw config_error("--bind " + job.bind + " is reachable from other machines: give --token "
                        "(every request must then carry it)");
@@ -100,6 +127,9 @@ int run_server(const serve_job& job) {
   if (!t.instances.empty())
     throw config_error("cluster.instances: kvtier serve runs one instance (the engine's); "
                        "remove cluster.instances");
+  if (resolve_faults(job.cfg, 0, rc.storage_nodes, rc.storage_blocks).any())
+    throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
+                       "runs on the wall clock");
   const double timeout_s = job.cfg.number("serve.client_timeout_s");
   const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
   prepare_storage(t);
@@ -200,13 +230,10 @@ int run_server(const serve_job& job) {
     [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
 
   wake_fd = box->fd;
-  stop_requested = false;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_term {}, old_int {};
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGINT, &sa, &old_int);
+  if (stop_requested) {  // a signal during start-up: the loop must not sleep through it
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(box->fd, &one, sizeof(one));
+  }
 
   if (job.on_ready)
     job.on_ready("kvtier serve: listening on " + bound + " (protocol " +
@@ -335,8 +362,6 @@ int run_server(const serve_job& job) {
       }
     }
   }
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGINT, &old_int, nullptr);
   wake_fd = -1;
   stop_actors(server);
   self->wait_for(server, controller, engine, storage);

@@ -364,10 +364,12 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
         auto& s2 = self->state;
         auto en = s2.engines.find(engine);
         if (en == s2.engines.end())
-          return;
+          return;  // the engine left: nobody waits for the answer
         auto rq = en->second.requests.find(req);
         if (rq == en->second.requests.end())
-          return;
+          return fail(self, x.conn, verb::allocate, id, x.since, error_kind::bad_request,
+                      "request " + std::to_string(req)
+                        + " was finished before its allocation was answered");
         reply_state(id, rq->second);
       },
       [=](const caf::error& err) { self->quit(err); });

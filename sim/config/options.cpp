@@ -177,17 +177,6 @@ const std::vector<option_spec> specs = {
   {"router.load_weight", option_type::number, 0, 1e6, {}, false,
    "cache_aware: what one prompt token in flight on an instance costs against one uncached "
    "token of the request"},
-  // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
-  {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
-   "kvtier serve: an engine silent this long is dropped and every request it holds released"},
-  {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
-   "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
-  {"serve.events_topic", option_type::text, 0, 0, {}, false,
-   "kvtier serve --events: the topic frame of every KV event message (docs/events.md)"},
-  {"serve.events_buffer", option_type::integer, 1, 10000000, {}, false,
-   "kvtier serve --events: KV event batches the replay socket keeps for subscribers that missed them"},
-  {"serve.events_hwm", option_type::integer, 1, 100000000, {}, false,
-   "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
   // -- faults (full mode, virtual clock; drawn from --seed; docs/faults.md) ---------------------
   {"faults.node_loss_at_s", option_type::number, 0, 1e9, {}, true,
    "a storage node (faults.node_loss_node) is lost at this virtual time, seconds: its blocks are "
@@ -216,6 +205,17 @@ const std::vector<option_spec> specs = {
   {"faults.put_fail_probability", option_type::number, 0, 1, {}, false,
    "chance that a storage put fails to write a block (drawn per block from --seed): the write is "
    "rolled back and no key is left"},
+  // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
+  {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
+   "kvtier serve: an engine silent this long is dropped and every request it holds released"},
+  {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
+   "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
+  {"serve.events_topic", option_type::text, 0, 0, {}, false,
+   "kvtier serve --events: the topic frame of every KV event message (docs/events.md)"},
+  {"serve.events_buffer", option_type::integer, 1, 10000000, {}, false,
+   "kvtier serve --events: KV event batches the replay socket keeps for subscribers that missed them"},
+  {"serve.events_hwm", option_type::integer, 1, 100000000, {}, false,
+   "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

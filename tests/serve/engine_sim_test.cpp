@@ -59,6 +59,9 @@ TEST_CASE("engine-sim through kvtier serve gets a wall-clock replay's hit ratios
   CHECK(a["hit_ratio"]["blocks"].get<double>() > 0.01);  // a run with hits, not 0 = 0
   CHECK(a["hit_ratio"]["by_tier"]["host"]["blocks"].get<double>() > 0);
   CHECK(a["requests"]["finished"] == b["requests"]["finished"]);
+  // An engine of another model shape is refused at hello: bad input, exit 2.
+  CHECK(run(bin + " engine-sim --quiet --connect " + s.endpoint() + " --trace " + trace.string() +
+            sets + speed + " --set model.layers=16 --out " + (dir / "other").string()) == 2);
   CHECK(s.stop() == 0);
   fs::remove_all(dir);
 }

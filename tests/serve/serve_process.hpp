@@ -44,11 +44,11 @@ class serve_process {
     return out_;
   }
 
-  /// SIGTERM, then its exit code (-1: killed by a signal, or still running after 30 s).
-  int stop() {
+  /// SIGTERM (or `sig`), then its exit code (-1: killed by a signal, or still running after 30 s).
+  int stop(int sig = SIGTERM) {
     if (pid_ <= 0)
       return code_;
-    ::kill(pid_, SIGTERM);
+    ::kill(pid_, sig);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;

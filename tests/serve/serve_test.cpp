@@ -228,7 +228,7 @@ TEST_CASE("bad messages get an error reply and the server goes on", "[serve]") {
   CHECK(stat_of(st, "errors", "too_large") == 1);
   CHECK(stat_of(st, "errors", "malformed") >= 5);
   CHECK(stat_of(st, "errors", "unknown_op") == 1);
-  CHECK(s.stop() == 0);
+  CHECK(s.stop(SIGINT) == 0);  // Ctrl-C stops it as cleanly as SIGTERM
 }
 
 TEST_CASE("a wrong token is refused and counted; a public bind needs one", "[serve]") {
@@ -256,6 +256,15 @@ TEST_CASE("a wrong token is refused and counted; a public bind needs one", "[ser
   int status = pclose(out);
   CHECK(WEXITSTATUS(status) == 2);
   CHECK_THAT(std::string(buf, n), Catch::Contains("give --token"));
+  // seeded faults belong to virtual-time replays
+  cmd = std::string(KVTIER_BINARY) + " serve --bind tcp://127.0.0.1:" + std::to_string(port) +
+        " --set faults.get_fail_probability=0.5 2>&1";
+  out = popen(cmd.c_str(), "r");
+  REQUIRE(out);
+  n = fread(buf, 1, sizeof(buf) - 1, out);
+  status = pclose(out);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(std::string(buf, n), Catch::Contains("faults.*"));
 }
 
 TEST_CASE("hello: a version mismatch and engines of another model shape are refused", "[serve]") {
@@ -306,7 +315,7 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
 
 TEST_CASE("a client that disconnects mid-request has its blocks released after the timeout",
           "[serve]") {
-  serve_process s(small({"--set", "serve.client_timeout_s=0.5"}));
+  serve_process s(small({"--set", "serve.client_timeout_s=1.5"}));
   {
     client a(s.endpoint());
     hello(a);
