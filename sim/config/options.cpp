@@ -205,6 +205,11 @@ const std::vector<option_spec> specs = {
   {"faults.put_fail_probability", option_type::number, 0, 1, {}, false,
    "chance that a storage put fails to write a block (drawn per block from --seed): the write is "
    "rolled back and no key is left"},
+  // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
+  {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
+   "kvtier serve: an engine silent this long is dropped and every request it holds released"},
+  {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
+   "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

@@ -64,6 +64,7 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
     ic.controller.clock = clock;
     ic.engine.clock = clock;
     ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
+    ic.remote_controller = config.remote_controller;
   }
   return out;
 }
@@ -197,7 +198,8 @@ void collect_reports(caf::scoped_actor& self, const deployment& d, full_result& 
     const instance& x = d.instances.front();
     ask(x.scheduler, r.scheduler);
     ask(x.controller, r.controller);
-    ask(x.engine, r.engine);
+    if (x.engine)
+      ask(x.engine, r.engine);
   } else {
     for (const instance& x : d.instances) {
       instance_result one;
@@ -225,7 +227,8 @@ class watchdog {
     for (const instance& x : d.instances) {
       watch(x.scheduler, x.name + " scheduler");
       watch(x.controller, x.name + " cache controller");
-      watch(x.engine, x.name + " transfer engine");
+      if (x.engine)
+        watch(x.engine, x.name + " transfer engine");
       if (x.compute)
         watch(x.compute, x.name + " GPU compute");
     }
