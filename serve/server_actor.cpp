@@ -456,11 +456,11 @@ std::optional<std::string> check_step(engine_state& e, commit& c) {
     after[req] = gone;
     req = global(req);
   }
-  for (uint64_t& req : c.preempted) {
-    if (state_of(req) != req_state::running)
-      return name(req) + " in 'preempted' is not running";
-    after[req] = req_state::waiting;
-    req = global(req);
+  for (token_mark& m : c.preempted) {
+    if (state_of(m.req) != req_state::running)
+      return name(m.req) + " in 'preempted' is not running";
+    after[m.req] = req_state::waiting;
+    m.req = global(m.req);
   }
   for (token_mark& m : c.grows) {
     if (state_of(m.req) != req_state::running)
@@ -487,7 +487,7 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   switch (c.op) {
     case verb::commit:
     case verb::save: work.computed = {{c.req, c.tokens}}; break;
-    case verb::preempt: work.preempted = {c.req}; break;
+    case verb::preempt: work.preempted = {{c.req, c.tokens}}; break;
     case verb::finish:
     case verb::free: work.finished = {c.req}; break;
     default: break;
@@ -502,8 +502,8 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
     st.owners.erase(e.requests.at(req).global);
     e.requests.erase(req);
   }
-  for (uint64_t req : original.preempted)
-    e.requests.at(req).state = req_state::waiting;
+  for (const token_mark& m : original.preempted)
+    e.requests.at(m.req).state = req_state::waiting;
   for (const token_mark& m : original.admits)
     e.requests.at(m.req).state = req_state::admitting;
   send_commit(self, std::move(work), [=](const grant& g) {
