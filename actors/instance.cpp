@@ -25,8 +25,11 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
                         const storage_actor& storage) {
   instance x;
   x.name = config.name;
+  x.role = config.role;
   x.engine = spawn_transfer_engine(sys, config.engine, storage);
   scheduler_config sc = config.scheduler;
+  sc.engine = x.engine;
+  sc.role = config.role;
   if (config.engine.gpu) {
     x.compute = spawn_gpu_compute(sys, config.engine.gpu);
     config.engine.gpu->set_sinks(post_to(x.engine), post_to(x.compute));

@@ -16,6 +16,7 @@ namespace kvtier {
 
 struct instance_config {
   std::string name = "mixed-0";
+  pd_role role = pd_role::mixed;
   cache_options cache;
   controller_options controller;
   scheduler_config scheduler;
@@ -24,6 +25,7 @@ struct instance_config {
 
 struct instance {
   std::string name;
+  pd_role role = pd_role::mixed;
   scheduler_actor scheduler;
   cache_controller_actor controller;
   transfer_engine_actor engine;

@@ -67,9 +67,9 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
                   "step (full), too; it always runs at the end")
     ->check(unsigned_in_range());
   cmd->add_option("--seed", args.seed,
-                  "changes nothing: a replay makes no random choice (ties go by trace order, then "
-                  "file order), so the same traces and config always give the same replay; "
-                  "accepted (with a warning) for scripts that pass it")
+                  "draws the seeded faults (pd.failure_rate); nothing else in a replay is random "
+                  "(ties go by trace order, then file order), so without faults it changes "
+                  "nothing and says so")
     ->check(unsigned_in_range())
     ->each([&args](const std::string&) { args.seed_given = true; });
   cmd->add_flag("--deterministic", args.deterministic,
@@ -114,7 +114,8 @@ int run_replay(const replay_args& in) {
   job.deterministic = args.deterministic;
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
-  if (args.seed_given)
+  job.seed = args.seed;
+  if (args.seed_given && job.cfg.number("pd.failure_rate") == 0)
     std::cerr << "kvtier: warning: --seed changes nothing: a replay makes no random choice\n";
   replay_result result = run_replay_job(job);
   if (!args.quiet)

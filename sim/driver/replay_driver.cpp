@@ -169,6 +169,7 @@ replay_result replay_full(const replay_job& job) {
   replay_config rc = resolve(job.cfg);
   timed_config timed = resolve_timed(job.cfg, rc);
   timed.controller.check_every = job.check_every;
+  timed.pd.seed = job.seed;
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
   check_time_limits(timed);
