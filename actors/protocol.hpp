@@ -376,6 +376,8 @@ struct scheduler_report {
   uint64_t handoff_read_failures = 0;   ///< of which failed (a block missing, or injected)
   uint64_t preallocations = 0;       ///< decode: preallocations granted
   uint64_t preallocation_refusals = 0;  ///< decode: refused (waiting queue, slot, blocks)
+  uint64_t output_cache_writes = 0;  ///< cache.output_caching: finished requests written
+  uint64_t output_cache_blocks = 0;  ///< and their blocks
 };
 
 /// One transfer as the engine ran it.
@@ -624,7 +626,8 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
            x.decode_tokens, x.rejected, x.refused_admissions, x.lag_ns, x.lag_max_ns,
            x.drained, x.pd_link_bytes, x.pd_link_busy_ns, x.pd_link_messages,
            x.handoff_blocks_sent, x.handoff_blocks_skipped, x.handoff_reads,
-           x.handoff_read_failures, x.preallocations, x.preallocation_refusals);
+           x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
+           x.output_cache_writes, x.output_cache_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {

@@ -51,6 +51,10 @@ struct scheduler_state {
     std::vector<uint64_t> read_keys;  // storage: the blocks it lacks
   };
   absl::flat_hash_map<request_id, decode_wait> awaiting_kv;  // decode: preallocated
+  // cache.output_caching: storage keys of each request's prompt and output blocks, and the
+  // finished requests whose blocks are being written (held until then)
+  absl::flat_hash_map<request_id, std::vector<uint64_t>> output_keys;
+  uint64_t writing_outputs = 0;
   std::vector<request_id> decode_ready;  // decode: KV in place, joins running at the next plan
   uint64_t next_transfer = uint64_t{1} << 62;  // apart from the controller's transfer ids
   std::vector<int64_t> layer_ends;             // scratch
@@ -178,6 +182,47 @@ void begin_handoff(self_ptr self, request_id id, int64_t now) {
           [=](const caf::error& e) { fail(self, e); });
 }
 
+// -- cache.output_caching --------------------------------------------------------------------------
+
+void expect_output(self_ptr self, const live_request& x, const std::vector<cache_block>& blocks) {
+  auto& st = self->state;
+  if (!st.config.output_caching)
+    return;
+  // Its KV at the end covers the prompt and every generated token but the last.
+  st.output_keys[x.trace.seq] = handoff_keys(blocks, st.config.options.block_size,
+                                             x.prompt + uint64_t{x.output} - 1,
+                                             st.config.pd.storage_namespace);
+}
+
+// A finished request's blocks go once they are written (device -> host -> storage), so P
+// instances find them in the pool later. Returns false when it writes nothing.
+bool write_output(self_ptr self, request_id id) {
+  auto& st = self->state;
+  auto it = st.output_keys.find(id);
+  if (it == st.output_keys.end())
+    return false;
+  std::vector<uint64_t> keys = std::move(it->second);
+  st.output_keys.erase(it);
+  ++st.report.output_cache_writes;
+  st.report.output_cache_blocks += keys.size();
+  ++st.writing_outputs;
+  transfer d2h = handoff_transfer(self, move_kind::d2h, keys);
+  transfer store = handoff_transfer(self, move_kind::store, keys);
+  store.after.push_back(d2h.id);
+  self->request(st.config.engine, caf::infinite, std::move(d2h))
+    .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
+  self->request(st.config.engine, caf::infinite, std::move(store))
+    .then(
+      [=](const transfer_done&) {
+        auto& s = self->state;
+        --s.writing_outputs;
+        s.finished.push_back(id);
+        request_plan(self);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+  return true;
+}
+
 // -- PD, decode side -------------------------------------------------------------------------------
 
 caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request& p) {
@@ -229,6 +274,7 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
                              keys.end());
         }
         s.awaiting_kv.emplace(id, std::move(w));
+        expect_output(self, x, a.blocks);
         promise.deliver(preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::granted),
                                           res.device_hit_blocks});
       },
@@ -252,7 +298,8 @@ void start_decoding(self_ptr self, request_id id, uint64_t computed) {
   if (r.output <= 1 && computed == r.prompt) {  // the first token was the only one
     r.finished = true;
     r.record.finish_ns = r.decode_ready_ns;
-    st.finished.push_back(id);
+    if (!write_output(self, id))
+      st.finished.push_back(id);
     answer(self, id, done_now(self, id));
   } else {
     st.decode_ready.push_back(id);
@@ -271,6 +318,7 @@ void handoff_failed(self_ptr self, request_id id) {
   }
   r.finished = true;
   r.record.failed = true;
+  st.output_keys.erase(id);  // nothing worth keeping was computed
   st.finished.push_back(id);
   request_done d = done_now(self, id);
   d.failed = true;
@@ -323,6 +371,7 @@ caf::result<request_done> on_kv_handoff(self_ptr self, kv_handoff& k) {
   auto outcome = static_cast<handoff_outcome>(k.outcome);
   if (outcome == handoff_outcome::cancelled) {
     st.awaiting_kv.erase(id);
+    st.output_keys.erase(id);
     r.finished = true;
     st.finished.push_back(id);
     request_done d = done_now(self, id);
@@ -367,6 +416,8 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
   }
   if (a.handoff.active)
     expect_handoff(self, x, a);
+  else
+    expect_output(self, x, a.blocks);
   ++st.awaiting_ready;
   self->request(st.controller, caf::infinite, arrival{id, std::move(a.blocks)})
     .then([=](const ready& rd) { on_ready(self, rd); },
@@ -540,7 +591,8 @@ void on_step_end(self_ptr self, uint64_t step) {
       begin_handoff(self, id, now);  // its blocks are released once they have been sent
       continue;
     }
-    st.finished.push_back(id);
+    if (!write_output(self, id))
+      st.finished.push_back(id);
     answer(self, id, done_now(self, id));
   }
   st.busy = false;
@@ -568,7 +620,8 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
       scheduler_report r = s.report;
       r.drained = !s.busy && s.answers.empty() && s.awaiting_ready == 0
                   && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty()
-                  && s.awaiting_kv.empty() && s.decode_ready.empty() && s.handing_off.empty();
+                  && s.awaiting_kv.empty() && s.decode_ready.empty() && s.handing_off.empty()
+                  && s.writing_outputs == 0;
       for (const auto& [id, x] : s.book.all())
         r.requests.push_back(x.record);
       std::sort(r.requests.begin(), r.requests.end(),

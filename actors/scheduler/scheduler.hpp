@@ -31,6 +31,9 @@ struct scheduler_config {
   /// off KV moves through this instance's transfer engine (pd.transfer = storage).
   pd_role role = pd_role::mixed;
   pd_options pd;
+  /// cache.output_caching (FastDeploy --enable-output-caching): a decode or mixed instance
+  /// writes a finished request's prompt and output blocks to storage before freeing them.
+  bool output_caching = false;
   uint64_t block_bytes = 0;
   transfer_engine_actor engine;
 };

@@ -37,6 +37,11 @@ const std::vector<option_spec> specs = {
    "hits a block needs before write_through_selective backs it up (write_through uses 1)"},
   {"cache.storage_write", option_type::text, 0, 0, {"always", "on_host_evict", "never"}, false,
    "when host copies are written to storage"},
+  {"cache.output_caching", option_type::boolean, 0, 0, {}, false,
+   "decode and mixed instances write each finished request's prompt and output blocks to "
+   "storage before freeing them, so other instances hit on them (FastDeploy "
+   "--enable-output-caching); output blocks go under keys of their own, as traces name no "
+   "generated tokens"},
   {"cache.write_back_host_copy", option_type::text, 0, 0, {"free_on_swap_in", "keep"}, false,
    "write_back: a swapped-in block's host copy is freed (FastDeploy; the block is written back "
    "again at its next eviction) or kept (SGLang HiCache; each block is written back once)"},

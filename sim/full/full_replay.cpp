@@ -91,6 +91,8 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.handoff_read_failures += x.handoff_read_failures;
   sum.preallocations += x.preallocations;
   sum.preallocation_refusals += x.preallocation_refusals;
+  sum.output_cache_writes += x.output_cache_writes;
+  sum.output_cache_blocks += x.output_cache_blocks;
 }
 
 // PD: one record per request from its prefill record and its decode record; requests that never

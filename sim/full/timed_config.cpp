@@ -148,6 +148,12 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   cp.decode_context_ns = c.number("compute.decode_context_ns");
   cp.layers = rc.model.layers;
   t.scheduler.device_blocks = rc.cache.device_blocks;
+  t.scheduler.pd.storage_namespace = rc.storage_namespace;
+  t.scheduler.output_caching = c.boolean("cache.output_caching");
+  if (t.scheduler.output_caching && rc.storage_blocks == 0)
+    throw config_error("cache.output_caching: finished requests are written to the storage pool, "
+                       "which has no capacity (set storage.capacity_blocks or "
+                       "storage.capacity_tokens)");
   t.time_scale = c.number("trace.time_scale");
 
   link_options& lo = t.engine.links;
@@ -231,6 +237,8 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
       ic.scheduler.role = ic.role;
       ic.scheduler.block_bytes = one.block_bytes;
       ic.scheduler.pd = resolve_pd(spec.settings, resolve(spec.settings));
+      if (ic.role == pd_role::prefill)
+        ic.scheduler.output_caching = false;  // a prefill instance finishes nothing
     }
     t.instances.push_back(std::move(ic));
   }

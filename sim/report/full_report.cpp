@@ -305,6 +305,9 @@ json full_summary(const full_result& r, const run_info& run,
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", wall},
   };
+  if (s.output_cache_writes > 0)
+    summary["storage"]["output_cache"] = {{"requests", s.output_cache_writes},
+                                          {"blocks", s.output_cache_blocks}};
   if (r.disaggregated) {
     // D may reject a request (it could never fit there) before any prefill instance sees it.
     uint64_t failed = r.front_end.failed, rejected = r.front_end.rejected;
