@@ -47,6 +47,7 @@ struct bench_replay_args {
   std::string json_out;
   bool skip_full = false;
   uint32_t cluster_instances = 4;
+  bool pd = false;  ///< also time a 1P+1D (direct handoff) replay of the same requests
 };
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
 int run_bench_replay(const bench_replay_args& args);
