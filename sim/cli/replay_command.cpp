@@ -67,9 +67,9 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
                   "step (full), too; it always runs at the end")
     ->check(unsigned_in_range());
   cmd->add_option("--seed", args.seed,
-                  "draws the seeded faults (pd.failure_rate); nothing else in a replay is random "
-                  "(ties go by trace order, then file order), so without faults it changes "
-                  "nothing and says so")
+                  "draws the seeded faults (pd.failure_rate); otherwise a replay makes no random "
+                  "choice (ties go by trace order, then file order), so --seed changes nothing "
+                  "and says so")
     ->check(unsigned_in_range())
     ->each([&args](const std::string&) { args.seed_given = true; });
   cmd->add_flag("--deterministic", args.deterministic,
