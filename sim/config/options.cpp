@@ -263,12 +263,22 @@ std::string valid_keys_text() {
 }
 
 config::config() : values_(specs.size()), sources_(specs.size()) {
-  json defaults = parse_json_strict(default_config_json, "configs/default.json");
-  merge_json(defaults, "configs/default.json");
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (!specs[i].optional && values_[i].is_null())
-      throw config_error(std::string("configs/default.json lacks ") + specs[i].key);
+  // The defaults are parsed once per process and copied after: a sweep builds a config per cell,
+  // and parsing them was most of a config's cost.
+  static const config* const defaults = [] {
+    static config built(nullptr);
+    built.merge_json(parse_json_strict(default_config_json, "configs/default.json"),
+                     "configs/default.json");
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (!specs[i].optional && built.values_[i].is_null())
+        throw config_error(std::string("configs/default.json lacks ") + specs[i].key);
+    return &built;
+  }();
+  values_ = defaults->values_;
+  sources_ = defaults->sources_;
 }
+
+config::config(std::nullptr_t) : values_(specs.size()), sources_(specs.size()) {}
 
 void config::merge_file(const std::string& path) {
   json j = read_json_file(path, "config file");

@@ -66,6 +66,8 @@ class config {
   nlohmann::json effective() const;
 
  private:
+  /// No key set: what the compiled-in defaults are merged into, once.
+  explicit config(std::nullptr_t);
   void assign(const std::string& key, const nlohmann::json& value, const std::string& source);
   const nlohmann::json& value(const std::string& key) const;
 
