@@ -120,7 +120,7 @@ TEST_CASE("pd direct: blocks D already holds are not sent", "[actors][pd]") {
   CHECK(r.scheduler.pd_link_bytes == 5 * 1024);
 }
 
-TEST_CASE("pd storage: P writes every block, the partial one under its own key; D reads them",
+TEST_CASE("pd storage: P writes every block, the partial one under its own key, and D reads them",
           "[actors][pd]") {
   // 56 prompt tokens (the 4th block holds 8): prefill ends at 560. P writes its 4 blocks:
   // D2H 4096 bytes, over the NIC, onto the storage media, each at 1 byte/ns: the first token
@@ -217,7 +217,7 @@ TEST_CASE("pd storage: a handed-off block evicted before D reads it fails the ha
   }
 }
 
-TEST_CASE("pd: D refuses a preallocation it has no room for; P waits, then fails or retries",
+TEST_CASE("pd: D refuses a preallocation it has no room for, and P waits, then fails or retries",
           "[actors][pd]") {
   // D has 6 blocks: the first request takes 4 (plus one more to decode), the second, at the
   // same instant, finds 2 free and is refused.

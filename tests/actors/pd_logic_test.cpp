@@ -67,7 +67,7 @@ TEST_CASE("pd link: first come first served, latency after the wire", "[pd][link
   CHECK(l.messages() == 3);
 }
 
-TEST_CASE("pd streams: each layer leaves when computed; D's prefix is never sent",
+TEST_CASE("pd streams: each layer leaves when computed, and D's prefix is never sent",
           "[pd][link]") {
   pd_options o;
   o.link_gbps = 1;
