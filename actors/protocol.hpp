@@ -450,6 +450,25 @@ struct storage_report {
   uint64_t node_downs = 0, reconnects = 0;
   uint64_t removed = 0;                    ///< evicted blocks deleted from the backend
   uint64_t rebuilt = 0;                    ///< blocks indexed from the backend at start
+  // Pool semantics (docs/design.md, "Storage pool semantics").
+  uint64_t put_present = 0;      ///< keys a put found stored already: not written again
+  uint64_t put_in_flight = 0;    ///< keys a put found being written: not written twice
+  uint64_t exists_leases = 0;    ///< keys an exists leased for storage.lease_ms
+  uint64_t lease_deferrals = 0;  ///< evictions passed over a leased key
+  uint64_t eviction_batches = 0; ///< watermark eviction batches
+  uint64_t writes_in_flight = 0; ///< puts not ended (now)
+  uint64_t leased_keys = 0;      ///< keys under a get lease (now)
+  // Injected faults (faults.*) and their outcomes.
+  uint64_t node_losses = 0, node_returns = 0, keys_lost = 0;
+  uint64_t slow_windows = 0;
+  uint64_t get_failures = 0;     ///< keys a get failed to read (injected)
+  uint64_t put_failures = 0;     ///< keys a put failed to write (injected): rolled back
+  uint64_t puts_node_down = 0;   ///< keys a put could not write: their node was down
+  uint64_t puts_lost = 0;        ///< keys whose write was in flight when their node was lost
+  uint64_t reads_lost = 0;       ///< keys a get was reading when their node was lost
+  // The index's own checks (storage_index::check), run when the report is asked for.
+  uint64_t invariant_checked = 0, invariant_violations = 0;
+  std::vector<std::string> invariant_messages;
 };
 
 // -- inspect ---------------------------------------------------------------------------------------------
@@ -652,7 +671,11 @@ typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
            x.read_service_ns, x.write_service_ns, x.modelled_read_service_ns,
            x.modelled_write_service_ns, x.bytes_read, x.bytes_written, x.backend,
            x.puts_dropped, x.misses, x.open_leases, x.pending, x.rollbacks, x.corrupt, x.node_downs, x.reconnects,
-           x.removed, x.rebuilt);
+           x.removed, x.rebuilt, x.put_present, x.put_in_flight, x.exists_leases,
+           x.lease_deferrals, x.eviction_batches, x.writes_in_flight, x.leased_keys, x.node_losses,
+           x.node_returns, x.keys_lost, x.slow_windows, x.get_failures, x.put_failures,
+           x.puts_node_down, x.puts_lost, x.reads_lost, x.invariant_checked,
+           x.invariant_violations, x.invariant_messages);
 }
 
 }  // namespace kvtier

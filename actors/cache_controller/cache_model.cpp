@@ -20,7 +20,8 @@ const char* to_string(transfer_kind k) {
 cache_model::cache_model(const cache_options& options)
   : options_(options),
     decisions_(options.policy, options.write_through_threshold, options.host_blocks > 0,
-               options.storage, options.storage_tier, options.write_back_keeps_host_copy),
+               options.storage, options.storage_tier, options.write_back_keeps_host_copy,
+               options.storage_write_threshold),
     tree_(options.eviction),
     device_(options.device_blocks),
     host_(options.host_blocks) {
@@ -67,6 +68,9 @@ void cache_model::acquire_matched(const node_id* nodes, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     tree_.acquire(nodes[i], true);
     maybe_queue_backup(nodes[i]);
+    const tree_node& x = tree_.node(nodes[i]);
+    if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
+      store_queue_.emplace_back(nodes[i], x.generation);
   }
 }
 
@@ -280,6 +284,15 @@ void cache_model::maybe_queue_backup(node_id id) {
 }
 
 void cache_model::collect_backups(std::vector<transfer_order>& orders) {
+  // Stores earned by hits first (write_through_selective): their host copies are ready now.
+  for (auto [id, generation] : store_queue_) {
+    const tree_node& x = tree_.node(id);
+    if (!x.live || x.generation != generation || !x.ready(tier::host))
+      continue;
+    issue(transfer_kind::store, id, 0, x.block_in(tier::host), orders);
+    ++counters_.stores;
+  }
+  store_queue_.clear();
   // The queue is in commit and match order, so parents come before their children; a child whose
   // parent has no host copy yet is queued again when the parent's backup starts.
   for (size_t i = 0; i < backup_queue_.size(); ++i) {
@@ -315,7 +328,7 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
       host_.unpin(o.host_block);
       if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
         tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
-        if (o.kind != transfer_kind::load && decisions_.stores_when_host_ready()) {
+        if (o.kind != transfer_kind::load && decisions_.stores_when_host_ready(x.hit_count)) {
           issue(transfer_kind::store, o.node, 0, o.host_block, orders);
           ++counters_.stores;
         }
@@ -366,6 +379,7 @@ void cache_model::reset() {
   host_.reset();
   private_device_ = 0;
   backup_queue_.clear();
+  store_queue_.clear();
 }
 
 }  // namespace kvtier

@@ -43,6 +43,7 @@ struct cache_options {
   storage_write storage = storage_write::never;
   bool storage_tier = false;
   bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
+  uint32_t storage_write_threshold = 2;     ///< storage write_through_selective: hits first
 };
 
 enum class transfer_kind : uint8_t {
@@ -182,6 +183,7 @@ class cache_model {
   uint32_t private_device_ = 0;
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
+  std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
   outstanding_orders<transfer_order> outstanding_;
   uint64_t next_order_id_ = 1;
   std::vector<node_id> victims_;  // scratch

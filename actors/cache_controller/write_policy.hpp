@@ -17,7 +17,10 @@
 // device copy while host-only children hang below it without a host copy of its own.
 //
 // Storage writes (cache.storage_write) follow host copies: `always` stores a block once its host
-// copy is ready, `on_host_evict` stores it when the host tier evicts it, `never` stores nothing.
+// copy is ready, `write_through_selective` once its host copy is ready and it has
+// `storage_threshold` hits (SGLang HiCache's selective write-through, applied to the L2 -> L3
+// write: a block computed once and never reused is not worth the pool's bandwidth), `on_host_evict`
+// stores it when the host tier evicts it, `never` stores nothing.
 
 #include <cstdint>
 #include <optional>
@@ -26,7 +29,7 @@
 namespace kvtier {
 
 enum class write_policy : uint8_t { write_through, write_through_selective, write_back };
-enum class storage_write : uint8_t { always, on_host_evict, never };
+enum class storage_write : uint8_t { always, on_host_evict, never, write_through_selective };
 
 const char* to_string(write_policy p);
 const char* to_string(storage_write s);
@@ -46,10 +49,12 @@ struct write_decisions {
   /// device eviction writes it back again (a block cycling between host and device moves its
   /// bytes D2H once per cycle); SGLang HiCache keeps it, so a block is written back once.
   bool keep_host_on_swap_in = false;
+  uint32_t storage_threshold = 2;  ///< storage write_through_selective: hits before a store
 
   write_decisions() = default;
   write_decisions(write_policy p, uint32_t threshold, bool host_tier, storage_write s,
-                  bool storage_tier, bool keep_host_on_swap_in = false);
+                  bool storage_tier, bool keep_host_on_swap_in = false,
+                  uint32_t storage_threshold = 2);
 
   /// Whether a ready, committed device block with `hit_count` hits and no host copy should be
   /// backed up now.
@@ -58,8 +63,11 @@ struct write_decisions {
   device_eviction on_device_evict(bool has_host_copy) const;
   /// Whether the host copy stays after a swap-in to device.
   bool keeps_host_copy_after_swap_in() const;
-  /// Whether a block is stored when its host copy becomes ready.
-  bool stores_when_host_ready() const;
+  /// Whether a block with `hit_count` hits is stored when its host copy becomes ready.
+  bool stores_when_host_ready(uint32_t hit_count) const;
+  /// Whether a hit that brought a block with a ready host copy to `hit_count` hits stores it now
+  /// (write_through_selective: the hit that reaches the threshold).
+  bool stores_on_hit(uint32_t hit_count) const;
   /// Whether a block is stored when the host tier evicts it.
   bool stores_on_host_evict() const;
 };

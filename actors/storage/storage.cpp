@@ -1,5 +1,7 @@
 #include "actors/storage/storage.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -23,6 +25,10 @@ struct pending_io {
   std::vector<uint64_t> hashes;
   std::vector<std::vector<uint8_t>> payloads;
   std::vector<uint8_t> leased;  // get: which keys it leased before reading
+  // put: per key written, whether an injected fault fails it, and its node's loss count when the
+  // write began (a loss since then means the write went with the node)
+  std::vector<uint8_t> fail;
+  std::vector<uint64_t> epochs;
   caf::typed_response_promise<exists_reply> exists_promise;
   caf::typed_response_promise<storage_io_reply> io_promise;
 };
@@ -41,6 +47,10 @@ struct storage_state {
   std::shared_ptr<storage_backend> backend;
   absl::flat_hash_map<uint64_t, uint64_t> hash_of;  // byte backends: storage key -> block hash
   std::vector<caf::typed_response_promise<uint64_t>> rebuilds;
+  std::unique_ptr<fault_plan> faults;
+  std::vector<uint64_t> node_epoch;  // losses per node
+  std::vector<uint8_t> slow;         // per node: inside a slow window
+  int64_t fault_wake = link_model::never;  // the fault timer set, if any
 };
 
 using self_ptr = storage_actor::stateful_pointer<storage_state>;
@@ -79,6 +89,38 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
 
 void start_backend(self_ptr self, uint64_t id);
 
+// An injected get failure of one stored key (faults.get_fail_probability); drawn only for keys
+// the read would find, so that every count is a block a fault kept from being read.
+bool get_fails(storage_state& st) {
+  if (!st.faults || !st.faults->fail_get())
+    return false;
+  ++st.report.get_failures;
+  return true;
+}
+
+// Whether the i-th write of a put lands: not failed by an injected fault, and its node not lost
+// since the write began. Counts what did not.
+bool write_survived(storage_state& st, const pending_io& io, size_t i) {
+  if (io.fail[i]) {
+    ++st.report.put_failures;
+    return false;
+  }
+  if (st.node_epoch[st.index->node_of(io.keys[i])] != io.epochs[i]) {
+    ++st.report.puts_lost;
+    return false;
+  }
+  return true;
+}
+
+// Mooncake leases what ExistKey matched: the leading run may be read soon, so it stays.
+void grant_exists_leases(storage_state& st, const std::vector<uint64_t>& keys, size_t leading) {
+  if (st.index->policy().lease_ns <= 0)
+    return;
+  for (size_t i = 0; i < leading; ++i)
+    st.index->lease_for(keys[i]);
+  st.report.exists_leases += leading;
+}
+
 void add_service_time(self_ptr self, const pending_io& io) {
   auto& st = self->state;
   int64_t took = now_of(self) - io.requested_ns;
@@ -105,14 +147,16 @@ void finish_io(self_ptr self, uint64_t id) {
   }
   add_service_time(self, io);
   switch (io.what) {
-    case pending_io::kind::exists:
-      io.exists_promise.deliver(
-        exists_reply{static_cast<uint32_t>(st.index->leading_run(io.keys.data(), io.keys.size()))});
+    case pending_io::kind::exists: {
+      auto leading = static_cast<uint32_t>(st.index->leading_run(io.keys.data(), io.keys.size()));
+      grant_exists_leases(st, io.keys, leading);
+      io.exists_promise.deliver(exists_reply{leading});
       break;
+    }
     case pending_io::kind::get: {
       std::vector<uint64_t> leased;
       for (uint64_t k : io.keys)
-        if (st.index->lease(k))
+        if (st.index->contains(k) && !get_fails(st) && st.index->lease(k))
           leased.push_back(k);
       st.report.keys_found += leased.size();
       uint64_t lease = st.next_io++;
@@ -122,8 +166,8 @@ void finish_io(self_ptr self, uint64_t id) {
     }
     case pending_io::kind::put: {
       uint32_t stored = 0;
-      for (uint64_t k : io.keys)
-        stored += st.index->put(k);
+      for (size_t i = 0; i < io.keys.size(); ++i)
+        stored += st.index->end_put(io.keys[i], write_survived(st, io, i));
       st.report.keys_stored += stored;
       io.io_promise.deliver(storage_io_reply{stored});
       break;
@@ -132,12 +176,13 @@ void finish_io(self_ptr self, uint64_t id) {
   st.ios.erase(it);
 }
 
-// Brings the links to the present and settles what finished on the way; every handler calls it
-// first.
-void sync(self_ptr self) {
+void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims);
+
+// Brings the links to `t` and settles what finished on the way.
+void settle_links(self_ptr self, int64_t t) {
   auto& st = self->state;
   std::vector<link_model::op_done> done;
-  st.links.advance(now_of(self), done);
+  st.links.advance(t, done);
   for (const auto& d : done) {
     auto it = st.flow_to_io.find(d.flow);
     uint64_t id = it->second;
@@ -145,7 +190,93 @@ void sync(self_ptr self) {
     if (--st.ios.at(id).flows == 0)
       finish_io(self, id);
   }
+}
+
+void set_node_gbps(storage_state& st, uint32_t node, double factor, int64_t at) {
+  st.links.links().set_gbps(st.read_link[node], st.options.read_gbps * factor, at);
+  st.links.links().set_gbps(st.write_link[node], st.options.write_gbps * factor, at);
+}
+
+// Applies one fault at its instant (the links are there already).
+void apply_fault(self_ptr self, const fault_plan::event& e) {
+  auto& st = self->state;
+  switch (e.what) {
+    case fault_plan::kind::node_loss: {
+      if (st.index->node_down(e.node))
+        return;  // already down: nothing more to lose
+      std::vector<uint64_t> lost;
+      st.index->drop_node(e.node, &lost);
+      ++st.node_epoch[e.node];
+      ++st.report.node_losses;
+      st.report.keys_lost += lost.size();
+      // Gets already answered keep what they read; their leases on the lost keys are gone.
+      absl::flat_hash_map<uint64_t, bool> gone;
+      for (uint64_t k : lost)
+        gone[k] = true;
+      for (auto& [id, keys] : st.leases) {
+        auto end = std::remove_if(keys.begin(), keys.end(),
+                                  [&](uint64_t k) { return gone.contains(k); });
+        st.report.reads_lost += static_cast<uint64_t>(keys.end() - end);
+        keys.erase(end, keys.end());
+      }
+      if (st.backend)
+        remove_from_backend(self, lost);
+      st.faults->applied(e);
+      return;
+    }
+    case fault_plan::kind::node_back:
+      st.index->node_up(e.node);
+      ++st.report.node_returns;
+      return;
+    case fault_plan::kind::slow_start:
+      if (st.slow[e.node])
+        return;
+      st.slow[e.node] = 1;
+      set_node_gbps(st, e.node, st.faults->options().slow_factor, e.at);
+      ++st.report.slow_windows;
+      st.faults->applied(e);
+      return;
+    case fault_plan::kind::slow_end:
+      st.slow[e.node] = 0;
+      set_node_gbps(st, e.node, 1.0, e.at);
+      return;
+  }
+}
+
+// A timer at the next fault when it falls before the next flow event: a slow window that ends
+// must speed up the flows then, not when their earlier estimate comes due. Later faults wait for
+// that event (or the next request), so no timer outlives the work in flight: a replay's last
+// event stays its last request's.
+void arm_fault_wake(self_ptr self) {
+  auto& st = self->state;
+  if (!st.faults)
+    return;
+  int64_t at = st.faults->next_at();
+  int64_t now = now_of(self);
+  if (st.fault_wake <= now)
+    st.fault_wake = link_model::never;
+  int64_t next_flow_event = st.links.links().next_event();  // never: nothing in flight
+  if (next_flow_event == link_model::never || at >= next_flow_event || at >= st.fault_wake)
+    return;
+  st.fault_wake = at;
+  self->delayed_send(self, st.options.clock.until(self->clock(), at), wake_atom_v, uint64_t{1});
+}
+
+// Brings the pool to the present: faults and completions in time order up to now. Every handler
+// calls it first.
+void sync(self_ptr self) {
+  auto& st = self->state;
+  int64_t now = now_of(self);
+  while (st.faults && st.faults->next_at() <= now) {
+    int64_t t = std::max(st.faults->next_at(), st.links.links().time());
+    st.index->set_now(t);
+    settle_links(self, t);
+    apply_fault(self, st.faults->pop());
+  }
+  st.index->set_now(now);
+  settle_links(self, now);
   arm(self, st.options.clock, st.links);
+  arm_fault_wake(self);
 }
 
 // -- byte-carrying backends ------------------------------------------------------------------------
@@ -191,7 +322,7 @@ void start_backend(self_ptr self, uint64_t id) {
       io.leased.assign(io.keys.size(), 0);
       std::vector<block_ref> refs;
       for (size_t i = 0; i < io.keys.size(); ++i) {
-        if (!st.index->lease(io.keys[i]))
+        if (!st.index->contains(io.keys[i]) || get_fails(st) || !st.index->lease(io.keys[i]))
           continue;
         io.leased[i] = 1;
         uint64_t hash = i < io.hashes.size() ? io.hashes[i] : 0;
@@ -213,6 +344,12 @@ void start_backend(self_ptr self, uint64_t id) {
     }
     case pending_io::kind::put: {
       KVTIER_ASSERT(io.hashes.size() == io.keys.size() && io.payloads.size() == io.keys.size());
+      if (io.keys.empty()) {  // every key was stored or in flight already: nothing to write
+        add_service_time(self, io);
+        io.io_promise.deliver(storage_io_reply{0, 0, {}});
+        st.ios.erase(id);
+        return;
+      }
       std::vector<block_ref> refs;
       for (size_t i = 0; i < io.keys.size(); ++i)
         refs.push_back({io.keys[i], io.hashes[i]});
@@ -268,6 +405,7 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
           st.hash_of.erase(io.keys[i]);
           ++st.report.misses;
         }
+      grant_exists_leases(st, io.keys, leading);
       io.exists_promise.deliver(exists_reply{leading});
       break;
     }
@@ -304,9 +442,16 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
       for (size_t i = 0; i < io.keys.size(); ++i) {
         if (!d.ok[i]) {
           ++st.report.puts_dropped;
+          st.index->end_put(io.keys[i], false);
           continue;
         }
-        if (!st.index->put(io.keys[i], &victims)) {
+        if (!write_survived(st, io, i)) {
+          st.index->end_put(io.keys[i], false);
+          refused.push_back(io.keys[i]);  // written, but it must not stay: roll back
+          st.hash_of.emplace(io.keys[i], io.hashes[i]);
+          continue;
+        }
+        if (!st.index->end_put(io.keys[i], true, &victims)) {
           refused.push_back(io.keys[i]);  // the node is full of blocks being read
           st.hash_of.emplace(io.keys[i], io.hashes[i]);
           continue;
@@ -358,7 +503,11 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
   st.backend = options.backend;
   st.report.backend = st.backend ? st.backend->name() : "model";
   KVTIER_ASSERT(!st.backend || st.backend->nodes() == options.nodes);
-  st.index = std::make_unique<storage_index>(options.capacity_blocks, options.nodes);
+  st.index = std::make_unique<storage_index>(options.capacity_blocks, options.nodes, options.pool);
+  if (options.faults.any())
+    st.faults = std::make_unique<fault_plan>(options.faults, options.nodes);
+  st.node_epoch.assign(options.nodes, 0);
+  st.slow.assign(options.nodes, 0);
   for (uint32_t n = 0; n < options.nodes; ++n) {
     st.read_link.push_back(st.links.links().add_link("storage" + std::to_string(n) + ".read",
                                                      options.read_gbps));
@@ -387,12 +536,30 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
     },
     [=](caf::put_atom, storage_io& req) -> caf::result<storage_io_reply> {
       sync(self);
-      ++self->state.report.puts;
+      auto& st = self->state;
+      ++st.report.puts;
       pending_io io;
       io.what = pending_io::kind::put;
-      io.keys = std::move(req.keys);
-      io.hashes = std::move(req.hashes);
-      io.payloads = std::move(req.payloads);
+      // Two-phase: only keys neither stored nor being written are written (and pay media time).
+      bool bytes = !req.payloads.empty();
+      KVTIER_ASSERT(!bytes || (req.payloads.size() == req.keys.size() &&
+                               req.hashes.size() == req.keys.size()));
+      for (size_t i = 0; i < req.keys.size(); ++i) {
+        uint64_t k = req.keys[i];
+        switch (st.index->begin_put(k)) {
+          case put_start::present: ++st.report.put_present; continue;
+          case put_start::in_flight: ++st.report.put_in_flight; continue;
+          case put_start::node_down: ++st.report.puts_node_down; continue;
+          case put_start::write: break;
+        }
+        io.keys.push_back(k);
+        io.fail.push_back(st.faults && st.faults->fail_put());
+        io.epochs.push_back(st.node_epoch[st.index->node_of(k)]);
+        if (i < req.hashes.size())
+          io.hashes.push_back(req.hashes[i]);
+        if (bytes)
+          io.payloads.push_back(std::move(req.payloads[i]));
+      }
       io.io_promise = self->make_response_promise<storage_io_reply>();
       return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, true);
     },
@@ -406,8 +573,15 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       st.leases.erase(it);
     },
     [=](report_atom) -> storage_report {
+      sync(self);
       auto& st = self->state;
       storage_report r = st.report;
+      r.lease_deferrals = st.index->lease_deferrals();
+      r.eviction_batches = st.index->eviction_batches();
+      r.writes_in_flight = st.index->writes_in_flight();
+      r.leased_keys = st.index->leased_keys();
+      r.invariant_checked = st.index->check(r.invariant_messages);
+      r.invariant_violations = r.invariant_messages.size();
       r.evictions = st.index->evictions();
       r.stored = st.index->size();
       r.capacity = st.index->capacity();

@@ -14,13 +14,22 @@
 // index stays the pool's metadata either way: a put indexes what the backend stored and deletes
 // the blocks its eviction chose; a get that finds an indexed block missing (its node went down or
 // came back empty) drops it from the index and answers it as a miss.
+//
+// Puts are two-phase (storage_index::begin_put / end_put): a key becomes visible when its write
+// ends, and only keys neither stored nor in flight are written (and pay media time). Faults
+// (fault_plan) are applied at their instants: before a handler looks at anything later, and, while
+// requests are in flight, on a timer of their own, so that a slow window ending speeds up the
+// flows at the right time. A lost node's writes in flight end without a key; its gets in flight
+// miss; a get already answered keeps what it read.
 
 #include <cstdint>
 #include <memory>
 
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
+#include "actors/storage/fault_plan.hpp"
 #include "actors/storage/storage_backend.hpp"
+#include "actors/storage/storage_index.hpp"
 
 namespace kvtier {
 
@@ -37,6 +46,10 @@ struct storage_options {
   /// The model/dtype namespace of storage keys (make_storage_key): a rebuild turns the block
   /// hashes a backend lists back into keys.
   uint64_t name_space = 0;
+  /// Leases, eviction (storage.lease_ms, storage.eviction ...).
+  storage_pool_policy pool;
+  /// Seeded faults (faults.*); none by default. Deterministic on the virtual clock only.
+  fault_options faults;
 };
 
 storage_actor spawn_storage(caf::actor_system& sys, const storage_options& options);

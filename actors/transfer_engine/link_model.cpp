@@ -42,6 +42,14 @@ link_model::flow_id link_model::start(int64_t now, std::vector<link_id> links,
   return flows_.back().id;
 }
 
+void link_model::set_gbps(link_id link, double gbps, int64_t now) {
+  KVTIER_ASSERT(link < capacity_.size() && gbps > 0);
+  KVTIER_ASSERT(now >= now_ && next_event() >= now);
+  settle(now);
+  capacity_[link] = gbps;
+  update_rates();
+}
+
 void link_model::update_rates() {
   std::fill(moving_on_.begin(), moving_on_.end(), 0);
   for (const flow& f : flows_)

@@ -50,6 +50,9 @@ class link_model {
   /// Starts a flow at `now` (which must not precede the last advance). It uses every link in
   /// `links` for its bytes. Returns its id.
   flow_id start(int64_t now, std::vector<link_id> links, std::vector<op> ops);
+  /// Changes a link's bandwidth from `now` on (a slow-link fault); the caller advanced to `now`
+  /// first. Flows on it move at the new share from then.
+  void set_gbps(link_id link, double gbps, int64_t now);
   /// Moves time to `now`, appending every operation that finished on the way, in time order
   /// (ties: by flow id).
   void advance(int64_t now, std::vector<op_done>& out);

@@ -30,7 +30,7 @@ struct replay_args {
   bool verify = false;
   bool skip_bad_lines = false;
   uint64_t check_every = 0;
-  uint64_t seed = 1;        ///< draws seeded faults (pd.failure_rate); nothing else is random
+  uint64_t seed = 1;        ///< draws the seeded faults (faults.*, pd.failure_rate); nothing else is random
   bool seed_given = false;
   bool deterministic = false;
   bool quiet = false;

@@ -67,9 +67,11 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
                   "step (full), too; it always runs at the end")
     ->check(unsigned_in_range());
   cmd->add_option("--seed", args.seed,
-                  "draws the seeded faults (pd.failure_rate); otherwise a replay makes no random "
-                  "choice (ties go by trace order, then file order), so --seed changes nothing "
-                  "and says so")
+                  "draws the seeded faults (faults.*: node losses and slow links at a rate, "
+                  "failed gets and puts; pd.failure_rate: failed PD handoffs); the same seed, "
+                  "traces and config give the same replay. Nothing else is random (ties go by "
+                  "trace order, then file order): without a fault configured it changes nothing, "
+                  "and a warning says so")
     ->check(unsigned_in_range())
     ->each([&args](const std::string&) { args.seed_given = true; });
   cmd->add_flag("--deterministic", args.deterministic,
@@ -115,14 +117,24 @@ int run_replay(const replay_args& in) {
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
   job.seed = args.seed;
-  if (args.seed_given && job.cfg.number("pd.failure_rate") == 0)
-    std::cerr << "kvtier: warning: --seed changes nothing: a replay makes no random choice\n";
+  bool faults = job.cfg.is_set("faults.node_loss_at_s") || job.cfg.is_set("faults.slow_link_at_s");
+  for (const char* key : {"faults.node_losses_per_hour", "faults.slow_links_per_hour",
+                          "faults.get_fail_probability", "faults.put_fail_probability"})
+    faults = faults || job.cfg.number(key) > 0;
+  faults = faults || job.cfg.number("pd.failure_rate") > 0;
+  if (args.seed_given && !faults)
+    std::cerr << "kvtier: warning: --seed changes nothing: no fault is configured (faults.*, "
+                 "pd.failure_rate), "
+                 "and a replay makes no other random choice\n";
   replay_result result = run_replay_job(job);
   if (!args.quiet)
     std::cout << result.text;
   for (const std::string& w : result.warnings)
     std::cerr << "kvtier: warning: " << w << '\n';
   int code = exit_ok;
+  if (faults && result.failed())
+    std::cerr << "kvtier: the faulted replay failed with --seed " << args.seed
+              << "; rerun it with the same config, traces and --seed " << args.seed << '\n';
   if (result.invariant_violations > 0) {
     std::cerr << "kvtier: " << result.invariant_violations << " invariant violations; first: "
               << result.first_violation << '\n';

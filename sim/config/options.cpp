@@ -35,8 +35,14 @@ const std::vector<option_spec> specs = {
    "when device blocks get a host copy"},
   {"cache.write_through_threshold", option_type::integer, 1, 1e9, {}, false,
    "hits a block needs before write_through_selective backs it up (write_through uses 1)"},
-  {"cache.storage_write", option_type::text, 0, 0, {"always", "on_host_evict", "never"}, false,
-   "when host copies are written to storage"},
+  {"cache.storage_write", option_type::text, 0, 0,
+   {"always", "write_through_selective", "on_host_evict", "never"}, false,
+   "when host copies are written to storage: always (once the host copy is ready), "
+   "write_through_selective (once the block has cache.storage_write_threshold hits), "
+   "on_host_evict, never"},
+  {"cache.storage_write_threshold", option_type::integer, 1, 1e9, {}, false,
+   "cache.storage_write=write_through_selective: hits a block needs before it is written to "
+   "storage (1 for the request that computed it, +1 per prefix match)"},
   {"cache.output_caching", option_type::boolean, 0, 0, {}, false,
    "decode and mixed instances write each finished request's prompt and output blocks to "
    "storage before freeing them, so other instances hit on them (FastDeploy "
@@ -79,6 +85,18 @@ const std::vector<option_spec> specs = {
   {"storage.payload_bytes", option_type::integer, 1, 1e12, {}, true,
    "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
    "hash pattern, checked on every read); null = the model's real bytes per block"},
+  {"storage.eviction", option_type::text, 0, 0, {"lru", "watermark"}, false,
+   "how a full storage node makes room: lru = evict its least recently used unleased block; "
+   "watermark = Mooncake Store's: once a node is fuller than storage.high_watermark, evict "
+   "storage.evict_fraction of its capacity at once, LRU over unleased blocks"},
+  {"storage.high_watermark", option_type::number, 0.01, 1, {}, false,
+   "storage.eviction=watermark: share of a node's capacity above which it evicts (Mooncake: 0.9)"},
+  {"storage.evict_fraction", option_type::number, 0.0001, 1, {}, false,
+   "storage.eviction=watermark: share of a node's capacity one eviction batch frees (Mooncake: "
+   "0.05)"},
+  {"storage.lease_ms", option_type::number, 0, 1e9, {}, false,
+   "a block matched by an exists is not evicted for this long, milliseconds (Mooncake: 10000); "
+   "0 = no lease (a get still protects what it reads); full mode only"},
   // -- trace (timed replay) ----------------------------------------------------------------------
   {"trace.time_scale", option_type::number, 1e-6, 1e6, {}, false,
    "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
@@ -165,6 +183,34 @@ const std::vector<option_spec> specs = {
    "decode instance computes the prompt itself"},
   {"pd.failure_rate", option_type::number, 0, 1, {}, false,
    "probability that a handoff fails (seeded fault injection, drawn from --seed per request)"},
+  // -- faults (full mode, virtual clock; drawn from --seed; docs/faults.md) ---------------------
+  {"faults.node_loss_at_s", option_type::number, 0, 1e9, {}, true,
+   "a storage node (faults.node_loss_node) is lost at this virtual time, seconds: its blocks are "
+   "gone, it comes back empty after faults.down_s; null = none"},
+  {"faults.node_loss_node", option_type::integer, 0, 1023, {}, false,
+   "the node faults.node_loss_at_s loses (below storage.nodes)"},
+  {"faults.node_losses_per_hour", option_type::number, 0, 1e9, {}, false,
+   "storage node losses per hour of virtual time over the pool, at random times and nodes "
+   "drawn from --seed; 0 = none"},
+  {"faults.down_s", option_type::number, 0, 1e9, {}, false,
+   "how long a lost storage node stays down before it comes back empty, seconds"},
+  {"faults.slow_link_at_s", option_type::number, 0, 1e9, {}, true,
+   "a storage node's links (faults.slow_link_node) slow down at this virtual time, seconds; "
+   "null = none"},
+  {"faults.slow_link_node", option_type::integer, 0, 1023, {}, false,
+   "the node whose links faults.slow_link_at_s slows (below storage.nodes)"},
+  {"faults.slow_links_per_hour", option_type::number, 0, 1e9, {}, false,
+   "slow-link windows per hour of virtual time, at random times and nodes drawn from --seed"},
+  {"faults.slow_link_s", option_type::number, 0, 1e9, {}, false,
+   "how long a slow-link window lasts, seconds"},
+  {"faults.slow_link_factor", option_type::number, 1e-6, 1, {}, false,
+   "a slow link's bandwidth, as a share of its configured bandwidth"},
+  {"faults.get_fail_probability", option_type::number, 0, 1, {}, false,
+   "chance that a storage get fails to read a block (drawn per block from --seed): the load "
+   "fails and the request recomputes those tokens"},
+  {"faults.put_fail_probability", option_type::number, 0, 1, {}, false,
+   "chance that a storage put fails to write a block (drawn per block from --seed): the write is "
+   "rolled back and no key is left"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

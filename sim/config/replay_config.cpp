@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include "core/time_math.hpp"
+
 namespace kvtier {
 
 namespace {
@@ -46,10 +48,17 @@ replay_config resolve(const config& c) {
   r.cache.policy = *parse_write_policy(c.text("cache.write_policy"));
   r.cache.write_through_threshold = static_cast<uint32_t>(c.integer("cache.write_through_threshold"));
   r.cache.storage = *parse_storage_write(c.text("cache.storage_write"));
+  r.cache.storage_write_threshold =
+    static_cast<uint32_t>(c.integer("cache.storage_write_threshold"));
   r.cache.write_back_keeps_host_copy = c.text("cache.write_back_host_copy") == "keep";
   r.storage_blocks =
     blocks_of(c, "storage.capacity_tokens", "storage.capacity_blocks", r.block_size, u32);
   r.storage_nodes = static_cast<uint32_t>(c.integer("storage.nodes"));
+  r.storage_pool.eviction = c.text("storage.eviction") == "watermark" ? storage_eviction::watermark
+                                                                    : storage_eviction::lru;
+  r.storage_pool.high_watermark = c.number("storage.high_watermark");
+  r.storage_pool.evict_fraction = c.number("storage.evict_fraction");
+  r.storage_pool.lease_ns = time_from(c.number("storage.lease_ms") * 1e6);
   r.cache.storage_tier = r.storage_blocks > 0;
   if (r.cache.storage_tier && r.cache.host_blocks == 0)
     throw config_error("storage.capacity_*: a storage tier needs a host tier (blocks read from "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/cache_controller/cache_model.hpp"
+#include "actors/storage/storage_index.hpp"
 #include "sim/config/options.hpp"
 
 namespace kvtier {
@@ -30,6 +31,7 @@ struct replay_config {
   cache_options cache;
   uint64_t storage_blocks = 0;  ///< 0: no storage tier
   uint32_t storage_nodes = 1;
+  storage_pool_policy storage_pool;  ///< storage.eviction, watermarks, storage.lease_ms
   model_shape model;
   /// Mixed into every storage key: blocks of other models or KV dtypes never collide.
   uint64_t storage_namespace = 0;

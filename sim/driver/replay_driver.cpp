@@ -14,6 +14,8 @@
 #include "sim/full/time_limits.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
+#include "sim/full/fault_config.hpp"
+#include "sim/report/fault_report.hpp"
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/request_blocks.hpp"
@@ -118,9 +120,29 @@ std::optional<std::string> lag_warning(const replay_job& job, const nlohmann::js
   return std::string(text);
 }
 
+// One line for the terminal: what was injected, and what came of it.
+std::string fault_text(const nlohmann::json& f) {
+  const nlohmann::json& in = f["injected"];
+  const nlohmann::json& out = f["outcomes"];
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "  faults          seed %llu: %llu node losses (%llu blocks lost), %llu slow-link "
+                "windows, %llu failed gets, %llu failed puts; %llu loads failed (recomputed)\n",
+                f["seed"].get<unsigned long long>(), in["node_losses"].get<unsigned long long>(),
+                out["blocks_lost"].get<unsigned long long>(),
+                in["slow_link_windows"].get<unsigned long long>(),
+                in["get_failures"].get<unsigned long long>(),
+                in["put_failures"].get<unsigned long long>(),
+                out["failed_loads"].get<unsigned long long>());
+  return line;
+}
+
 replay_result replay_hitrate(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
+  if (resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks).any())
+    throw config_error("faults.*: faults need timing: --mode full (hit-rate replays have no "
+                       "clock to inject them on)");
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job));
   request_blocks mapper = mapper_of(job, rc);
@@ -170,6 +192,10 @@ replay_result replay_full(const replay_job& job) {
   timed_config timed = resolve_timed(job.cfg, rc);
   timed.controller.check_every = job.check_every;
   timed.pd.seed = job.seed;
+  timed.storage.faults = resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks);
+  if (timed.storage.faults.any() && (job.wall_clock || job.cuda))
+    throw config_error("faults.*: faults are deterministic in virtual time only; replay them "
+                       "without --clock wall and --backend cuda");
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
   check_time_limits(timed);
@@ -203,6 +229,23 @@ replay_result replay_full(const replay_job& job) {
   if (fr.engine.payload_errors > 0 && result.first_violation.empty())
     result.first_violation = std::to_string(fr.engine.payload_errors)
                              + " storage reads returned bytes that were not what was stored";
+  // The pool keeps its promises at the end too: its index is sound, and a drained replay leaves
+  // nothing leased, pending or in flight in it.
+  std::vector<std::string> pool = fr.storage.invariant_messages;
+  if (fr.drained)
+    pool = storage_end_problems(fr.storage);
+  result.invariant_violations += pool.size();
+  if (!pool.empty() && result.first_violation.empty())
+    result.first_violation = pool.front();
+  nlohmann::json& inv = result.summary["invariants"];
+  inv["checked"] = inv["checked"].get<uint64_t>() + fr.storage.invariant_checked;
+  inv["violations"] = inv["violations"].get<uint64_t>() + pool.size();
+  for (const std::string& m : pool)
+    inv["messages"].push_back(m);
+  result.summary["faults"] = faults_summary(fr, timed.storage.faults);
+  result.summary["storage"]["pool"] = pool_summary(fr, timed.storage.pool);
+  if (timed.storage.faults.any())
+    result.text += fault_text(result.summary["faults"]);
   result.drained = fr.drained;
   if (auto w = lag_warning(job, result.summary))
     result.warnings.push_back(*w);

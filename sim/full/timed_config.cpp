@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/storage/redis_backend.hpp"
+#include "sim/full/fault_config.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/strict_json.hpp"
 
@@ -177,6 +178,7 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   if (c.is_set("storage.calibration"))
     apply_storage_calibration(c.text("storage.calibration"), t.storage);
   t.storage.name_space = rc.storage_namespace;
+  t.storage.pool = rc.storage_pool;
   resolve_storage_backend(c, rc, t);
   return t;
 }

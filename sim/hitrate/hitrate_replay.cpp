@@ -9,7 +9,8 @@ namespace kvtier {
 hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every)
   : config_(config), check_every_(check_every), model_(config.cache) {
   if (config.storage_blocks > 0)
-    storage_ = std::make_unique<storage_index>(config.storage_blocks, config.storage_nodes);
+    storage_ = std::make_unique<storage_index>(config.storage_blocks, config.storage_nodes,
+                                               config.storage_pool);
 }
 
 void hitrate_replay::drain() {

@@ -126,6 +126,7 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
     job.format = cell->format;
     job.mode = cell->mode == "hitrate" ? replay_mode::hitrate : replay_mode::full;
     job.deterministic = cell->deterministic;
+    job.seed = cell->seed;  // draws the cell's faults, if it configures any
     job.out_dir = out;
     replay_result r = run_replay_job(job);
     if (r.invariant_violations > 0) {

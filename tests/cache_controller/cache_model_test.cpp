@@ -261,6 +261,37 @@ TEST_CASE("cache_model: storage writes follow host copies", "[model][storage]") 
   never.check(true);
 }
 
+TEST_CASE("cache_model: storage write_through_selective stores a block at its threshold hit",
+          "[model][storage]") {
+  cache_options o = tiers(8, 8, write_policy::write_through);
+  o.storage_tier = true;
+  o.storage = storage_write::write_through_selective;
+  o.storage_write_threshold = 2;
+  harness h(o);
+  h.serve({1, 2});  // backed up to host at once (write_through), one hit each: not stored
+  CHECK(h.count(transfer_kind::backup) == 2);
+  CHECK(h.count(transfer_kind::store) == 0);
+  h.serve({1, 3});  // block 1 reaches 2 hits with its host copy ready: stored now
+  CHECK(h.count(transfer_kind::store) == 1);
+  h.serve({1, 2});  // block 2 reaches 2 hits; block 1 (3 hits) is not stored again
+  CHECK(h.count(transfer_kind::store) == 2);
+  h.check(true);
+
+  // A block that has its hits before its host copy is ready is stored when the copy lands.
+  cache_options s = tiers(8, 8, write_policy::write_through_selective, 3);
+  s.storage_tier = true;
+  s.storage = storage_write::write_through_selective;
+  s.storage_write_threshold = 2;
+  harness late(s);
+  late.serve({1});
+  late.serve({1});
+  CHECK(late.count(transfer_kind::store) == 0);  // 2 hits, no host copy yet
+  late.serve({1});                                // 3 hits: backed up, stored once it is ready
+  CHECK(late.count(transfer_kind::backup) == 1);
+  CHECK(late.count(transfer_kind::store) == 1);
+  late.check(true);
+}
+
 TEST_CASE("cache_model: a storage load is matchable only once its host copy is ready",
           "[model][storage]") {
   cache_options o = tiers(4, 4, write_policy::write_through);

@@ -138,9 +138,11 @@ TEST_CASE("cli: a config of in-range keys whose products overflow time is refuse
   fs::remove_all(out);
 }
 
-TEST_CASE("cli: --seed says it changes nothing, and no summary claims a seed", "[cli][seed]") {
+TEST_CASE("cli: without faults --seed says it changes nothing, and no summary claims a seed",
+          "[cli][seed]") {
   auto help = kvtier("replay --help");
-  CHECK(contains(help.out, "no random choice"));
+  CHECK(contains(help.out, "seeded faults"));
+  CHECK(contains(help.out, "without a fault configured it changes nothing"));
   fs::path a = scratch("seed-a"), b = scratch("seed-b");
   auto plain = kvtier("replay --quiet --deterministic --out " + a.string());
   auto seeded = kvtier("replay --quiet --deterministic --seed 7 --out " + b.string());
@@ -171,7 +173,7 @@ TEST_CASE("cli: --seed draws the seeded handoff failures of a PD deployment", "[
   REQUIRE(two.code == 0);
   CHECK_FALSE(contains(one.out, "--seed changes nothing"));
   CHECK(slurp(a / "summary.json") == slurp(b / "summary.json"));
-  json x = summary_of(a)["pd"]["failures"], y = summary_of(c)["pd"]["failures"];
+  json x = summary_of(a)["pd"]["failures"];
   CHECK(x["injected"].get<uint64_t>() > 0);
   CHECK(x["injected"] == x["recomputed"]);
   CHECK(slurp(a / "requests.csv") != slurp(c / "requests.csv"));
@@ -179,6 +181,57 @@ TEST_CASE("cli: --seed draws the seeded handoff failures of a PD deployment", "[
   fs::remove_all(a);
   fs::remove_all(b);
   fs::remove_all(c);
+}
+
+TEST_CASE("cli: with faults --seed draws them: one seed repeats, another differs",
+          "[cli][seed][faults]") {
+  const std::string faults = " --set storage.nodes=3 --set faults.node_losses_per_hour=60"
+                             " --set faults.get_fail_probability=0.01"
+                             " --set faults.put_fail_probability=0.01";
+  fs::path a = scratch("fault-a"), b = scratch("fault-b"), c = scratch("fault-c");
+  auto one = kvtier("replay --quiet --deterministic --seed 7 --out " + a.string() + faults);
+  auto again = kvtier("replay --quiet --deterministic --seed 7 --out " + b.string() + faults);
+  auto other = kvtier("replay --quiet --deterministic --seed 8 --out " + c.string() + faults);
+  INFO(one.out << other.out);
+  REQUIRE(one.code == 0);
+  REQUIRE(again.code == 0);
+  REQUIRE(other.code == 0);
+  CHECK_FALSE(contains(one.out, "changes nothing"));
+  CHECK(slurp(a / "summary.json") == slurp(b / "summary.json"));
+  CHECK(slurp(a / "requests.csv") == slurp(b / "requests.csv"));
+  json fa = summary_of(a)["faults"], fc = summary_of(c)["faults"];
+  CHECK(fa["seed"] == 7);
+  CHECK(fc["seed"] == 8);
+  CHECK(fa["injected"]["node_losses"].get<uint64_t>() > 0);
+  CHECK(fa["injected"] != fc["injected"]);
+  CHECK(summary_of(a)["invariants"]["violations"] == 0);
+  for (const fs::path& p : {a, b, c})
+    fs::remove_all(p);
+}
+
+TEST_CASE("cli: faults where they cannot apply are refused, naming the key", "[cli][faults]") {
+  fs::path out = scratch("fault-refused");
+  auto hitrate = kvtier("replay --quiet --mode hitrate --set faults.get_fail_probability=0.1 --out " +
+                        out.string());
+  CHECK(hitrate.code == 2);
+  CHECK(contains(hitrate.out, "faults.*: faults need timing: --mode full"));
+  auto wall = kvtier("replay --quiet --clock wall --set faults.node_loss_at_s=1 --out " +
+                     out.string());
+  CHECK(wall.code == 2);
+  CHECK(contains(wall.out, "deterministic in virtual time only"));
+  auto node = kvtier("replay --quiet --set faults.node_loss_at_s=1 --set faults.node_loss_node=4"
+                     " --out " + out.string());
+  CHECK(node.code == 2);
+  CHECK(contains(node.out, "faults.node_loss_node: node 4 does not exist: storage.nodes is 1"));
+  auto none = kvtier("replay --quiet --set storage.capacity_tokens=0"
+                     " --set faults.put_fail_probability=0.5 --out " + out.string());
+  CHECK(none.code == 2);
+  CHECK(contains(none.out, "there is none"));
+  auto bad = kvtier("replay --quiet --set faults.get_fail_probability=2 --out " + out.string());
+  CHECK(bad.code == 2);
+  CHECK(contains(bad.out, "faults.get_fail_probability"));
+  CHECK_FALSE(fs::exists(out / "summary.json"));
+  fs::remove_all(out);
 }
 
 TEST_CASE("cli: the wall clock at high speed reports and warns how far it fell behind",

@@ -1,0 +1,51 @@
+#include "sim/report/fault_report.hpp"
+
+namespace kvtier {
+
+using nlohmann::json;
+
+json faults_summary(const full_result& r, const fault_options& f) {
+  const storage_report& s = r.storage;
+  json out = {
+    {"configured", f.any()},
+    {"injected", {{"node_losses", s.node_losses}, {"slow_link_windows", s.slow_windows},
+                  {"get_failures", s.get_failures}, {"put_failures", s.put_failures}}},
+    {"outcomes", {{"node_returns", s.node_returns}, {"blocks_lost", s.keys_lost},
+                  {"puts_refused_node_down", s.puts_node_down},
+                  {"puts_lost_in_flight", s.puts_lost}, {"reads_lost_after_answer", s.reads_lost},
+                  {"failed_loads", r.controller.failed_loads},
+                  {"failed_requests", 0}}},
+  };
+  if (f.any())
+    out["seed"] = f.seed;  // without faults the seed drew nothing: the summary does not vary by it
+  return out;
+}
+
+json pool_summary(const full_result& r, const storage_pool_policy& pool) {
+  const storage_report& s = r.storage;
+  return {
+    {"eviction", to_string(pool.eviction)},
+    {"lease_ms", static_cast<double>(pool.lease_ns) / 1e6},
+    {"put_present", s.put_present},
+    {"put_in_flight", s.put_in_flight},
+    {"exists_leases", s.exists_leases},
+    {"lease_deferrals", s.lease_deferrals},
+    {"eviction_batches", s.eviction_batches},
+    {"invariants", {{"checked", s.invariant_checked}, {"violations", s.invariant_violations}}},
+  };
+}
+
+std::vector<std::string> storage_end_problems(const storage_report& s) {
+  std::vector<std::string> out = s.invariant_messages;
+  auto leak = [&](uint64_t n, const char* what) {
+    if (n > 0)
+      out.push_back("storage: " + std::to_string(n) + " " + what + " at the end of the replay");
+  };
+  leak(s.open_leases, "get leases still open");
+  leak(s.leased_keys, "blocks still leased");
+  leak(s.pending, "requests still unanswered");
+  leak(s.writes_in_flight, "puts still in flight");
+  return out;
+}
+
+}  // namespace kvtier
