@@ -29,6 +29,7 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   x.engine = spawn_transfer_engine(sys, config.engine, storage);
   scheduler_config sc = config.scheduler;
   sc.engine = x.engine;
+  sc.storage = storage;
   sc.role = config.role;
   if (config.engine.gpu) {
     x.compute = spawn_gpu_compute(sys, config.engine.gpu);

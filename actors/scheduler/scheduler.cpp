@@ -45,6 +45,7 @@ struct scheduler_state {
   std::unique_ptr<prefill_streams> streams;  // prefill, direct: what goes over the PD link
   absl::flat_hash_map<request_id, std::vector<uint64_t>> store_keys;  // prefill, storage
   absl::flat_hash_map<request_id, int64_t> handing_off;  // prefill: prefill end of each handoff
+  absl::flat_hash_map<request_id, uint32_t> visibility_checks;  // prefill, storage
   struct decode_wait {
     uint32_t hit_blocks = 0;
     uint64_t hit_tokens = 0;
@@ -152,12 +153,41 @@ void complete_handoff(self_ptr self, request_id id, bool ok) {
   d.first_token_ns = r.record.first_token_ns;
   d.handoff_ok = ok;
   st.handing_off.erase(it);
+  st.visibility_checks.erase(id);
   if (st.streams)
     st.streams->erase(id);
   st.store_keys.erase(id);
   st.finished.push_back(id);  // sent: the blocks may go
   answer(self, id, d);
   request_plan(self);
+}
+
+// Storage puts are two-phase: a block another put is still writing is not written twice, and is
+// invisible until that put completes. P emits the first token only once every block is visible,
+// asking every millisecond, for at most 5 s (a put that failed never makes its block visible:
+// D's read then fails, by pd.on_handoff_failure).
+constexpr int64_t visibility_poll_ns = 1'000'000;
+constexpr uint32_t visibility_polls = 5000;
+
+void check_visible(self_ptr self, request_id id) {
+  auto& st = self->state;
+  self->request(st.config.storage, caf::infinite, exists_query{st.store_keys.at(id)})
+    .then(
+      [=](const exists_reply& r) {
+        auto& s = self->state;
+        if (r.leading >= s.store_keys.at(id).size()) {
+          complete_handoff(self, id, true);
+          return;
+        }
+        if (++s.visibility_checks[id] > visibility_polls) {
+          complete_handoff(self, id, true);  // D finds a block missing
+          return;
+        }
+        self->delayed_send(self, s.config.clock.until(self->clock(),
+                                                      now_of(self) + visibility_poll_ns),
+                           handoff_atom_v, id);
+      },
+      [=](const caf::error& e) { fail(self, e); });
 }
 
 // The first token is sampled: the KV goes to D, over the PD link (already under way, layer by
@@ -178,8 +208,14 @@ void begin_handoff(self_ptr self, request_id id, int64_t now) {
   self->request(st.config.engine, caf::infinite, std::move(d2h))
     .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
   self->request(st.config.engine, caf::infinite, std::move(store))
-    .then([=](const transfer_done& d) { complete_handoff(self, id, d.ok); },
-          [=](const caf::error& e) { fail(self, e); });
+    .then(
+      [=](const transfer_done& d) {
+        if (d.ok)
+          check_visible(self, id);
+        else
+          complete_handoff(self, id, false);
+      },
+      [=](const caf::error& e) { fail(self, e); });
 }
 
 // -- cache.output_caching --------------------------------------------------------------------------
@@ -613,7 +649,12 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
     [=](request_arrival& a) { return on_arrival(self, a); },
     [=](preallocate_request& p) { return on_preallocate(self, p); },
     [=](kv_handoff& k) { return on_kv_handoff(self, k); },
-    [=](handoff_atom, uint64_t req) { complete_handoff(self, req, true); },
+    [=](handoff_atom, uint64_t req) {
+      if (self->state.streams)
+        complete_handoff(self, req, true);  // the last layer has arrived
+      else
+        check_visible(self, req);           // ask storage again
+    },
     [=](step_atom, uint64_t step) { on_step_end(self, step); },  // 0: a plan tick
     [=](report_atom) -> scheduler_report {
       auto& s = self->state;

@@ -36,6 +36,7 @@ struct scheduler_config {
   bool output_caching = false;
   uint64_t block_bytes = 0;
   transfer_engine_actor engine;
+  storage_actor storage;  ///< a storage handoff waits until its blocks are visible there
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_config& config,

@@ -244,3 +244,24 @@ TEST_CASE("pd: D refuses a preallocation it has no room for, and P waits, then f
     }
   }
 }
+
+TEST_CASE("pd storage: P waits for blocks another put is still writing before the first token",
+          "[actors][pd]") {
+  // P's write-through already stores every computed block (host copy, then storage), so its
+  // handoff's put finds the blocks in flight and does not write them twice; until that put
+  // completes they are invisible, and D's read would miss them.
+  timed_config t = one_p_one_d(pd_transfer::storage);
+  t.storage.write_gbps = 0.01;  // the write-through's put takes 100 us per block
+  for (instance_config& ic : t.instances) {
+    ic.cache.host_blocks = 16;
+    ic.cache.storage = storage_write::always;
+    ic.cache.storage_tier = true;
+    ic.controller.storage = true;
+  }
+  full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
+  require_clean(r);
+  CHECK(r.front_end.finished == 1);
+  CHECK(r.scheduler.handoff_read_failures == 0);
+  CHECK(r.storage.put_in_flight > 0);  // the race happened
+  CHECK(record(r, 0).first_token_ns > 640 + 4 * 102'400);  // after the slow put, not before
+}
