@@ -26,6 +26,11 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   instance x;
   x.name = config.name;
   x.role = config.role;
+  if (config.remote_controller) {
+    x.controller = config.remote_controller(sys, config.scheduler.clock);
+    x.scheduler = spawn_scheduler(sys, config.scheduler, x.controller);
+    return x;
+  }
   x.engine = spawn_transfer_engine(sys, config.engine, storage);
   scheduler_config sc = config.scheduler;
   sc.engine = x.engine;
@@ -44,7 +49,8 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
 void stop_instance(const instance& x) {
   caf::anon_send_exit(x.scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(x.controller, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(x.engine, caf::exit_reason::user_shutdown);
+  if (x.engine)
+    caf::anon_send_exit(x.engine, caf::exit_reason::user_shutdown);
   if (x.compute)
     caf::anon_send_exit(x.compute, caf::exit_reason::user_shutdown);
 }

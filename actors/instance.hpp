@@ -5,6 +5,7 @@
 // transfer engine moves blocks; the storage pool is shared by every instance of a deployment.
 // A cluster is a list of instances behind one front end.
 
+#include <functional>
 #include <string>
 
 #include "actors/cache_controller/controller_core.hpp"
@@ -14,6 +15,11 @@
 
 namespace kvtier {
 
+/// Makes the instance's cache controller elsewhere (a live server: serve/remote_controller.hpp);
+/// the instance then spawns no controller or transfer engine of its own.
+using controller_factory =
+  std::function<cache_controller_actor(caf::actor_system&, const sim_clock&)>;
+
 struct instance_config {
   std::string name = "mixed-0";
   pd_role role = pd_role::mixed;
@@ -21,6 +27,7 @@ struct instance_config {
   controller_options controller;
   scheduler_config scheduler;
   transfer_engine_options engine;
+  controller_factory remote_controller;  ///< empty: the instance's own controller
 };
 
 struct instance {
@@ -28,7 +35,7 @@ struct instance {
   pd_role role = pd_role::mixed;
   scheduler_actor scheduler;
   cache_controller_actor controller;
-  transfer_engine_actor engine;
+  transfer_engine_actor engine;  ///< none with a remote controller
   gpu_compute_actor compute;  ///< real backend only
 };
 

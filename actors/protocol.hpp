@@ -133,6 +133,9 @@ struct preallocation_result {
 struct arrival {
   request_id req = 0;
   std::vector<cache_block> blocks;
+  /// A preempted request near re-admission (scheduler.preemption=save_to_storage): `blocks` is
+  /// empty, the controller looks up in storage what its tiers lost of the blocks it knows.
+  bool readmission = false;
 };
 
 struct ready {
@@ -179,7 +182,8 @@ struct commit {
   uint64_t step = 0;
   std::vector<token_mark> computed;   ///< KV now exists for these tokens: commit full blocks
   std::vector<request_id> finished;   ///< release all their blocks
-  std::vector<request_id> preempted;  ///< release all their blocks (they recompute later)
+  /// Release all their blocks; `tokens` have KV (what save_to_storage and swap_to_host save).
+  std::vector<token_mark> preempted;
   std::vector<token_mark> grows;      ///< running requests: cover this many tokens
   std::vector<token_mark> admits;     ///< waiting requests to start, first come first
 };
@@ -366,6 +370,8 @@ struct scheduler_report {
   int64_t lag_ns = 0;
   int64_t lag_max_ns = 0;      ///< the longest single such delay
   bool drained = false;        ///< every request finished
+  /// Tokens preempted requests found cached at re-admission, by tier (device, host, storage).
+  std::array<uint64_t, 3> restored_tokens{};
   // PD
   uint64_t pd_link_bytes = 0;        ///< prefill: KV sent over the PD link
   int64_t pd_link_busy_ns = 0;
@@ -395,6 +401,25 @@ struct swap_in_log {
   uint32_t blocks = 0;
 };
 
+/// What preemptions saved (scheduler.preemption) and how storage prefetches went.
+struct preemption_io {
+  uint64_t saved_blocks = 0;    ///< victims' computed blocks given a copy (or kept one)
+  uint64_t d2h_blocks = 0;      ///< of those, copied device to host for it
+  uint64_t stored_blocks = 0;   ///< written to storage for it
+  uint64_t unsaved_blocks = 0;  ///< the host tier had no room for them
+  uint64_t named_blocks = 0;    ///< generated (unlisted) blocks named so they can be found again
+  uint64_t readmission_lookups = 0;  ///< storage lookups for preempted requests before re-admission
+};
+
+struct prefetch_stats {
+  uint64_t started = 0;           ///< prefetches that loaded blocks
+  uint64_t below_threshold = 0;   ///< storage matches too short to load (prefetch_threshold_tokens)
+  uint64_t ready_early = 0;       ///< requests made ready before their loads landed (policy)
+  uint64_t timeouts = 0;          ///< of those, by the timeout policy's deadline
+  uint64_t protected_holds = 0;   ///< landed prefetches held until their request's admission
+  uint64_t protected_released = 0;  ///< such holds let go before admission (nothing else ran)
+};
+
 struct controller_report {
   uint64_t device_evictions = 0, host_evictions = 0, dropped = 0;
   uint64_t backups = 0, backups_skipped = 0, write_backs = 0, swap_ins = 0, loads = 0, stores = 0;
@@ -407,6 +432,8 @@ struct controller_report {
   uint32_t tree_nodes = 0;
   uint32_t device_used = 0, host_used = 0;
   std::vector<swap_in_log> swap_ins_by_request;
+  preemption_io preemption;
+  prefetch_stats prefetch;
 };
 
 struct link_report {
@@ -536,7 +563,7 @@ typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, arrival& x) {
-  return f(caf::meta::type_name("arrival"), x.req, x.blocks);
+  return f(caf::meta::type_name("arrival"), x.req, x.blocks, x.readmission);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ready& x) {
@@ -643,7 +670,7 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
   return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
            x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
            x.decode_tokens, x.rejected, x.refused_admissions, x.lag_ns, x.lag_max_ns,
-           x.drained, x.pd_link_bytes, x.pd_link_busy_ns, x.pd_link_messages,
+           x.drained, x.restored_tokens, x.pd_link_bytes, x.pd_link_busy_ns, x.pd_link_messages,
            x.handoff_blocks_sent, x.handoff_blocks_skipped, x.handoff_reads,
            x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
            x.output_cache_writes, x.output_cache_blocks);
@@ -653,7 +680,18 @@ typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
   return f(caf::meta::type_name("controller_report"), x.device_evictions, x.host_evictions,
            x.dropped, x.backups, x.backups_skipped, x.write_backs, x.swap_ins, x.loads, x.stores,
            x.storage_probes, x.failed_loads, x.transfers, x.invariant_checked, x.invariant_violations,
-           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used, x.swap_ins_by_request);
+           x.invariant_messages, x.tree_nodes, x.device_used, x.host_used, x.swap_ins_by_request,
+           x.preemption, x.prefetch);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preemption_io& x) {
+  return f(caf::meta::type_name("preemption_io"), x.saved_blocks, x.d2h_blocks, x.stored_blocks,
+           x.unsaved_blocks, x.named_blocks, x.readmission_lookups);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prefetch_stats& x) {
+  return f(caf::meta::type_name("prefetch_stats"), x.started, x.below_threshold, x.ready_early,
+           x.timeouts, x.protected_holds, x.protected_released);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_report& x) {
@@ -719,6 +757,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_lookup))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::prefix_hit))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_backend_done))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::preemption_io))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::prefetch_stats))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::handoff_order))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocate_request))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocate_reply))
@@ -770,7 +810,8 @@ using cache_controller_actor = caf::typed_actor<
   caf::replies_to<probe>::with<probe_reply>,
   caf::replies_to<commit>::with<grant>,
   caf::replies_to<report_atom>::with<controller_report>,  ///< runs every invariant check
-  caf::replies_to<caf::get_atom>::with<bool>>;            ///< idle: nothing held or moving
+  caf::replies_to<caf::get_atom>::with<bool>,             ///< idle: nothing held or moving
+  caf::reacts_to<wake_atom, uint64_t>>;  ///< a prefetch's deadline (storage.prefetch_policy)
 
 using scheduler_actor = caf::typed_actor<
   caf::replies_to<request_arrival>::with<request_done>,

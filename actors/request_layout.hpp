@@ -42,6 +42,15 @@ class request_layout {
     return static_cast<uint32_t>(holder - ends_.begin()) + 1;
   }
 
+  /// Turns the next `count` private blocks into listed ones (a preemption named them); block
+  /// counts stay as they were, since private blocks hold `block_size` tokens each.
+  void list_private_blocks(uint32_t count) {
+    for (uint32_t i = 0; i < count; ++i)
+      ends_.push_back(listed_tokens() + block_size_);
+  }
+
+  uint32_t block_size() const { return block_size_; }
+
   /// Listed blocks that lie entirely within the first `tokens` tokens (their KV is complete).
   uint32_t complete_within(uint64_t tokens) const {
     return static_cast<uint32_t>(std::upper_bound(ends_.begin(), ends_.end(), tokens)

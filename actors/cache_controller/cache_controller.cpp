@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/check.hpp"
+#include "core/time_math.hpp"
 
 namespace kvtier {
 
@@ -24,6 +25,9 @@ struct controller_state {
   storage_actor storage;
   transfer_engine_actor engine;
   std::map<request_id, caf::typed_response_promise<ready>> readying;
+  // The timeout policy's deadlines: timer token -> request (a token outlives its prefetch).
+  std::map<uint64_t, request_id> deadlines;
+  uint64_t next_deadline = 1;
   std::map<uint64_t, pending_grant> grants;  // by step
 };
 
@@ -60,7 +64,8 @@ void handle_done(self_ptr self, const transfer_done& d) {
   send_transfers(self, out);
   for (request_id req : landed) {
     auto it = st.readying.find(req);
-    KVTIER_ASSERT(it != st.readying.end());
+    if (it == st.readying.end())
+      continue;  // made ready before its loads landed (best_effort, timeout)
     it->second.deliver(ready{req, st.core->prefetched(req), st.core->model().device_available()});
     st.readying.erase(it);
   }
@@ -97,7 +102,8 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
     [=](arrival& a) -> caf::result<ready> {
       auto& s = self->state;
       request_id req = a.req;
-      std::vector<uint64_t> keys = s.core->on_arrival(req, std::move(a.blocks));
+      std::vector<uint64_t> keys = a.readmission ? s.core->on_readmission(req)
+                                                 : s.core->on_arrival(req, std::move(a.blocks));
       if (keys.empty())
         return ready{req, 0, s.core->model().device_available()};
       auto promise = self->make_response_promise<ready>();
@@ -107,10 +113,26 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
         std::vector<transfer> out;
         bool loading = s2.core->on_exists(req, leading, out);
         send_transfers(self, out);
-        if (loading)
-          s2.readying.emplace(req, promise);
-        else
+        const controller_options& o = s2.core->options();
+        if (!loading) {
           promise.deliver(ready{req, 0, s2.core->model().device_available()});
+        } else if (o.prefetch == prefetch_policy::best_effort) {
+          // Schedulable at once: its admission uses whatever has landed by then.
+          s2.core->note_ready_early(false);
+          promise.deliver(ready{req, s2.core->prefetched(req), s2.core->model().device_available()});
+        } else {
+          s2.readying.emplace(req, promise);
+          if (o.prefetch == prefetch_policy::timeout) {
+            // SGLang: base + pages x page_size / 1024 x per-1024-token allowance.
+            auto allowance = static_cast<double>(o.prefetch_timeout_per_ki_token_ns)
+                             * static_cast<double>(s2.core->prefetch_tokens(req)) / 1024.0;
+            int64_t due = time_add(time_add(o.clock.now(self->clock()), o.prefetch_timeout_ns),
+                                   time_from(allowance));
+            uint64_t token = s2.next_deadline++;
+            s2.deadlines.emplace(token, req);
+            self->delayed_send(self, o.clock.until(self->clock(), due), wake_atom_v, token);
+          }
+        }
       };
       self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
         .then([=](const exists_reply& r) mutable { on_exists(r.leading); },
@@ -146,6 +168,20 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       return r;
     },
     [=](caf::get_atom) -> bool { return self->state.core->idle(); },
+    [=](wake_atom, uint64_t token) {
+      auto& s = self->state;
+      auto d = s.deadlines.find(token);
+      if (d == s.deadlines.end())
+        return;
+      request_id req = d->second;
+      s.deadlines.erase(d);
+      auto it = s.readying.find(req);
+      if (it == s.readying.end())
+        return;  // its loads landed first
+      s.core->note_ready_early(true);
+      it->second.deliver(ready{req, s.core->prefetched(req), s.core->model().device_available()});
+      s.readying.erase(it);
+    },
     [=](report_atom) -> controller_report {
       auto& s = self->state;
       s.core->check(s.core->idle());

@@ -315,6 +315,41 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
   backup_queue_.clear();
 }
 
+bool cache_model::save_for_preemption(node_id id, bool store,
+                                      std::vector<transfer_order>& orders) {
+  const tree_node& x = tree_.node(id);
+  KVTIER_ASSERT(x.ref_count > 0 && x.ready(tier::device));
+  if (x.ready(tier::host)) {
+    // Under storage_write=always it was stored when its host copy became ready.
+    if (store && !decisions_.stores_when_host_ready(x.hit_count)) {
+      issue(transfer_kind::store, id, 0, x.block_in(tier::host), orders);
+      ++counters_.stores;
+      ++counters_.preemption_stores;
+    }
+    return true;
+  }
+  if (x.has(tier::host)) {
+    // Its backup is in flight: store once it lands.
+    if (store)
+      outstanding_.for_each([&](const transfer_order& o) {
+        if (o.node == id && o.generation == x.generation && o.host_block == x.block_in(tier::host)
+            && (o.kind == transfer_kind::backup || o.kind == transfer_kind::write_back))
+          store_after_fill_.insert(o.id);
+      });
+    return true;
+  }
+  blocks_.clear();
+  if (!allocate_host(1, blocks_, orders))
+    return false;
+  transfer_order& o = issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
+  if (store)
+    store_after_fill_.insert(o.id);
+  tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
+  ++counters_.backups;
+  ++counters_.preemption_backups;
+  return true;
+}
+
 void cache_model::complete(const transfer_order& order, std::vector<transfer_order>& orders) {
   transfer_order o = outstanding_.take(order.id);
   const tree_node& x = tree_.node(o.node);
@@ -326,11 +361,16 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
       if (o.kind != transfer_kind::load)
         device_.unpin(o.device_block);
       host_.unpin(o.host_block);
-      if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
-        tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
-        if (o.kind != transfer_kind::load && decisions_.stores_when_host_ready(x.hit_count)) {
-          issue(transfer_kind::store, o.node, 0, o.host_block, orders);
-          ++counters_.stores;
+      {
+        bool preemption_store = store_after_fill_.erase(o.id) > 0;
+        if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
+          tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
+          if (o.kind != transfer_kind::load
+              && (decisions_.stores_when_host_ready(x.hit_count) || preemption_store)) {
+            issue(transfer_kind::store, o.node, 0, o.host_block, orders);
+            ++counters_.stores;
+            counters_.preemption_stores += preemption_store;
+          }
         }
       }
       return;
@@ -379,6 +419,7 @@ void cache_model::reset() {
   host_.reset();
   private_device_ = 0;
   backup_queue_.clear();
+  store_after_fill_.clear();
   store_queue_.clear();
 }
 

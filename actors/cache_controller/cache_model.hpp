@@ -26,6 +26,8 @@
 #include <optional>
 #include <vector>
 
+#include <absl/container/flat_hash_set.h>
+
 #include "actors/cache_controller/block_hash.hpp"
 #include "actors/cache_controller/block_pool.hpp"
 #include "actors/cache_controller/outstanding_orders.hpp"
@@ -95,6 +97,8 @@ struct cache_counters {
   uint64_t swap_ins = 0;
   uint64_t loads = 0;
   uint64_t stores = 0;
+  uint64_t preemption_backups = 0;  ///< D2H copies a preemption asked for (swap or save)
+  uint64_t preemption_stores = 0;   ///< stores a preemption asked for (save_to_storage)
 };
 
 class cache_model {
@@ -151,6 +155,10 @@ class cache_model {
                                     std::vector<transfer_order>& orders);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
+  /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it
+  /// has none, evicting host leaves as needed (D2H); with `store`, it is then written from host
+  /// to storage. Returns false if the host tier had no room for it.
+  bool save_for_preemption(node_id id, bool store, std::vector<transfer_order>& orders);
   /// Settles an order: unpins its blocks and marks its target copy ready (if the node still
   /// exists). May emit follow-up orders (a store after a host copy became ready).
   void complete(const transfer_order& order, std::vector<transfer_order>& orders);
@@ -184,6 +192,8 @@ class cache_model {
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
   std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
+  // Preemption saves whose host copy is still filling: stored once it is ready (order id).
+  absl::flat_hash_set<uint64_t> store_after_fill_;
   outstanding_orders<transfer_order> outstanding_;
   uint64_t next_order_id_ = 1;
   std::vector<node_id> victims_;  // scratch

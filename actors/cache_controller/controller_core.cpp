@@ -34,6 +34,34 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
   return keys;
 }
 
+std::vector<uint64_t> controller_core::on_readmission(request_id req) {
+  request_state& r = requests_.at(req);
+  std::vector<uint64_t> keys;
+  if (!options_.storage || r.admitted || !r.prefetch_path.empty())
+    return keys;
+  ++preemption_.readmission_lookups;
+  model_.match(r.blocks.data(), r.blocks.size(), match_);
+  r.probed_from = static_cast<uint32_t>(match_.nodes.size());
+  for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)
+    keys.push_back(tracker_.storage_key_of(r.blocks[i].hash));
+  if (!keys.empty())
+    ++storage_probes_;
+  return keys;
+}
+
+uint64_t controller_core::prefetch_tokens(request_id req) const {
+  const request_state& r = requests_.at(req);
+  uint64_t tokens = 0;
+  for (uint32_t i = 0; i < r.prefetched; ++i)
+    tokens += r.layout.tokens_of(r.prefetch_first + i);
+  return tokens;
+}
+
+void controller_core::note_ready_early(bool by_timeout) {
+  ++prefetch_.ready_early;
+  prefetch_.timeouts += by_timeout;
+}
+
 bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<transfer>& out) {
   request_state& r = requests_.at(req);
   uint32_t probed_from = r.probed_from;
@@ -45,6 +73,14 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
   size_t last = probed_from + size_t{leading};
   if (end < probed_from || end >= last)
     return false;
+  // SGLang's prefetch_threshold: a short match is not worth a storage round trip.
+  uint64_t found_tokens = 0;
+  for (size_t i = end; i < last; ++i)
+    found_tokens += r.layout.tokens_of(static_cast<uint32_t>(i));
+  if (found_tokens < options_.prefetch_threshold_tokens) {
+    ++prefetch_.below_threshold;
+    return false;
+  }
   r.prefetch_path = match_.nodes;
   r.prefetch_first = static_cast<uint32_t>(end);
   model_.hold(r.prefetch_path.data(), r.prefetch_path.size());
@@ -68,6 +104,7 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
   for (size_t i = first; i < out.size(); ++i)
     if (out[i].kind == static_cast<uint8_t>(move_kind::load))
       load_owner_[r.load_transfer = out[i].id] = req;
+  ++prefetch_.started;
   return true;
 }
 
@@ -94,6 +131,8 @@ probe_reply controller_core::on_probe(const probe& p) {
     reply.matches.push_back({id, match_.device, match_.host, match_.device_tokens,
                              match_.host_tokens, match_.device_idle});
   }
+  release_protected_if_idle();
+  reply.available_blocks = model_.device_available();
   if (p.grow_blocks > reply.available_blocks) {
     uint64_t deficit = p.grow_blocks - reply.available_blocks, found = 0;
     for (size_t i = 0; i < p.victims.size() && found < deficit; ++i) {
@@ -105,19 +144,83 @@ probe_reply controller_core::on_probe(const probe& p) {
   return reply;
 }
 
+void controller_core::drop_prefetch_hold(request_state& r) {
+  model_.release_from_tail(r.prefetch_path);
+  if (r.protected_hold) {
+    KVTIER_ASSERT(protected_blocks_ >= r.prefetch_path.size());
+    protected_blocks_ -= static_cast<uint32_t>(r.prefetch_path.size());
+    r.protected_hold = false;
+  }
+  r.prefetch_path.clear();
+}
+
 void controller_core::release(request_state& r) {
   model_.release_from_tail(r.path);
   for (size_t i = 0; i < r.table.size(); ++i)
     if (r.owned[i])
       model_.free_device(r.table[i]);
-  model_.release_from_tail(r.prefetch_path);
+  drop_prefetch_hold(r);
   r.path.clear();
   r.table.clear();
   r.owned.clear();
-  r.prefetch_path.clear();
   r.prefetched = 0;
   r.committed = 0;
+  if (r.admitted) {
+    KVTIER_ASSERT(admitted_ > 0);
+    --admitted_;
+  }
   r.admitted = false;
+}
+
+// Protected prefetches hold their prefix (device blocks among it) until their request is
+// admitted. With nothing running, no finishing request will ever free blocks for the queue's
+// head: let every such hold go, in request order, so that the head can be admitted.
+void controller_core::release_protected_if_idle() {
+  if (admitted_ > 0 || protected_blocks_ == 0)
+    return;
+  std::vector<request_id> holders;
+  for (const auto& [id, r] : requests_)
+    if (r.protected_hold)
+      holders.push_back(id);
+  std::sort(holders.begin(), holders.end());
+  for (request_id id : holders) {
+    drop_prefetch_hold(requests_.at(id));
+    ++prefetch_.protected_released;
+  }
+}
+
+void controller_core::preempt(request_id id, uint32_t computed_tokens,
+                              std::vector<transfer_order>& orders) {
+  request_state& r = requests_.at(id);
+  if (options_.preemption != preemption_mode::recompute && r.admitted) {
+    // Its full generated (unlisted) blocks get names, so that it can find them again; they join
+    // the tree like any computed block, and then every computed block is saved.
+    uint32_t named = saved_private_blocks(r.layout, computed_tokens, options_.block_size);
+    auto held = static_cast<uint32_t>(r.table.size());
+    named = held > r.layout.listed() ? std::min(named, held - r.layout.listed()) : 0;
+    if (named > 0) {
+      name_private_blocks(id, named, options_.block_size, r.blocks);
+      r.layout.list_private_blocks(named);
+      preemption_.named_blocks += named;
+    }
+    commit_computed(r, computed_tokens, orders);
+    bool store = options_.preemption == preemption_mode::save_to_storage;
+    for (node_id n : r.path) {
+      const tree_node& x = model_.tree().node(n);
+      if (!x.ready(tier::device))
+        continue;
+      size_t first = orders.size();
+      if (!model_.save_for_preemption(n, store, orders)) {
+        ++preemption_.unsaved_blocks;
+        continue;
+      }
+      ++preemption_.saved_blocks;
+      for (size_t i = first; i < orders.size(); ++i)
+        if (orders[i].kind == transfer_kind::backup && orders[i].node == n)
+          preemption_reads_[orders[i].device_block] = orders[i].id;
+    }
+  }
+  release(r);
 }
 
 void controller_core::note_written(const std::vector<block_id>& blocks, step_inputs& inputs) const {
@@ -154,8 +257,11 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
     storage += tier_index == 2;
     tokens[tier_index] += r.layout.tokens_of(i);
   }
-  KVTIER_ASSERT(r.prefetch_path.empty());  // it is ready only once its loads landed
+  // A protected prefetch held its blocks until now; under best_effort or timeout its loads may
+  // still be in flight (what has not landed is computed).
+  drop_prefetch_hold(r);
   r.prefetched = 0;
+  ++admitted_;
   r.path = std::move(path);
   r.table.clear();
   r.owned.clear();
@@ -231,8 +337,9 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
     release(requests_.at(id));
     requests_.erase(id);
   }
-  for (request_id id : c.preempted)
-    release(requests_.at(id));
+  for (const token_mark& m : c.preempted)
+    preempt(m.req, m.tokens, orders);
+  release_protected_if_idle();
   for (const token_mark& m : c.grows)
     if (!grow(requests_.at(m.req), m.tokens, orders, inputs))
       g.failed_grows.push_back(m.req);
@@ -268,10 +375,17 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
 }
 
 void controller_core::check_step_start(const step_inputs& inputs) {
-  for (block_id b : inputs.written)
+  for (block_id b : inputs.written) {
     invariants_.expect(model_.pool(tier::device).pins(b) == 0, [&] {
       return "device block " + std::to_string(b) + " is computed into while a transfer touches it";
     });
+    auto read = preemption_reads_.find(b);
+    invariants_.expect(read == preemption_reads_.end(), [&] {
+      return "reuse barrier: device block " + std::to_string(b) +
+             " is computed into while the preemption save reading it (order " +
+             std::to_string(read->second) + ") is in flight";
+    });
+  }
 }
 
 // -- transfers ----------------------------------------------------------------------------------
@@ -280,6 +394,19 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
                                        std::vector<request_id>& landed) {
   auto owner = load_owner_.find(d.id);
   std::vector<transfer_order> orders = tracker_.finish(d.id);
+  for (const transfer_order& o : orders) {
+    auto read = preemption_reads_.find(o.device_block);
+    if (o.kind == transfer_kind::backup && read != preemption_reads_.end() && read->second == o.id)
+      preemption_reads_.erase(read);
+  }
+  // The request that a load was for; under best_effort and timeout it may have been admitted,
+  // or even have finished, before its loads landed.
+  request_state* holder = nullptr;
+  if (owner != load_owner_.end()) {
+    auto it = requests_.find(owner->second);
+    if (it != requests_.end())
+      holder = &it->second;
+  }
   if (!d.ok) {
     // Only a storage load may fail (the block was evicted between lookup and read): the request
     // goes on without its prefetch, and the nodes that were being filled go.
@@ -289,12 +416,13 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
     for (const transfer_order& o : orders)
       model_.fail(o);
     if (owner != load_owner_.end()) {
-      request_state& r = requests_.at(owner->second);
-      model_.release_from_tail(r.prefetch_path);
+      if (holder) {
+        drop_prefetch_hold(*holder);
+        if (!holder->admitted)
+          holder->prefetched = 0;
+      }
       for (auto it = orders.rbegin(); it != orders.rend(); ++it)
         model_.discard_if_bare(it->node, it->generation);
-      r.prefetch_path.clear();
-      r.prefetched = 0;
       ++failed_loads_;
     }
   } else {
@@ -304,11 +432,22 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
     tracker_.batch(follow, out);
   }
   if (owner != load_owner_.end()) {
-    request_state& r = requests_.at(owner->second);
-    model_.release_from_tail(r.prefetch_path);
-    r.prefetch_path.clear();
-    landed.push_back(owner->second);
+    if (holder && !holder->admitted) {
+      // Landed ahead of its admission: protected up to prefetch_capacity_blocks, else free to
+      // go under host pressure (see the header).
+      size_t n = holder->prefetch_path.size();
+      if (d.ok && n > 0 && !holder->protected_hold
+          && protected_blocks_ + n <= options_.prefetch_capacity_blocks) {
+        holder->protected_hold = true;
+        protected_blocks_ += static_cast<uint32_t>(n);
+        ++prefetch_.protected_holds;
+      } else if (!holder->protected_hold) {
+        drop_prefetch_hold(*holder);
+      }
+      landed.push_back(owner->second);
+    }
     load_owner_.erase(owner);
+    release_protected_if_idle();
   }
 }
 
@@ -336,12 +475,30 @@ void controller_core::check(bool quiescent) {
   }
   invariants_.expect(owned == model_.private_device_blocks(),
                      [] { return std::string{"private device blocks equal what requests own"}; });
+  uint64_t protected_held = 0;
+  for (const auto& [id, r] : requests_)
+    protected_held += r.protected_hold ? r.prefetch_path.size() : 0;
+  invariants_.expect(protected_held == protected_blocks_ &&
+                       protected_blocks_ <= options_.prefetch_capacity_blocks,
+                     [&] {
+                       return "protected prefetches hold " + std::to_string(protected_held) +
+                              " blocks, counted " + std::to_string(protected_blocks_) +
+                              ", capacity " + std::to_string(options_.prefetch_capacity_blocks);
+                     });
+  // The reuse barrier's ledger: each block a preemption save reads is pinned by that order.
+  for (const auto& [block, order] : preemption_reads_)
+    invariants_.expect(model_.pool(tier::device).pins(block) > 0, [&, b = block, o = order] {
+      return "reuse barrier: device block " + std::to_string(b) + " is not pinned, yet preemption save " +
+             std::to_string(o) + " is reading it";
+    });
   if (quiescent) {
     invariants_.expect(requests_.empty(), [&] {
       return std::to_string(requests_.size()) + " requests still hold blocks at the end";
     });
     invariants_.expect(tracker_.outstanding_count() == 0,
                        [] { return std::string{"no transfer outstanding at the end"}; });
+    invariants_.expect(preemption_reads_.empty(),
+                       [] { return std::string{"no preemption save reading at the end"}; });
   }
 }
 
@@ -367,6 +524,10 @@ controller_report controller_core::report() const {
   r.device_used = model_.pool(tier::device).used_count();
   r.host_used = model_.pool(tier::host).used_count();
   r.swap_ins_by_request = swap_in_log_;
+  r.preemption = preemption_;
+  r.preemption.d2h_blocks = c.preemption_backups;
+  r.preemption.stored_blocks = c.preemption_stores;
+  r.prefetch = prefetch_;
   return r;
 }
 

@@ -29,8 +29,10 @@
 #include "actors/cache_controller/cache_model.hpp"
 #include "actors/cache_controller/invariants.hpp"
 #include "actors/cache_controller/transfer_tracker.hpp"
+#include "actors/preemption.hpp"
 #include "actors/protocol.hpp"
 #include "actors/request_layout.hpp"
+#include "actors/sim_clock.hpp"
 
 namespace kvtier {
 
@@ -45,6 +47,17 @@ struct controller_options {
   bool grant_early = false;
   bool verify = false;       ///< mark each computed block with its pattern (a fill transfer)
   bool log = false;          ///< record which requests each swap-in served
+  /// What a preempted request's blocks become (preemption.hpp).
+  preemption_mode preemption = preemption_mode::recompute;
+  /// Storage prefetch: when its request may be scheduled, the shortest match worth loading, the
+  /// timeout policy's deadline (base plus an allowance per 1024 tokens loaded), and how many
+  /// blocks landed prefetches may hold until their requests are admitted (0: none).
+  prefetch_policy prefetch = prefetch_policy::wait_complete;
+  uint64_t prefetch_threshold_tokens = 0;
+  int64_t prefetch_timeout_ns = 1'000'000'000;
+  int64_t prefetch_timeout_per_ki_token_ns = 250'000'000;
+  uint32_t prefetch_capacity_blocks = 0;
+  sim_clock clock;           ///< the actor's timers (the timeout policy)
 };
 
 /// What a commit needs from transfers before the step may compute.
@@ -68,9 +81,16 @@ class controller_core {
   /// Registers a request; returns the storage keys of the blocks past the tree's match (empty:
   /// nothing to look up, the request is ready).
   std::vector<uint64_t> on_arrival(request_id req, std::vector<cache_block> blocks);
+  /// A preempted request nears re-admission: the storage keys of its blocks past the tree's match
+  /// (save_to_storage wrote them when it was preempted).
+  std::vector<uint64_t> on_readmission(request_id req);
   /// Storage holds the first `leading` of those keys: loads them (a transfer in `out`) and holds
   /// them; returns false if nothing loads (the request is ready at once).
   bool on_exists(request_id req, uint32_t leading, std::vector<transfer>& out);
+  /// Tokens a request's prefetch is loading (the timeout policy's allowance).
+  uint64_t prefetch_tokens(request_id req) const;
+  /// The actor made a request ready before its loads landed (best_effort, timeout).
+  void note_ready_early(bool by_timeout);
 
   // -- PD decode instance (controller_preallocate.cpp) -----------------------------------------
 
@@ -86,8 +106,15 @@ class controller_core {
   /// Applies a commit: fills `g` (all but layer times), appends transfers to send, and says what
   /// the step must wait for.
   void on_commit(const commit& c, grant& g, std::vector<transfer>& out, step_inputs& inputs);
-  /// Checks, when a step is about to compute, that nothing still reads or writes its new blocks.
+  /// Checks, when a step is about to compute, that nothing still reads or writes its new blocks,
+  /// and the reuse barrier: no block a preemption save still reads is computed into.
   void check_step_start(const step_inputs& inputs);
+  /// Device blocks that preemption saves are reading now, with the order reading each.
+  const absl::flat_hash_map<block_id, uint64_t>& preemption_reads() const {
+    return preemption_reads_;
+  }
+  /// Tests corrupt the ledger through this, to show that its check fires.
+  absl::flat_hash_map<block_id, uint64_t>& preemption_reads_for_test() { return preemption_reads_; }
 
   // -- transfers ---------------------------------------------------------------------------------
 
@@ -124,8 +151,12 @@ class controller_core {
     uint32_t prefetched = 0;
     uint64_t load_transfer = 0;
     bool admitted = false;
+    bool protected_hold = false;          // prefetch_path held past landing, until admission
   };
   void release(request_state& r);
+  void preempt(request_id id, uint32_t computed_tokens, std::vector<transfer_order>& orders);
+  void drop_prefetch_hold(request_state& r);
+  void release_protected_if_idle();
   bool admit(request_id id, const token_mark& m, admit_result& res,
              std::vector<transfer_order>& orders, step_inputs& inputs);
   bool grow(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders,
@@ -145,6 +176,12 @@ class controller_core {
   uint64_t commits_ = 0;
   uint64_t storage_probes_ = 0;
   uint64_t failed_loads_ = 0;
+  preemption_io preemption_;
+  prefetch_stats prefetch_;
+  uint32_t protected_blocks_ = 0;  // blocks held by protected prefetches
+  uint32_t admitted_ = 0;          // requests admitted (running)
+  // The reuse barrier: device block -> the preemption save (order) reading it.
+  absl::flat_hash_map<block_id, uint64_t> preemption_reads_;
   // scratch
   prefix_match match_;
   std::vector<block_id> fresh_;

@@ -42,6 +42,7 @@ preallocation_result controller_core::preallocate(const preallocation& p,
   r.path = std::move(path);
   r.committed = hits;
   r.admitted = true;
+  ++admitted_;  // it runs as soon as its KV is there
   res.ok = true;
   res.device_hit_blocks = hits;
   res.device_hit_tokens = hit_tokens;

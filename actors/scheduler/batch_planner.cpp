@@ -58,6 +58,8 @@ bool needs_probe(const request_book& book, const scheduler_options& o, const ste
         || covered >= plan.budget_left)
       break;
     const live_request& r = book.at(id);
+    if (r.refetching)
+      break;  // its storage lookup is under way; nobody behind it may pass (FCFS)
     out.candidates.push_back(id);
     covered += r.uncached_hint > 0 ? r.uncached_hint : r.target() - r.computed;
   }
@@ -128,6 +130,8 @@ void plan_rest(const request_book& book, const scheduler_options& o, const outpu
     if (!m)
       break;  // not probed this step
     const live_request& r = book.at(id);
+    if (r.refetching)
+      break;  // waits for its storage lookup, at the head of the queue
     uint64_t cached = skippable(r, m->device_blocks + m->host_blocks,
                                 m->device_tokens + m->host_tokens);
     auto tokens = static_cast<uint32_t>(std::min<uint64_t>(r.target() - cached, budget));
@@ -159,13 +163,23 @@ void note_matches(request_book& book, const probe_reply& reply, uint32_t budget)
   }
 }
 
-std::vector<work_item> apply_grant(request_book& book, const scheduler_options&,
+std::vector<work_item> apply_grant(request_book& book, const scheduler_options& o,
                                    const step_plan& plan, const grant& g, int64_t now) {
   std::vector<work_item> items;
   items.reserve(plan.items.size());
   // Preempted requests wait again at the front, in their admission order.
   for (auto it = plan.preempted.rbegin(); it != plan.preempted.rend(); ++it) {
     live_request& r = book.at(*it);
+    if (o.preemption != preemption_mode::recompute) {
+      // The controller named its full generated blocks and saved them: list them the same way
+      // (the controller caps them at the blocks it held, which are covered_blocks).
+      uint32_t named = saved_private_blocks(r.layout, r.computed, o.block_size);
+      named = r.covered_blocks > r.layout.listed()
+                ? std::min(named, r.covered_blocks - r.layout.listed()) : 0;
+      r.layout.list_private_blocks(named);
+      r.saved_blocks = r.layout.complete_within(r.computed);
+      r.refetch_due = o.preemption == preemption_mode::save_to_storage && r.saved_blocks > 0;
+    }
     r.running = false;
     r.computed = 0;
     r.covered_blocks = 0;
@@ -197,6 +211,7 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options&,
     r.computed = cached;
     r.covered_blocks = r.layout.blocks_for(until);
     r.running = true;
+    r.refetch_due = false;
     r.record.hit_blocks = {res->device_blocks, res->host_blocks, res->storage_blocks};
     r.record.hit_tokens = {res->device_tokens, res->host_tokens, res->storage_tokens};
     if (r.record.admitted_ns < 0) {

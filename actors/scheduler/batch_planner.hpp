@@ -5,7 +5,8 @@
 //     budget allows) or one decode token; each needs blocks for the tokens it will have;
 //  2. if those blocks are not there, preempt from the back of the running list (the request
 //     admitted last) until they are: the victim releases everything and waits again at the
-//     front of the queue (recompute);
+//     front of the queue; what its blocks become meanwhile is scheduler.preemption
+//     (actors/preemption.hpp);
 //  3. only if nobody was preempted: admit waiting requests first come first served while seats
 //     (max_num_seqs), token budget and blocks last. A candidate's cached prefix (device and host
 //     hits, storage prefetches included) is skipped, except that a full hit recomputes its last
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "actors/preemption.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler/request_book.hpp"
 
@@ -34,6 +36,10 @@ struct scheduler_options {
   double reserve_output_blocks = 16;  ///< FD_RESERVE_OUTPUT_BLOCK_NUM_FOR_DECODE_...
   double reserve_decay = 0.025;
   uint32_t reserve_min = 0;
+  /// What a victim's KV becomes (preemption.hpp): the controller saves it; the scheduler names
+  /// its generated blocks by the same rule and, under save_to_storage, asks for a storage
+  /// lookup before re-admission.
+  preemption_mode preemption = preemption_mode::recompute;
 };
 
 /// FastDeploy's decaying reserve of blocks per running request, kept free at admission.

@@ -34,6 +34,12 @@ struct live_request {
   bool finished = false;
   int64_t decode_ready_ns = -1;  ///< PD decode: its KV was in place (or recompute began)
   bool recomputed = false;       ///< PD decode: its handoff failed and it computes the prompt
+  /// save_to_storage: preempted with `saved_blocks` computed blocks saved; until re-admitted, a
+  /// probe that finds fewer of them in the tiers has the controller look them up in storage
+  /// (once per preemption), and the request waits for that at the head of the queue.
+  uint32_t saved_blocks = 0;
+  bool refetch_due = false;
+  bool refetching = false;
   request_record record;
 
   /// Tokens it must have KV for before it samples its next token.

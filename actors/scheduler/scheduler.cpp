@@ -465,8 +465,47 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
 
 void on_step_end(self_ptr self, uint64_t step);
 
+// Tokens that re-admitted requests found cached, by tier: what a preemption mode restores.
+void note_restored(scheduler_state& st, const grant& g) {
+  for (const admit_result& a : g.admits) {
+    if (!a.admitted || st.book.at(a.req).record.preemptions == 0)
+      continue;
+    st.report.restored_tokens[0] += a.device_tokens;
+    st.report.restored_tokens[1] += a.host_tokens;
+    st.report.restored_tokens[2] += a.storage_tokens;
+  }
+}
+
+// save_to_storage: a preempted request whose probe finds fewer of its saved blocks in the tiers
+// than it saved has the controller look the rest up in storage (and prefetch them) before it
+// is admitted; it keeps its place at the head of the queue meanwhile.
+void start_refetches(self_ptr self, const probe_reply& reply) {
+  auto& st = self->state;
+  for (const candidate_match& m : reply.matches) {
+    live_request& r = st.book.at(m.req);
+    if (!r.refetch_due || m.device_blocks + m.host_blocks >= r.saved_blocks)
+      continue;
+    r.refetch_due = false;
+    r.refetching = true;
+    ++st.awaiting_ready;
+    arrival a;
+    a.req = m.req;
+    a.readmission = true;
+    self->request(st.controller, caf::infinite, std::move(a))
+      .then([=](const ready& rd) {
+        auto& s = self->state;
+        --s.awaiting_ready;
+        s.book.at(rd.req).refetching = false;
+        s.known_available = rd.available_blocks;
+        request_plan(self);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+  }
+}
+
 void on_grant(self_ptr self, const grant& g) {
   auto& st = self->state;
+  note_restored(st, g);
   st.items = apply_grant(st.book, st.config.options, st.plan, g, st.step_start);
   st.known_available = g.available_blocks;
   if (!st.plan.preempted.empty()) {
@@ -549,7 +588,8 @@ void send_commit(self_ptr self) {
   st.bookkeeping_sent = !st.finished.empty() || !st.computed.empty();
   c.finished = std::move(st.finished);
   c.computed = std::move(st.computed);
-  c.preempted = st.plan.preempted;
+  for (request_id id : st.plan.preempted)
+    c.preempted.push_back({id, static_cast<uint32_t>(st.book.at(id).computed)});
   c.grows = st.plan.grows;
   c.admits = st.plan.admits;
   st.finished.clear();
@@ -600,6 +640,7 @@ void maybe_step(self_ptr self) {
   self->request(st.controller, caf::infinite, std::move(p))
     .then([=](const probe_reply& r) {
       note_matches(self->state.book, r, self->state.plan.budget_left);
+      start_refetches(self, r);
       continue_plan(self, &r);
     },
     [=](const caf::error& e) { fail(self, e); });

@@ -36,6 +36,43 @@ struct replay_args {
   bool quiet = false;
 };
 
+struct bench_serve_args {
+  config_args config;
+  std::string connect;
+  std::string token;
+  std::vector<std::string> traces;
+  uint32_t clients = 8;
+  double seconds = 5;
+  std::string json_out;
+  int echo_port = 5599;
+};
+CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args);
+int run_bench_serve(const bench_serve_args& args);
+
+struct serve_args {
+  config_args config;
+  std::string bind = "tcp://127.0.0.1:5557";
+  std::string token;
+  double speed = 1.0;
+};
+CLI::App* add_serve_command(CLI::App& app, serve_args& args);
+int run_serve(const serve_args& args);
+
+struct engine_sim_args {
+  config_args config;
+  std::string connect = "tcp://127.0.0.1:5557";
+  std::string token;
+  std::vector<std::string> traces;
+  std::string format = "auto";
+  std::string out_dir = "out/engine-sim";
+  double speed = 1.0;
+  std::string name = "engine-sim";
+  std::string print_hashes;
+  bool quiet = false;
+};
+CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args);
+int run_engine_sim(const engine_sim_args& args);
+
 /// Adds `replay` to `app`; the returned subcommand runs run_replay(args) when chosen.
 CLI::App* add_replay_command(CLI::App& app, replay_args& args);
 int run_replay(const replay_args& args);

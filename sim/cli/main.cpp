@@ -42,6 +42,10 @@ int main(int argc, char** argv) {
   auto* report_cmd = add_report_command(app, report);
   study_args study;
   auto* study_cmd = add_study_command(app, study);
+  serve_args serve;
+  auto* serve_cmd = add_serve_command(app, serve);
+  engine_sim_args engine_sim;
+  auto* engine_sim_cmd = add_engine_sim_command(app, engine_sim);
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   bench_replay_args bench_replay;
@@ -52,6 +56,8 @@ int main(int argc, char** argv) {
   auto* bench_emulation_cmd = add_bench_emulation_command(*bench, bench_emulation);
   bench_storage_args bench_storage;
   auto* bench_storage_cmd = add_bench_storage_command(*bench, bench_storage);
+  bench_serve_args bench_serve;
+  auto* bench_serve_cmd = add_bench_serve_command(*bench, bench_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -60,6 +66,10 @@ int main(int argc, char** argv) {
   try {
     if (*replay_cmd)
       return run_replay(replay);
+    if (*serve_cmd)
+      return run_serve(serve);
+    if (*engine_sim_cmd)
+      return run_engine_sim(engine_sim);
     if (*config_cmd)
       return run_config(config_only);
     if (*sweep_cmd)
@@ -74,6 +84,8 @@ int main(int argc, char** argv) {
       return run_bench_transfer(bench_transfer);
     if (*bench_emulation_cmd)
       return run_bench_emulation(bench_emulation);
+    if (*bench_serve_cmd)
+      return run_bench_serve(bench_serve);
     if (*bench_storage_cmd)
       return run_bench_storage(bench_storage);
   } catch (const config_error& e) {

@@ -82,6 +82,21 @@ const std::vector<option_spec> specs = {
   {"storage.file_quota_bytes", option_type::integer, 0, 1e15, {}, false,
    "storage.backend=file: bytes each node's block files may hold; a write beyond fails as on a "
    "full disk (ENOSPC), 0 = no limit (a test hook for full-disk faults)"},
+  {"storage.prefetch_policy", option_type::text, 0, 0,
+   {"best_effort", "wait_complete", "timeout"}, false,
+   "when a request whose storage prefetch is loading may be scheduled: at once, using what has "
+   "landed by its admission (best_effort); once all landed (wait_complete); once all landed or "
+   "storage.prefetch_timeout_ms plus storage.prefetch_timeout_per_ki_token_ms per 1024 tokens "
+   "loaded passed (timeout). SGLang HiCache's stop policies"},
+  {"storage.prefetch_threshold_tokens", option_type::integer, 0, 1e12, {}, false,
+   "a storage match shorter than this many tokens is not prefetched (computed instead)"},
+  {"storage.prefetch_timeout_ms", option_type::number, 0, 1e9, {}, false,
+   "storage.prefetch_policy=timeout: the base wait, milliseconds"},
+  {"storage.prefetch_timeout_per_ki_token_ms", option_type::number, 0, 1e9, {}, false,
+   "storage.prefetch_policy=timeout: the wait allowed per 1024 tokens loaded, milliseconds"},
+  {"storage.prefetch_capacity_blocks", option_type::integer, 0, max_u32, {}, false,
+   "blocks that landed prefetches may hold, prefix included, until their requests are admitted "
+   "(protected from eviction); 0 = none: landed blocks are evictable at once"},
   {"storage.payload_bytes", option_type::integer, 1, 1e12, {}, true,
    "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
    "hash pattern, checked on every read); null = the model's real bytes per block"},
@@ -120,6 +135,12 @@ const std::vector<option_spec> specs = {
   {"scheduler.reserve_min", option_type::integer, 0, 1e6, {}, false, "floor of that reserve"},
   {"scheduler.probe_limit", option_type::integer, 1, 1e6, {}, false,
    "waiting requests matched against the cache per step, at most"},
+  {"scheduler.preemption", option_type::text, 0, 0,
+   {"recompute", "save_to_storage", "swap_to_host"}, false,
+   "what a preempted request's computed blocks become: released and recomputed where the cache "
+   "lost them (recompute); copied to host and written to storage before they are freed, found "
+   "there at re-admission (save_to_storage, needs a storage tier); copied to host and swapped "
+   "back in at re-admission (swap_to_host, needs a host tier). docs/preemption.md"},
   // -- compute cost model (timed replay; actors/scheduler/cost_model.hpp) -------------------------
   {"compute.step_overhead_us", option_type::number, 0, 1e9, {}, false,
    "fixed time of every step: weights streamed, kernels launched, tokens sampled"},
@@ -211,6 +232,11 @@ const std::vector<option_spec> specs = {
   {"faults.put_fail_probability", option_type::number, 0, 1, {}, false,
    "chance that a storage put fails to write a block (drawn per block from --seed): the write is "
    "rolled back and no key is left"},
+  // -- live controller (kvtier serve, docs/protocol.md) --------------------------------------------
+  {"serve.client_timeout_s", option_type::number, 0.01, 86400, {}, false,
+   "kvtier serve: an engine silent this long is dropped and every request it holds released"},
+  {"serve.max_message_bytes", option_type::integer, 256, 1073741824.0, {}, false,
+   "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large undecoded)"},
   // -- model -------------------------------------------------------------------------------------
   {"model.name", option_type::text, 0, 0, {}, false,
    "model name; part of every storage key, so different models never share blocks"},

@@ -60,6 +60,7 @@ std::vector<trace_file_info> file_infos(const replay_job& job, const trace_merge
 run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
+  run.config.erase("serve");  // the live server's keys change no replay
   run.deterministic = job.deterministic;
   return run;
 }
@@ -198,6 +199,12 @@ replay_result replay_full(const replay_job& job) {
                        "without --clock wall and --backend cuda");
   if (job.cuda)
     use_cuda_backend(timed, rc, job.verify);
+  if (job.remote_controller) {
+    if (!timed.instances.empty())
+      throw config_error("cluster.instances: a live server is one instance's controller");
+    timed.remote_controller = job.remote_controller;
+    timed.storage_backend.kind = "model";  // the server keeps the pool and its bytes
+  }
   check_time_limits(timed);
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   uint32_t max_device_blocks = timed.scheduler.device_blocks;
@@ -218,6 +225,7 @@ replay_result replay_full(const replay_job& job) {
   run.parse_s = feed->parse_s();
   run.wall_s = seconds_since(start);
   run.trace = feed->totals();
+  run.block_bytes = timed.block_bytes;
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.text = full_text(result.summary, job.out_dir);

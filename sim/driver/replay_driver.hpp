@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/instance.hpp"
 #include "sim/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -39,6 +40,8 @@ struct replay_job {
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
   /// With skip_bad_lines: told of every skipped line.
   std::function<void(const trace_error&)> on_skip;
+  /// Full mode, wall clock: the instance's cache controller is a live server's (engine-sim).
+  controller_factory remote_controller;
 };
 
 struct replay_result {

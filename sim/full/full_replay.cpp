@@ -61,8 +61,10 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
   }
   for (instance_config& ic : out) {
     ic.scheduler.clock = clock;
+    ic.controller.clock = clock;
     ic.engine.clock = clock;
     ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
+    ic.remote_controller = config.remote_controller;
   }
   return out;
 }
@@ -82,6 +84,8 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.rejected += x.rejected;
   sum.refused_admissions += x.refused_admissions;
   sum.drained = sum.drained && x.drained;
+  for (int t = 0; t < 3; ++t)
+    sum.restored_tokens[t] += x.restored_tokens[t];
   sum.pd_link_bytes += x.pd_link_bytes;
   sum.pd_link_busy_ns += x.pd_link_busy_ns;
   sum.pd_link_messages += x.pd_link_messages;
@@ -138,7 +142,19 @@ void add_to(controller_report& sum, const controller_report& x, const std::strin
                           {&sum.storage_probes, x.storage_probes},
                           {&sum.failed_loads, x.failed_loads}, {&sum.transfers, x.transfers},
                           {&sum.invariant_checked, x.invariant_checked},
-                          {&sum.invariant_violations, x.invariant_violations}})
+                          {&sum.invariant_violations, x.invariant_violations},
+                          {&sum.preemption.saved_blocks, x.preemption.saved_blocks},
+                          {&sum.preemption.d2h_blocks, x.preemption.d2h_blocks},
+                          {&sum.preemption.stored_blocks, x.preemption.stored_blocks},
+                          {&sum.preemption.unsaved_blocks, x.preemption.unsaved_blocks},
+                          {&sum.preemption.named_blocks, x.preemption.named_blocks},
+                          {&sum.preemption.readmission_lookups, x.preemption.readmission_lookups},
+                          {&sum.prefetch.started, x.prefetch.started},
+                          {&sum.prefetch.below_threshold, x.prefetch.below_threshold},
+                          {&sum.prefetch.ready_early, x.prefetch.ready_early},
+                          {&sum.prefetch.timeouts, x.prefetch.timeouts},
+                          {&sum.prefetch.protected_holds, x.prefetch.protected_holds},
+                          {&sum.prefetch.protected_released, x.prefetch.protected_released}})
     *to += from;
   for (const std::string& m : x.invariant_messages)
     sum.invariant_messages.push_back(name + ": " + m);
@@ -231,7 +247,8 @@ void collect_reports(caf::scoped_actor& self, const deployment& d, full_result& 
     const instance& x = d.instances.front();
     ask(x.scheduler, r.scheduler);
     ask(x.controller, r.controller);
-    ask(x.engine, r.engine);
+    if (x.engine)
+      ask(x.engine, r.engine);
   } else {
     for (const instance& x : d.instances) {
       instance_result one;
@@ -261,7 +278,8 @@ class watchdog {
     for (const instance& x : d.instances) {
       watch(x.scheduler, x.name + " scheduler");
       watch(x.controller, x.name + " cache controller");
-      watch(x.engine, x.name + " transfer engine");
+      if (x.engine)
+        watch(x.engine, x.name + " transfer engine");
       if (x.compute)
         watch(x.compute, x.name + " GPU compute");
     }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/storage/redis_backend.hpp"
+#include "core/time_math.hpp"
 #include "sim/full/fault_config.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/strict_json.hpp"
@@ -141,6 +142,24 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   so.reserve_decay = c.number("scheduler.reserve_decay");
   so.reserve_min = static_cast<uint32_t>(c.integer("scheduler.reserve_min"));
   so.probe_limit = static_cast<uint32_t>(c.integer("scheduler.probe_limit"));
+  so.preemption = *parse_preemption_mode(c.text("scheduler.preemption"));
+  if (so.preemption == preemption_mode::save_to_storage && rc.storage_blocks == 0)
+    throw config_error("scheduler.preemption=save_to_storage writes preempted requests' blocks to "
+                       "storage, but there is no storage tier: set storage.capacity_tokens (or "
+                       "storage.capacity_blocks) above 0, or choose recompute or swap_to_host");
+  if (so.preemption == preemption_mode::swap_to_host && rc.cache.host_blocks == 0)
+    throw config_error("scheduler.preemption=swap_to_host moves preempted requests' blocks to "
+                       "host memory, but there is no host tier: set cache.host_tokens (or "
+                       "cache.host_blocks) above 0, or choose recompute");
+  t.controller.preemption = so.preemption;
+  t.controller.prefetch = *parse_prefetch_policy(c.text("storage.prefetch_policy"));
+  t.controller.prefetch_threshold_tokens =
+    static_cast<uint64_t>(c.integer("storage.prefetch_threshold_tokens"));
+  t.controller.prefetch_timeout_ns = time_from(c.number("storage.prefetch_timeout_ms") * 1e6);
+  t.controller.prefetch_timeout_per_ki_token_ns =
+    time_from(c.number("storage.prefetch_timeout_per_ki_token_ms") * 1e6);
+  t.controller.prefetch_capacity_blocks =
+    static_cast<uint32_t>(c.integer("storage.prefetch_capacity_blocks"));
   compute_profile& cp = t.scheduler.compute;
   cp.step_overhead_ns = c.number("compute.step_overhead_us") * 1000.0;
   cp.prefill_token_ns = c.number("compute.prefill_token_us") * 1000.0;

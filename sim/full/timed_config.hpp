@@ -37,6 +37,8 @@ struct timed_config {
   backend_options storage_backend;
   /// Bytes per stored block for a byte-carrying backend without the GPU (storage.payload_bytes).
   uint64_t storage_payload_bytes = 0;
+  /// The controller is a live server's (kvtier engine-sim); empty: the instance's own.
+  controller_factory remote_controller;
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);

@@ -147,10 +147,20 @@ void write_full_csv(std::ostream& out, const full_result& r) {
   }
 }
 
+// A text key of the effective config ("" where the config given has none).
+static std::string config_text(const json& config, const char* section, const char* key) {
+  if (!config.is_object() || !config.contains(section) || !config[section].is_object())
+    return "";
+  const json& s = config[section];
+  return s.contains(key) && s[key].is_string() ? s[key].get<std::string>() : "";
+}
+
 json full_summary(const full_result& r, const run_info& run,
                   const std::vector<trace_file_info>& files) {
   const scheduler_report& s = r.scheduler;
   std::vector<double> ttft, tpot, e2e, queue;
+  // Requests preempted at least once, and the rest: what preemption costs those it hits.
+  std::vector<double> preempted_ttft, preempted_e2e, other_ttft, other_e2e;
   uint64_t finished = 0, blocks = 0, input = 0, output = 0, hit_blocks = 0, hit_tokens = 0;
   uint64_t tier_blocks[3] = {0, 0, 0}, tier_tokens[3] = {0, 0, 0};
   uint64_t rejected_input = 0, rejected_output = 0;
@@ -187,6 +197,8 @@ json full_summary(const full_result& r, const run_info& run,
     }
     ttft.push_back(static_cast<double>(x.first_token_ns - x.arrival_ns) / 1e6);
     e2e.push_back(static_cast<double>(x.finish_ns - x.arrival_ns) / 1e6);
+    (x.preemptions > 0 ? preempted_ttft : other_ttft).push_back(ttft.back());
+    (x.preemptions > 0 ? preempted_e2e : other_e2e).push_back(e2e.back());
     queue.push_back(static_cast<double>(x.admitted_ns - x.arrival_ns) / 1e6);
     if (x.output_tokens > 1)
       tpot.push_back(static_cast<double>(x.finish_ns - x.first_token_ns) / 1e6
@@ -227,6 +239,33 @@ json full_summary(const full_result& r, const run_info& run,
     return round6(kind_ns[i] > 0 ? static_cast<double>(r.engine.bytes[i]) / kind_ns[i] : 0.0);
   };
   const controller_report& c = r.controller;
+  json preemption = {
+    {"mode", config_text(run.config, "scheduler", "preemption")},
+    {"count", s.preemptions},
+    {"requests", preempted_ttft.size()},
+    {"recomputed_tokens", s.recomputed_tokens},
+    {"restored_tokens", {{"device", s.restored_tokens[0]}, {"host", s.restored_tokens[1]},
+                         {"storage", s.restored_tokens[2]}}},
+    {"saved_blocks", c.preemption.saved_blocks},
+    {"unsaved_blocks", c.preemption.unsaved_blocks},
+    {"named_blocks", c.preemption.named_blocks},
+    {"d2h_bytes", c.preemption.d2h_blocks * run.block_bytes},
+    {"storage_write_bytes", c.preemption.stored_blocks * run.block_bytes},
+    {"readmission_lookups", c.preemption.readmission_lookups},
+    {"latency_ms", {{"preempted", {{"ttft", distribution(preempted_ttft)},
+                                   {"e2e", distribution(preempted_e2e)}}},
+                    {"not_preempted", {{"ttft", distribution(other_ttft)},
+                                       {"e2e", distribution(other_e2e)}}}}},
+  };
+  json prefetch = {
+    {"policy", config_text(run.config, "storage", "prefetch_policy")},
+    {"started", c.prefetch.started},
+    {"below_threshold", c.prefetch.below_threshold},
+    {"ready_early", c.prefetch.ready_early},
+    {"timeouts", c.prefetch.timeouts},
+    {"protected_holds", c.prefetch.protected_holds},
+    {"protected_released", c.prefetch.protected_released},
+  };
   double virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
   double wall = run.deterministic ? 0.0 : run.wall_s;
   json summary = {
@@ -253,6 +292,8 @@ json full_summary(const full_result& r, const run_info& run,
                     {"output_tokens_per_s", per_s(static_cast<double>(output))}}},
     {"preemptions", s.preemptions},
     {"recomputed_tokens", s.recomputed_tokens},
+    {"preemption", preemption},
+    {"prefetch", prefetch},
     {"steps", {{"count", s.steps}, {"probes", s.probes},
                {"refused_admissions", s.refused_admissions},
                {"busy_s", round6(static_cast<double>(s.busy_ns) / 1e9)},
@@ -375,6 +416,16 @@ std::string full_text(const json& s, const std::string& out_dir) {
   add("  steps           %llu   busy %.1f s   layer-wait stall %.3f s   preemptions %llu\n",
       st["count"].get<unsigned long long>(), st["busy_s"].get<double>(),
       st["layer_wait_s"].get<double>(), s["preemptions"].get<unsigned long long>());
+  const json& pr = s["preemption"];
+  if (pr["count"].get<unsigned long long>() > 0) {
+    const json& back = pr["restored_tokens"];
+    add("  preemption      %s: %llu requests   recomputed %llu tokens   restored tokens device %llu "
+        "host %llu storage %llu   saved GB d2h %.2f storage %.2f\n",
+        pr["mode"].get<std::string>().c_str(), pr["requests"].get<unsigned long long>(),
+        pr["recomputed_tokens"].get<unsigned long long>(), back["device"].get<unsigned long long>(),
+        back["host"].get<unsigned long long>(), back["storage"].get<unsigned long long>(),
+        pr["d2h_bytes"].get<double>() / 1e9, pr["storage_write_bytes"].get<double>() / 1e9);
+  }
   const json& e = s["evictions"];
   add("  evictions       device %llu   host %llu   storage %llu\n",
       e["device"].get<unsigned long long>(), e["host"].get<unsigned long long>(),

@@ -40,6 +40,7 @@ struct run_info {
   double wall_s = 0;      ///< wall time of the whole replay (not deterministic)
   bool deterministic = false;  ///< write wall-clock figures as 0
   trace_totals trace;          ///< full mode
+  uint64_t block_bytes = 0;    ///< full mode: bytes of one cache block (all layers, K and V)
 };
 
 nlohmann::json hitrate_summary(const hitrate_replay& replay, const run_info& run);

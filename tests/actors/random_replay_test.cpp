@@ -71,6 +71,23 @@ random_run make_run(uint64_t seed) {
     past.push_back(ids);
     run.requests.push_back(request(seq, at, ids, static_cast<uint32_t>(1 + pick(40))));
   }
+  // Drawn last, so that every earlier draw (and each seed's workload) stays as it was.
+  const preemption_mode modes[] = {preemption_mode::recompute, preemption_mode::save_to_storage,
+                                   preemption_mode::swap_to_host};
+  preemption_mode mode = modes[pick(3)];
+  if (mode == preemption_mode::save_to_storage && !c.controller.storage)
+    mode = host > 0 ? preemption_mode::swap_to_host : preemption_mode::recompute;
+  if (mode == preemption_mode::swap_to_host && host == 0)
+    mode = preemption_mode::recompute;
+  so.preemption = mode;
+  c.controller.preemption = mode;
+  const prefetch_policy policies_of_prefetch[] = {
+    prefetch_policy::best_effort, prefetch_policy::wait_complete, prefetch_policy::timeout};
+  c.controller.prefetch = policies_of_prefetch[pick(3)];
+  c.controller.prefetch_timeout_ns = static_cast<int64_t>(pick(5000));
+  c.controller.prefetch_timeout_per_ki_token_ns = static_cast<int64_t>(pick(100'000));
+  c.controller.prefetch_threshold_tokens = pick(3) == 0 ? 16 * pick(4) : 0;
+  c.controller.prefetch_capacity_blocks = pick(2) ? static_cast<uint32_t>(pick(device)) : 0;
   return run;
 }
 
@@ -89,7 +106,10 @@ TEST_CASE("replay: random workloads drain with every invariant under every polic
     const timed_config& c = run.config;
     INFO("seed " << seed << " device " << c.cache.device_blocks << " host "
                  << c.cache.host_blocks << " storage " << c.storage.capacity_blocks << " policy "
-                 << to_string(c.cache.policy));
+                 << to_string(c.cache.policy) << " preemption "
+                 << to_string(c.controller.preemption) << " prefetch "
+                 << to_string(c.controller.prefetch) << " protected "
+                 << c.controller.prefetch_capacity_blocks);
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
@@ -165,4 +185,36 @@ TEST_CASE("cluster replay: random deployments drain with every invariant on ever
     REQUIRE(finished + rejected == requests);
     REQUIRE(r.front_end.finished + r.front_end.rejected == requests);
   }
+}
+
+TEST_CASE("replay: save_to_storage victims are looked up and restored from storage",
+          "[actors][replay][fuzz][preemption]") {
+  // The random workloads with a storage tier, every one under save_to_storage: some victims
+  // lose their blocks from device and host before re-admission and must come back from storage.
+  uint64_t runs = 0, lookups = 0, from_storage = 0, stored = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    random_run run = make_run(seed);
+    timed_config& c = run.config;
+    if (!c.controller.storage)
+      continue;
+    c.scheduler.options.preemption = preemption_mode::save_to_storage;
+    c.controller.preemption = preemption_mode::save_to_storage;
+    c.controller.prefetch = prefetch_policy::wait_complete;
+    INFO("seed " << seed);
+    full_result r = run_scenario(c, std::move(run.requests));
+    INFO((r.controller.invariant_messages.empty() ? std::string{}
+                                                  : r.controller.invariant_messages.front()));
+    REQUIRE(r.controller.invariant_violations == 0);
+    REQUIRE(r.drained);
+    ++runs;
+    lookups += r.controller.preemption.readmission_lookups;
+    from_storage += r.scheduler.restored_tokens[2];
+    stored += r.controller.preemption.stored_blocks;
+  }
+  INFO("runs " << runs << " lookups " << lookups << " restored from storage " << from_storage
+       << " stored " << stored);  // 80, 7, 16, 1413 when written
+  CHECK(runs > 50);
+  CHECK(stored > 0);
+  CHECK(lookups > 0);
+  CHECK(from_storage > 0);
 }

@@ -126,3 +126,44 @@ TEST_CASE("config: a number beyond double's range is refused naming the file", "
   CHECK(calibration.find("links.calibration: " + path + ": not valid JSON") == 0);
   std::remove(path.c_str());
 }
+
+TEST_CASE("config: preemption modes and prefetch policies resolve, and need their tiers",
+          "[config][preemption]") {
+  config c;
+  timed_config t = resolve_timed(c, resolve(c));
+  CHECK(t.scheduler.options.preemption == preemption_mode::recompute);
+  CHECK(t.controller.preemption == preemption_mode::recompute);
+  CHECK(t.controller.prefetch == prefetch_policy::wait_complete);
+  CHECK(t.controller.prefetch_threshold_tokens == 0);
+  CHECK(t.controller.prefetch_capacity_blocks == 0);
+  c.set("scheduler.preemption=save_to_storage");
+  c.set("storage.prefetch_policy=timeout");
+  c.set("storage.prefetch_timeout_ms=50");
+  c.set("storage.prefetch_timeout_per_ki_token_ms=2.5");
+  c.set("storage.prefetch_threshold_tokens=256");
+  c.set("storage.prefetch_capacity_blocks=1000");
+  t = resolve_timed(c, resolve(c));
+  CHECK(t.scheduler.options.preemption == preemption_mode::save_to_storage);
+  CHECK(t.controller.preemption == preemption_mode::save_to_storage);
+  CHECK(t.controller.prefetch == prefetch_policy::timeout);
+  CHECK(t.controller.prefetch_timeout_ns == 50'000'000);
+  CHECK(t.controller.prefetch_timeout_per_ki_token_ns == 2'500'000);
+  CHECK(t.controller.prefetch_threshold_tokens == 256);
+  CHECK(t.controller.prefetch_capacity_blocks == 1000);
+  // save_to_storage without a storage tier, swap_to_host without a host tier: refused.
+  c.set("storage.capacity_tokens=0");
+  std::string e = error_of([&] { resolve_timed(c, resolve(c)); });
+  CHECK(e.find("scheduler.preemption=save_to_storage") != std::string::npos);
+  CHECK(e.find("no storage tier") != std::string::npos);
+  c.set("scheduler.preemption=swap_to_host");
+  CHECK(resolve_timed(c, resolve(c)).controller.preemption == preemption_mode::swap_to_host);
+  c.set("cache.host_tokens=0");
+  e = error_of([&] { resolve_timed(c, resolve(c)); });
+  CHECK(e.find("scheduler.preemption=swap_to_host") != std::string::npos);
+  CHECK(e.find("no host tier") != std::string::npos);
+  // Unknown names are errors that list what is valid.
+  e = error_of([&] { c.set("scheduler.preemption=swap"); });
+  CHECK(e.find("recompute") != std::string::npos);
+  e = error_of([&] { c.set("storage.prefetch_policy=eager"); });
+  CHECK(e.find("best_effort") != std::string::npos);
+}

@@ -1,0 +1,80 @@
+#pragma once
+
+// One decoded protocol call (docs/protocol.md). The decoder fills the fields its verb uses and
+// leaves the rest at their defaults; the server checks them against its state.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/protocol.hpp"
+
+namespace kvtier::serve {
+
+inline constexpr uint32_t protocol_version = 1;
+
+enum class verb : uint8_t {
+  hello, lookup, allocate, wait, probe, step, commit, save, free, preempt, finish, stats, ping,
+  bye,
+};
+inline constexpr int verb_count = 14;
+
+const char* verb_name(verb v);
+std::optional<verb> verb_of(std::string_view name);
+
+/// Error kinds, as the reply's `error` names them.
+enum class error_kind : uint8_t {
+  malformed, unknown_op, too_large, unauthorized, version, model_mismatch, not_registered,
+  bad_request, shutting_down,
+};
+inline constexpr int error_kind_count = 9;
+const char* error_name(error_kind k);
+
+struct model_shape {
+  std::string name;
+  uint32_t layers = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  std::string kv_dtype;
+};
+
+/// A prompt in one of the three forms of docs/protocol.md (exactly one is present).
+struct prompt {
+  enum class form : uint8_t { none, tokens, hashes, blocks } kind = form::none;
+  std::vector<int32_t> tokens;
+  std::vector<uint64_t> extra_keys;
+  std::vector<cache_block> blocks;  ///< hashes / blocks forms
+};
+
+struct call {
+  verb op = verb::ping;
+  uint64_t id = 0;
+  std::optional<std::string> token;
+  std::optional<uint64_t> engine;
+  // hello
+  std::vector<uint64_t> versions;
+  std::string name;
+  model_shape model;
+  uint32_t block_size = 0;
+  std::vector<std::string> tiers;
+  // lookup, allocate
+  prompt text;
+  // allocate, wait, commit, save, free, preempt, finish
+  uint64_t req = 0;
+  uint32_t tokens = 0;
+  // probe and step (step's block work; the shorthands fill it too)
+  kvtier::probe probe;
+  kvtier::commit step;
+};
+
+struct wire_error {
+  error_kind kind = error_kind::malformed;
+  std::string message;
+};
+
+/// Decodes one request frame. On failure `out.id` holds the call id when it could be read, so
+/// the error reply can carry it. Never throws; bounded in depth and sizes by the frame itself.
+std::optional<wire_error> decode_call(const char* data, size_t size, call& out);
+
+}  // namespace kvtier::serve

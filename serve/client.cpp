@@ -1,0 +1,167 @@
+#include "serve/client.hpp"
+
+namespace kvtier::serve {
+
+const msgpack::object* reply::find_in(const msgpack::object& map, std::string_view key) {
+  if (map.type != msgpack::type::MAP)
+    return nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR
+        && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
+uint64_t reply::u64_in(const msgpack::object& map, std::string_view key) {
+  const msgpack::object* o = find_in(map, key);
+  if (!o || o->type != msgpack::type::POSITIVE_INTEGER)
+    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not unsigned");
+  return o->via.u64;
+}
+
+uint64_t reply::u64(std::string_view key) const { return u64_in(root(), key); }
+
+int64_t reply::i64(std::string_view key) const {
+  const msgpack::object* o = find(key);
+  if (o && o->type == msgpack::type::POSITIVE_INTEGER)
+    return static_cast<int64_t>(o->via.u64);
+  if (o && o->type == msgpack::type::NEGATIVE_INTEGER)
+    return o->via.i64;
+  throw std::runtime_error("reply field '" + std::string(key) + "' missing or not an integer");
+}
+
+bool reply::flag(std::string_view key) const {
+  const msgpack::object* o = find(key);
+  if (!o || o->type != msgpack::type::BOOLEAN)
+    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not a bool");
+  return o->via.boolean;
+}
+
+std::string reply::str(std::string_view key) const {
+  const msgpack::object* o = find(key);
+  if (!o || o->type != msgpack::type::STR)
+    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not a string");
+  return std::string(o->via.str.ptr, o->via.str.size);
+}
+
+void check_ok(const reply& r) {
+  if (r.flag("ok"))
+    return;
+  throw remote_error(r.str("error"), r.str("message"));
+}
+
+client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
+  : socket_(context_, zmq::socket_type::dealer), token_(std::move(token)), timeout_(timeout) {
+  // Calls sent just before the client goes (a bye) still leave; a server that is gone does not
+  // hold the client for longer than this.
+  socket_.set(zmq::sockopt::linger, 200);
+  socket_.connect(endpoint);
+}
+
+uint64_t client::send(std::string_view op, uint32_t fields,
+                      const std::function<void(map_writer&)>& fill) {
+  uint64_t id = next_id_++;
+  buf_.clear();
+  uint32_t n = fields + 2 + !token_.empty() + (engine_ != 0);
+  map_writer w(buf_, n);
+  w.put_str("op", op);
+  w.put("id", id);
+  if (!token_.empty())
+    w.put_str("token", token_);
+  if (engine_ != 0)
+    w.put("engine", engine_);
+  if (fill)
+    fill(w);
+  last_sent_ = buf_.size();
+  socket_.send(zmq::const_buffer(buf_.data(), buf_.size()), zmq::send_flags::none);
+  return id;
+}
+
+void client::send_raw(std::string_view bytes) {
+  socket_.send(zmq::const_buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+}
+
+bool client::pull(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0)
+    return false;
+  zmq::message_t m;
+  if (!socket_.recv(m, zmq::recv_flags::dontwait))
+    return false;
+  reply r(msgpack::unpack(m.data<char>(), m.size()));
+  r.bytes = m.size();
+  uint64_t id = 0;
+  if (const msgpack::object* o = r.find("id"); o && o->type == msgpack::type::POSITIVE_INTEGER)
+    id = o->via.u64;
+  stash_.insert_or_assign(id, std::move(r));
+  return true;
+}
+
+std::optional<reply> client::try_receive(uint64_t id) {
+  while (pull(std::chrono::milliseconds(0))) {
+  }
+  auto it = stash_.find(id);
+  if (it == stash_.end())
+    return std::nullopt;
+  reply r = std::move(it->second);
+  stash_.erase(it);
+  return r;
+}
+
+reply client::receive(uint64_t id) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    auto it = stash_.find(id);
+    if (it != stash_.end()) {
+      reply r = std::move(it->second);
+      stash_.erase(it);
+      return r;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      throw std::runtime_error("no reply from the server within "
+                               + std::to_string(timeout_.count()) + " ms");
+    pull(left);
+  }
+}
+
+std::optional<reply> client::next(std::chrono::milliseconds timeout) {
+  if (stash_.empty() && !pull(timeout))
+    return std::nullopt;
+  auto it = stash_.begin();
+  reply r = std::move(it->second);
+  stash_.erase(it);
+  return r;
+}
+
+reply client::call(std::string_view op, uint32_t fields,
+                   const std::function<void(map_writer&)>& fill) {
+  reply r = receive(send(op, fields, fill));
+  check_ok(r);
+  return r;
+}
+
+reply client::hello(const std::string& name, const std::string& model_name, uint32_t layers,
+                    uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
+                    uint32_t block_size) {
+  engine_ = 0;
+  reply r = call("hello", 4, [&](map_writer& w) {
+    w.key("versions").pack(std::vector<uint32_t>{1});
+    w.put_str("name", name);
+    w.key("model");
+    map_writer m(const_cast<msgpack::sbuffer&>(buf_), 5);
+    m.put_str("name", model_name);
+    m.put("layers", layers);
+    m.put("kv_heads", kv_heads);
+    m.put("head_dim", head_dim);
+    m.put_str("kv_dtype", kv_dtype);
+    w.put("block_size", block_size);
+  });
+  engine_ = r.u64("engine");
+  return r;
+}
+
+}  // namespace kvtier::serve

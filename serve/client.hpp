@@ -1,0 +1,95 @@
+#pragma once
+
+// A client of `kvtier serve` (docs/protocol.md) over a ZeroMQ DEALER socket: blocking calls, and
+// calls whose replies are collected later (wait). Used by engine-sim, the benchmark and tests.
+// Not thread-safe: one thread uses one client.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <msgpack.hpp>
+#include <zmq.hpp>
+
+#include "serve/encode.hpp"
+
+namespace kvtier::serve {
+
+/// The server answered ok: false.
+struct remote_error : std::runtime_error {
+  std::string kind;
+  remote_error(std::string k, const std::string& message)
+    : std::runtime_error(k + ": " + message), kind(std::move(k)) {}
+};
+
+/// A reply's map, read by key.
+class reply {
+ public:
+  reply() = default;
+  explicit reply(msgpack::object_handle h) : handle_(std::move(h)) {}
+  const msgpack::object& root() const { return handle_.get(); }
+  const msgpack::object* find(std::string_view key) const { return find_in(root(), key); }
+  uint64_t u64(std::string_view key) const;
+  int64_t i64(std::string_view key) const;
+  bool flag(std::string_view key) const;
+  std::string str(std::string_view key) const;
+  static const msgpack::object* find_in(const msgpack::object& map, std::string_view key);
+  static uint64_t u64_in(const msgpack::object& map, std::string_view key);
+  size_t bytes = 0;  ///< the reply's size on the wire
+
+ private:
+  msgpack::object_handle handle_;
+};
+
+class client {
+ public:
+  /// `timeout`: how long a blocking call waits for its reply before throwing.
+  client(const std::string& endpoint, std::string token = {},
+         std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  /// Writes a call: op, id, token and engine (when registered) and `fields` more entries that
+  /// `fill` writes. Returns the call's id.
+  uint64_t send(std::string_view op, uint32_t fields,
+                const std::function<void(map_writer&)>& fill = {});
+  /// Sends raw bytes as one call (tests of bad input); replies come back as usual.
+  void send_raw(std::string_view bytes);
+  /// Blocks until the reply to `id` comes (replies to other calls are kept for later).
+  reply receive(uint64_t id);
+  /// The reply to `id` if it has come, without blocking.
+  std::optional<reply> try_receive(uint64_t id);
+  /// The next reply of any call (raw), or none within `timeout`.
+  std::optional<reply> next(std::chrono::milliseconds timeout);
+  /// send + receive; throws remote_error when the reply is not ok.
+  reply call(std::string_view op, uint32_t fields = 0,
+             const std::function<void(map_writer&)>& fill = {});
+
+  /// hello with the given model; sets engine(). Throws remote_error on refusal.
+  reply hello(const std::string& name, const std::string& model_name, uint32_t layers,
+              uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
+              uint32_t block_size);
+  uint64_t engine() const { return engine_; }
+  size_t last_sent_bytes() const { return last_sent_; }
+  void set_engine(uint64_t e) { engine_ = e; }
+
+ private:
+  bool pull(std::chrono::milliseconds timeout);  // one reply into stash_
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+  uint64_t engine_ = 0;
+  uint64_t next_id_ = 1;
+  size_t last_sent_ = 0;
+  std::map<uint64_t, reply> stash_;
+  msgpack::sbuffer buf_;
+};
+
+/// Throws remote_error if `r` is an error reply.
+void check_ok(const reply& r);
+
+}  // namespace kvtier::serve

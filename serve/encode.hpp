@@ -1,0 +1,44 @@
+#pragma once
+
+// Reply and request encoding (docs/protocol.md): msgpack maps with string keys.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <msgpack.hpp>
+
+namespace kvtier::serve {
+
+/// A msgpack map written in one pass; the caller states how many entries it will write.
+class map_writer {
+ public:
+  map_writer(msgpack::sbuffer& buf, uint32_t entries) : buf_(buf), pk_(buf) {
+    pk_.pack_map(entries);
+  }
+  // The packer only points at the buffer: a moved writer goes on writing the same map.
+  map_writer(map_writer&& other) noexcept : buf_(other.buf_), pk_(other.buf_) {}
+  msgpack::packer<msgpack::sbuffer>& key(std::string_view k) {
+    pk_.pack_str(static_cast<uint32_t>(k.size()));
+    pk_.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+    return pk_;
+  }
+  template <class T>
+  void put(std::string_view k, const T& v) { key(k).pack(v); }
+  void put_str(std::string_view k, std::string_view v) {
+    key(k);
+    pk_.pack_str(static_cast<uint32_t>(v.size()));
+    pk_.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  }
+  msgpack::packer<msgpack::sbuffer>& packer() { return pk_; }
+
+ private:
+  msgpack::sbuffer& buf_;
+  msgpack::packer<msgpack::sbuffer> pk_;
+};
+
+/// {"id": id, "ok": false, "error": kind, "message": text}
+std::string encode_error(uint64_t id, std::string_view kind, std::string_view message);
+
+}  // namespace kvtier::serve

@@ -1,0 +1,32 @@
+#pragma once
+
+// A cache controller that is `kvtier serve`: it takes the scheduler's messages (arrival, probe,
+// commit, the router's prefix lookup) and forwards each as a protocol call, so that kvtier's own
+// scheduler drives a live server exactly as it drives its own controller. `kvtier engine-sim`
+// is the replay driver with this controller in place of the instance's.
+
+#include <memory>
+#include <string>
+
+#include "actors/protocol.hpp"
+#include "actors/sim_clock.hpp"
+
+namespace kvtier::serve {
+
+struct remote_options {
+  std::string endpoint;
+  std::string token;
+  std::string engine_name = "engine-sim";
+  // the model this engine runs (hello)
+  std::string model_name;
+  uint32_t layers = 0, kv_heads = 0, head_dim = 0;
+  std::string kv_dtype;
+  uint32_t block_size = 0;
+};
+
+/// Connects and says hello (throws remote_error on refusal, std::runtime_error if the server
+/// does not answer); the actor then forwards every controller message.
+cache_controller_actor spawn_remote_controller(caf::actor_system& sys, const remote_options& o,
+                                               const sim_clock& clock);
+
+}  // namespace kvtier::serve

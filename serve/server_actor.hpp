@@ -1,0 +1,50 @@
+#pragma once
+
+// The server's front end actor: decodes each call, keeps every engine's requests apart (engine
+// request ids map to the controller's own), checks each call against the request's state so
+// that nothing an engine sends can break the controller, and forwards the block work to the
+// cache controller as the scheduler would. Replies go to an outbox that the socket thread
+// drains (server.hpp).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+
+#include "actors/protocol.hpp"
+#include "serve/call.hpp"
+#include "serve/observer.hpp"
+
+namespace kvtier::serve {
+
+struct server_settings {
+  std::string token;                   ///< empty: none required
+  double client_timeout_s = 30;
+  uint64_t max_message_bytes = 16u << 20;
+  model_shape model;
+  uint32_t block_size = 64;
+  uint32_t layers = 1;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  bool storage = false;
+  uint64_t storage_namespace = 0;
+  uint64_t max_blocks_per_request = 1u << 20;
+  double speed = 1.0;
+  caf::actor_clock::time_point epoch{};
+  std::vector<std::shared_ptr<serve_observer>> observers;
+};
+
+/// Where replies go: (connection, encoded reply). Called on the actor's thread.
+using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
+
+/// Messages it takes: (uint64_t conn, std::string frame) a call; (conn, "", size) a call too
+/// large to decode; (run_atom) shutting down: it
+/// releases every engine's requests and refuses new work, answered with the count released.
+caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
+                              cache_controller_actor controller, storage_actor storage,
+                              reply_sink sink);
+
+}  // namespace kvtier::serve
