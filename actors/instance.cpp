@@ -25,6 +25,7 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
                         const storage_actor& storage) {
   instance x;
   x.name = config.name;
+  x.role = config.role;
   if (config.remote_controller) {
     x.controller = config.remote_controller(sys, config.scheduler.clock);
     x.scheduler = spawn_scheduler(sys, config.scheduler, x.controller);
@@ -32,6 +33,9 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   }
   x.engine = spawn_transfer_engine(sys, config.engine, storage);
   scheduler_config sc = config.scheduler;
+  sc.engine = x.engine;
+  sc.storage = storage;
+  sc.role = config.role;
   if (config.engine.gpu) {
     x.compute = spawn_gpu_compute(sys, config.engine.gpu);
     config.engine.gpu->set_sinks(post_to(x.engine), post_to(x.compute));

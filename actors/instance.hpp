@@ -22,6 +22,7 @@ using controller_factory =
 
 struct instance_config {
   std::string name = "mixed-0";
+  pd_role role = pd_role::mixed;
   cache_options cache;
   controller_options controller;
   scheduler_config scheduler;
@@ -31,6 +32,7 @@ struct instance_config {
 
 struct instance {
   std::string name;
+  pd_role role = pd_role::mixed;
   scheduler_actor scheduler;
   cache_controller_actor controller;
   transfer_engine_actor engine;  ///< none with a remote controller

@@ -42,15 +42,58 @@ using request_id = uint64_t;
 /// A request arrives at its instance now, with its prompt's cache blocks. The scheduler answers
 /// when the request has finished (or was rejected: it can never fit the device), which is when
 /// the session turns that follow it start their think time.
+/// PD: a request prefilled here is handed off to a decode instance (docs/cluster.md).
+struct handoff_order {
+  bool active = false;
+  uint32_t decode_has_blocks = 0;  ///< leading blocks D already holds: never sent (direct)
+};
+
 struct request_arrival {
   trace_request req;
   std::vector<cache_block> blocks;
+  handoff_order handoff;
 };
 
 struct request_done {
   request_id req = 0;
   int64_t at_ns = 0;
   bool rejected = false;
+  bool failed = false;           ///< PD: the handoff failed and the request ends in error
+  // PD, from a prefill instance: the handoff as it went
+  int64_t prefill_end_ns = -1;   ///< the step that computed the prompt's last token ended
+  int64_t first_token_ns = -1;   ///< the first token was emitted
+  bool handoff_ok = true;        ///< the KV reached D (direct) or storage (storage) whole
+  // PD, from a decode instance
+  int64_t decode_ready_ns = -1;  ///< its KV was in place (or recomputed): decoding could start
+  bool recomputed = false;       ///< the handoff failed and D computed the prompt itself
+};
+
+// -- front end -> decode instance (PD) ------------------------------------------------------------
+
+/// Before P prefills a request, its decode instance preallocates the request's blocks
+/// (FastDeploy's preallocate_resource_in_d, spec section 7.4).
+struct preallocate_request {
+  request_arrival arrival;
+};
+
+struct preallocate_reply {
+  request_id req = 0;
+  uint8_t verdict = 0;             ///< preallocation_verdict
+  uint32_t device_hit_blocks = 0;  ///< leading prompt blocks D already held
+};
+
+enum class handoff_outcome : uint8_t {
+  delivered = 0,  ///< P's KV is at D (direct) or in storage (storage)
+  failed = 1,     ///< P's send failed
+  cancelled = 2,  ///< P never prefilled it (rejected there): D gives the blocks back
+};
+
+/// P is done with a request: D may decode it. Answered when D finishes it.
+struct kv_handoff {
+  request_id req = 0;
+  uint8_t outcome = 0;  ///< handoff_outcome
+  int64_t first_token_ns = -1;
+  bool inject_failure = false;  ///< pd.failure_rate drew this handoff: it fails
 };
 
 // -- front end -> cache controller (routing) ------------------------------------------------------
@@ -68,6 +111,22 @@ struct prefix_hit {
 };
 
 // -- scheduler -> cache controller ----------------------------------------------------------------
+
+/// PD decode instance: hold blocks for the first `tokens` tokens of a request whose KV comes
+/// from elsewhere: its device prefix hits, then fresh private blocks (all or nothing).
+struct preallocation {
+  request_id req = 0;
+  std::vector<cache_block> blocks;
+  uint32_t tokens = 0;
+};
+
+struct preallocation_result {
+  request_id req = 0;
+  bool ok = false;
+  uint32_t device_hit_blocks = 0;
+  uint64_t device_hit_tokens = 0;
+  uint32_t available_blocks = 0;
+};
 
 /// A request arrived with these prompt blocks. The controller looks for blocks the tiers lack in
 /// storage and prefetches them into host memory; it answers with `ready` once they are there.
@@ -271,6 +330,7 @@ struct request_record {
   uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
   uint32_t preemptions = 0;
   bool rejected = false;               ///< it could never fit on the device
+  bool failed = false;                 ///< PD: its handoff failed (on_handoff_failure = error)
 };
 
 /// What the front end pushed and what came back. `exhausted`: the feed ended and every request
@@ -282,6 +342,15 @@ struct front_end_report {
   uint64_t rejected = 0;
   bool exhausted = false;
   std::vector<uint64_t> per_instance;  ///< requests pushed to each instance
+  // PD
+  uint64_t failed = 0;                      ///< requests that ended in a handoff error
+  uint64_t preallocation_refusals = 0;      ///< D refused a preallocation
+  uint64_t decode_resource_timeouts = 0;    ///< P waited pd.wait_decode_resource_s in vain
+  uint64_t handoff_failures = 0;            ///< handoffs that failed (P's send, or injected)
+  uint64_t injected_failures = 0;           ///< of which pd.failure_rate drew
+  uint64_t recomputed = 0;                  ///< failed handoffs D recomputed
+  std::vector<int64_t> handoff_ns;          ///< per handed-off request: prefill end to decode ready
+  std::vector<request_record> never_prefilled;  ///< failed before reaching a prefill instance
 };
 
 struct scheduler_report {
@@ -303,6 +372,18 @@ struct scheduler_report {
   bool drained = false;        ///< every request finished
   /// Tokens preempted requests found cached at re-admission, by tier (device, host, storage).
   std::array<uint64_t, 3> restored_tokens{};
+  // PD
+  uint64_t pd_link_bytes = 0;        ///< prefill: KV sent over the PD link
+  int64_t pd_link_busy_ns = 0;
+  uint64_t pd_link_messages = 0;     ///< layer sends
+  uint64_t handoff_blocks_sent = 0;  ///< prefill: blocks sent (direct) or written (storage)
+  uint64_t handoff_blocks_skipped = 0;  ///< prefill, direct: blocks D already held
+  uint64_t handoff_reads = 0;        ///< decode, storage: reads of handed-off blocks
+  uint64_t handoff_read_failures = 0;   ///< of which failed (a block missing, or injected)
+  uint64_t preallocations = 0;       ///< decode: preallocations granted
+  uint64_t preallocation_refusals = 0;  ///< decode: refused (waiting queue, slot, blocks)
+  uint64_t output_cache_writes = 0;  ///< cache.output_caching: finished requests written
+  uint64_t output_cache_blocks = 0;  ///< and their blocks
 };
 
 /// One transfer as the engine ran it.
@@ -432,11 +513,38 @@ typename Inspector::result_type inspect(Inspector& f, trace_request& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_arrival& x) {
-  return f(caf::meta::type_name("request_arrival"), x.req, x.blocks);
+  return f(caf::meta::type_name("request_arrival"), x.req, x.blocks, x.handoff);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, handoff_order& x) {
+  return f(caf::meta::type_name("handoff_order"), x.active, x.decode_has_blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preallocate_request& x) {
+  return f(caf::meta::type_name("preallocate_request"), x.arrival);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preallocate_reply& x) {
+  return f(caf::meta::type_name("preallocate_reply"), x.req, x.verdict, x.device_hit_blocks);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_handoff& x) {
+  return f(caf::meta::type_name("kv_handoff"), x.req, x.outcome, x.first_token_ns,
+           x.inject_failure);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preallocation& x) {
+  return f(caf::meta::type_name("preallocation"), x.req, x.blocks, x.tokens);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preallocation_result& x) {
+  return f(caf::meta::type_name("preallocation_result"), x.req, x.ok, x.device_hit_blocks,
+           x.device_hit_tokens, x.available_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_done& x) {
-  return f(caf::meta::type_name("request_done"), x.req, x.at_ns, x.rejected);
+  return f(caf::meta::type_name("request_done"), x.req, x.at_ns, x.rejected, x.failed,
+           x.prefill_end_ns, x.first_token_ns, x.handoff_ok, x.decode_ready_ns, x.recomputed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefix_lookup& x) {
@@ -450,7 +558,9 @@ typename Inspector::result_type inspect(Inspector& f, prefix_hit& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
   return f(caf::meta::type_name("front_end_report"), x.read, x.pushed, x.finished, x.rejected,
-           x.exhausted, x.per_instance);
+           x.exhausted, x.per_instance, x.failed, x.preallocation_refusals,
+           x.decode_resource_timeouts, x.handoff_failures, x.injected_failures, x.recomputed,
+           x.handoff_ns, x.never_prefilled);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, arrival& x) {
@@ -554,14 +664,17 @@ typename Inspector::result_type inspect(Inspector& f, request_record& x) {
   return f(caf::meta::type_name("request_record"), x.req, x.file, x.line, x.arrival_ns,
            x.ready_ns, x.admitted_ns, x.first_token_ns, x.finish_ns, x.input_tokens,
            x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.first_hit_blocks,
-           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.rejected);
+           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.rejected, x.failed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
   return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
            x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
            x.decode_tokens, x.rejected, x.refused_admissions, x.lag_ns, x.lag_max_ns,
-           x.drained, x.restored_tokens);
+           x.drained, x.restored_tokens, x.pd_link_bytes, x.pd_link_busy_ns, x.pd_link_messages,
+           x.handoff_blocks_sent, x.handoff_blocks_skipped, x.handoff_reads,
+           x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
+           x.output_cache_writes, x.output_cache_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
@@ -647,6 +760,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::storage_backend_done))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::preemption_io))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::prefetch_stats))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::handoff_order))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocate_request))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocate_reply))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::kv_handoff))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocation))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::preallocation_result))
   CAF_ADD_ATOM(kvtier, kvtier, wake_atom, "wake")
   CAF_ADD_ATOM(kvtier, kvtier, report_atom, "report")
   CAF_ADD_ATOM(kvtier, kvtier, attach_atom, "attach")
@@ -654,6 +773,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvtier, kvtier, run_atom, "run")
   CAF_ADD_ATOM(kvtier, kvtier, gpu_done_atom, "gpu_done")
   CAF_ADD_ATOM(kvtier, kvtier, rebuild_atom, "rebuild")
+  CAF_ADD_ATOM(kvtier, kvtier, handoff_atom, "handoff")
 CAF_END_TYPE_ID_BLOCK(kvtier)
 
 namespace kvtier {
@@ -686,6 +806,7 @@ using gpu_compute_actor = caf::typed_actor<
 
 using cache_controller_actor = caf::typed_actor<
   caf::replies_to<prefix_lookup>::with<prefix_hit>,  ///< the router's probe
+  caf::replies_to<preallocation>::with<preallocation_result>,  ///< PD decode instance
   caf::replies_to<arrival>::with<ready>,
   caf::replies_to<probe>::with<probe_reply>,
   caf::replies_to<commit>::with<grant>,
@@ -696,14 +817,18 @@ using cache_controller_actor = caf::typed_actor<
 using scheduler_actor = caf::typed_actor<
   caf::replies_to<request_arrival>::with<request_done>,
   caf::reacts_to<step_atom, uint64_t>,    ///< timer: step n ends (0: plan now)
-  caf::replies_to<report_atom>::with<scheduler_report>>;
+  caf::replies_to<report_atom>::with<scheduler_report>,
+  caf::replies_to<preallocate_request>::with<preallocate_reply>,  ///< PD decode instance
+  caf::replies_to<kv_handoff>::with<request_done>,                ///< PD decode instance
+  caf::reacts_to<handoff_atom, uint64_t>>;  ///< PD prefill: request n's KV send completed
 
 /// Owns the workload: pushes each request to an instance when it arrives. `run` starts it and is
 /// answered once every request was answered (or with an error naming bad input).
 using front_end_actor = caf::typed_actor<
   caf::replies_to<run_atom>::with<front_end_report>,
   caf::replies_to<report_atom>::with<front_end_report>,
-  caf::reacts_to<wake_atom, uint64_t>>;
+  caf::reacts_to<wake_atom, uint64_t>,
+  caf::reacts_to<handoff_atom, uint64_t>>;  ///< PD: ask D again for request n, or give up
 
 /// Registers every message type of this header with an actor system config.
 inline void add_kvtier_types(caf::actor_system_config& cfg) {

@@ -224,12 +224,7 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
       else if (k == "victims") out.probe.victims = as_uints(v, "victims");
       else if (k == "computed") out.step.computed = as_marks(v, "computed");
       else if (k == "finished") out.step.finished = as_uints(v, "finished");
-      else if (k == "preempted") {
-        // Protocol v1 names preempted requests only: nothing of theirs is saved (recompute).
-        out.step.preempted.clear();
-        for (uint64_t req : as_uints(v, "preempted"))
-          out.step.preempted.push_back({req, 0});
-      }
+      else if (k == "preempted") out.step.preempted = as_marks(v, "preempted");
       else if (k == "grows") out.step.grows = as_marks(v, "grows");
       else if (k == "admits") out.step.admits = as_marks(v, "admits");
       // other keys: ignored (a later version's additions)

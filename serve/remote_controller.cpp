@@ -154,10 +154,7 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
         w.put("step", c.step);
         write_marks(w, "computed", c.computed);
         w.put("finished", c.finished);
-        std::vector<uint64_t> preempted;  // protocol v1 names them only
-        for (const token_mark& m : c.preempted)
-          preempted.push_back(m.req);
-        w.put("preempted", preempted);
+        write_marks(w, "preempted", c.preempted);
         write_marks(w, "grows", c.grows);
         write_marks(w, "admits", c.admits);
       });

@@ -492,7 +492,7 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   switch (c.op) {
     case verb::commit:
     case verb::save: work.computed = {{c.req, c.tokens}}; break;
-    case verb::preempt: work.preempted = {{c.req, 0}}; break;
+    case verb::preempt: work.preempted = {{c.req, c.tokens}}; break;
     case verb::finish:
     case verb::free: work.finished = {c.req}; break;
     default: break;

@@ -161,6 +161,12 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
       return promise;
     },
     [=](const prefix_lookup& q) -> prefix_hit { return self->state.core->lookup(q.blocks); },
+    [=](const preallocation& p) -> preallocation_result {
+      std::vector<transfer> out;
+      preallocation_result r = self->state.core->preallocate(p, out);
+      send_transfers(self, out);
+      return r;
+    },
     [=](caf::get_atom) -> bool { return self->state.core->idle(); },
     [=](wake_atom, uint64_t token) {
       auto& s = self->state;

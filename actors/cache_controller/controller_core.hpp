@@ -95,6 +95,14 @@ class controller_core {
   /// The actor made a request ready before its loads landed (best_effort, timeout).
   void note_ready_early(bool by_timeout);
 
+  // -- PD decode instance (controller_preallocate.cpp) -----------------------------------------
+
+  /// Holds blocks for a request whose KV is computed elsewhere: its leading device hits, then
+  /// fresh private blocks up to `p.tokens` (all or nothing). The request counts as admitted; the
+  /// scheduler commits its blocks as computed once the KV has arrived. Evictions it causes
+  /// append transfers to `out`.
+  preallocation_result preallocate(const preallocation& p, std::vector<transfer>& out);
+
   // -- steps -------------------------------------------------------------------------------------
 
   probe_reply on_probe(const probe& p);

@@ -2,8 +2,12 @@
 
 #include <deque>
 
+#include <absl/container/flat_hash_map.h>
+
 #include "core/check.hpp"
 #include "actors/front_end/workload.hpp"
+#include "actors/pd/handoff_fault.hpp"
+#include "actors/pd/preallocation.hpp"
 
 namespace kvtier {
 
@@ -15,6 +19,18 @@ struct front_end_state {
   std::shared_ptr<request_feed> feed;
   std::unique_ptr<workload> load;
   std::vector<front_end_target> instances;
+  std::vector<size_t> entry;     // instances requests enter (mixed or prefill): the router's
+  std::vector<size_t> decoders;  // decode instances
+  std::vector<uint64_t> decoding;  // requests preallocated on each decoder, not yet answered
+  struct handoff {
+    size_t prefill = 0;          // router index
+    size_t decoder = 0;
+    request_arrival arrival;     // until it is pushed to the prefill instance
+    trace_request key;           // what the answers need (no block ids)
+    int64_t deadline = -1;       // P gives up waiting for D's allocation then
+    int64_t prefill_end = -1;
+  };
+  absl::flat_hash_map<request_id, handoff> handoffs;
   std::unique_ptr<router> route;
   // arrived requests waiting for their instance, in arrival order (one probe round at a time)
   std::deque<request_arrival> routing;
@@ -56,7 +72,7 @@ void fail_on_input(self_ptr self) {
 void finish_if_done(self_ptr self) {
   auto& st = self->state;
   const front_end_report& r = st.report;
-  bool answered_all = r.pushed == r.finished + r.rejected;
+  bool answered_all = r.pushed == r.finished + r.rejected + r.failed;
   if (st.failed || !answered_all || !st.routing.empty() || !st.load->exhausted())
     return;
   if (st.feed->problem()) {
@@ -87,16 +103,179 @@ void on_done(self_ptr self, size_t target, const trace_request& r, const request
   finish_if_done(self);
 }
 
+// -- PD: a decode instance preallocates, the prefill instance prefills and hands off ---------------
+// (FastDeploy's splitwise flow, spec section 11; docs/cluster.md)
+
+trace_request answer_key(const trace_request& r) {
+  trace_request key = r;
+  key.ids.clear();
+  key.tokens.clear();
+  return key;
+}
+
+// The request is over, one way or another: its session's next turn may start its think time.
+void end_handoff(self_ptr self, request_id id, int64_t at_ns) {
+  auto& st = self->state;
+  auto it = st.handoffs.find(id);
+  st.load->finished(it->second.key.session, it->second.key.turn, at_ns);
+  st.handoffs.erase(it);
+  schedule_arrivals(self);
+  finish_if_done(self);
+}
+
+// It never reached a prefill instance (it can never fit on D, or D never had room in time).
+void end_before_prefill(self_ptr self, request_id id, bool rejected) {
+  auto& st = self->state;
+  const auto& h = st.handoffs.at(id);
+  st.route->answered(h.prefill, h.key.input_tokens);
+  if (rejected) {
+    ++st.report.rejected;
+  } else {
+    ++st.report.failed;
+    request_record r;
+    r.req = id;
+    r.file = h.key.file;
+    r.line = h.key.line;
+    r.arrival_ns = h.key.arrival_ns;
+    r.input_tokens = h.key.input_tokens;
+    r.output_tokens = h.key.output_tokens;
+    r.failed = true;
+    st.report.never_prefilled.push_back(r);
+  }
+  end_handoff(self, id, now_of(self));
+}
+
+size_t least_busy_decoder(const front_end_state& st) {
+  size_t best = 0;
+  for (size_t d = 1; d < st.decoding.size(); ++d)
+    if (st.decoding[d] < st.decoding[best])
+      best = d;
+  return best;
+}
+
+void on_decoded(self_ptr self, request_id id, size_t d, const request_done& done) {
+  auto& st = self->state;
+  --st.decoding[d];
+  const auto& h = st.handoffs.at(id);
+  if (done.rejected) {
+    ++st.report.rejected;
+  } else if (done.failed) {
+    ++st.report.failed;
+    ++st.report.handoff_failures;
+  } else {
+    ++st.report.finished;
+    if (done.recomputed) {
+      ++st.report.recomputed;
+      ++st.report.handoff_failures;
+    } else {
+      st.report.handoff_ns.push_back(done.decode_ready_ns - h.prefill_end);
+    }
+  }
+  end_handoff(self, id, done.at_ns);
+}
+
+void on_prefilled(self_ptr self, request_id id, size_t d, const request_done& done) {
+  auto& st = self->state;
+  auto& h = st.handoffs.at(id);
+  st.route->answered(h.prefill, h.key.input_tokens);
+  h.prefill_end = done.prefill_end_ns;
+  kv_handoff k;
+  k.req = id;
+  k.first_token_ns = done.first_token_ns;
+  if (done.rejected) {
+    k.outcome = static_cast<uint8_t>(handoff_outcome::cancelled);
+  } else if (!done.handoff_ok) {
+    k.outcome = static_cast<uint8_t>(handoff_outcome::failed);
+  } else {
+    k.outcome = static_cast<uint8_t>(handoff_outcome::delivered);
+    k.inject_failure = handoff_fails(st.config.pd.seed, id, st.config.pd.failure_rate);
+    st.report.injected_failures += k.inject_failure;
+  }
+  self->request(st.instances[st.decoders[d]].scheduler, caf::infinite, k)
+    .then([=](const request_done& x) { on_decoded(self, id, d, x); },
+          [=](caf::error& e) { fail(self, std::move(e)); });
+}
+
+void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_reply& r) {
+  auto& st = self->state;
+  auto& h = st.handoffs.at(id);
+  auto verdict = static_cast<preallocation_verdict>(r.verdict);
+  if (verdict != preallocation_verdict::granted) {
+    --st.decoding[d];
+    if (verdict == preallocation_verdict::never_fits) {
+      end_before_prefill(self, id, true);
+      return;
+    }
+    ++st.report.preallocation_refusals;
+    // FastDeploy's D sends no refusal: P polls until its wait runs out, or asks again.
+    int64_t now = now_of(self);
+    if (h.deadline < 0)
+      h.deadline = time_add(now, st.config.pd.wait_decode_resource_ns);
+    int64_t next = st.config.pd.retry_decode_resource
+                     ? time_add(now, st.config.pd.retry_interval_ns) : h.deadline;
+    self->delayed_send(self, st.config.clock.until(self->clock(), next), handoff_atom_v, id);
+    return;
+  }
+  h.decoder = d;
+  ++st.report.per_instance[st.decoders[d]];
+  ++st.report.per_instance[st.entry[h.prefill]];
+  request_arrival a = std::move(h.arrival);
+  a.handoff.active = true;
+  a.handoff.decode_has_blocks = st.config.pd.transfer == pd_transfer::direct ? r.device_hit_blocks : 0;
+  self->request(st.instances[st.entry[h.prefill]].scheduler, caf::infinite, std::move(a))
+    .then([=](const request_done& x) { on_prefilled(self, id, d, x); },
+          [=](caf::error& e) { fail(self, std::move(e)); });
+}
+
+void ask_decoder(self_ptr self, request_id id) {
+  auto& st = self->state;
+  size_t d = least_busy_decoder(st);
+  ++st.decoding[d];
+  preallocate_request p{st.handoffs.at(id).arrival};
+  self->request(st.instances[st.decoders[d]].scheduler, caf::infinite, std::move(p))
+    .then([=](const preallocate_reply& r) { on_preallocated(self, id, d, r); },
+          [=](caf::error& e) { fail(self, std::move(e)); });
+}
+
+// The wait for a decode instance's allocation: ask again, or give up with FastDeploy's error.
+void on_decoder_wait(self_ptr self, request_id id) {
+  auto& st = self->state;
+  if (st.failed || !st.handoffs.contains(id))
+    return;
+  if (st.config.pd.retry_decode_resource) {
+    ask_decoder(self, id);
+    return;
+  }
+  ++st.report.decode_resource_timeouts;  // error 500: prefill waits for decode resource timeout
+  end_before_prefill(self, id, false);
+}
+
+void begin_handoff(self_ptr self, size_t prefill, request_arrival a) {
+  auto& st = self->state;
+  request_id id = a.req.seq;
+  front_end_state::handoff h;
+  h.prefill = prefill;
+  h.key = answer_key(a.req);
+  h.arrival = std::move(a);
+  st.handoffs.emplace(id, std::move(h));
+  ask_decoder(self, id);
+}
+
+
 void push(self_ptr self, size_t target, request_arrival a) {
   auto& st = self->state;
   ++st.report.pushed;
-  ++st.report.per_instance[target];
   st.route->pushed(target, a.req);
+  if (st.config.disaggregated) {
+    begin_handoff(self, target, std::move(a));
+    return;
+  }
+  ++st.report.per_instance[st.entry[target]];
   trace_request key;  // what the answer needs: the session turn and the prompt size
   key.session = a.req.session;
   key.turn = a.req.turn;
   key.input_tokens = a.req.input_tokens;
-  self->request(st.instances[target].scheduler, caf::infinite, std::move(a))
+  self->request(st.instances[st.entry[target]].scheduler, caf::infinite, std::move(a))
     .then([=](const request_done& d) { on_done(self, target, key, d); },
           [=](caf::error& e) { fail(self, std::move(e)); });
 }
@@ -107,10 +286,11 @@ void route_waiting(self_ptr self) {
   while (!st.failed && st.probes_due == 0 && !st.routing.empty()) {
     request_arrival& next = st.routing.front();
     if (st.route->wants_probe(next.req) && st.probed.empty()) {
-      st.probed.assign(st.instances.size(), prefix_hit{});
-      st.probes_due = st.instances.size();
-      for (size_t i = 0; i < st.instances.size(); ++i)
-        self->request(st.instances[i].controller, caf::infinite, prefix_lookup{next.blocks})
+      st.probed.assign(st.entry.size(), prefix_hit{});
+      st.probes_due = st.entry.size();
+      for (size_t i = 0; i < st.entry.size(); ++i)
+        self->request(st.instances[st.entry[i]].controller, caf::infinite,
+                      prefix_lookup{next.blocks})
           .then(
             [=](const prefix_hit& h) {
               auto& s = self->state;
@@ -161,7 +341,11 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
   st.config = config;
   st.feed = std::move(feed);
   st.instances = std::move(instances);
-  st.route = std::make_unique<router>(config.router, st.instances.size());
+  for (size_t i = 0; i < st.instances.size(); ++i)
+    (st.instances[i].role == pd_role::decode ? st.decoders : st.entry).push_back(i);
+  KVTIER_ASSERT(!st.entry.empty() && st.config.disaggregated == !st.decoders.empty());
+  st.decoding.assign(st.decoders.size(), 0);
+  st.route = std::make_unique<router>(config.router, st.entry.size());
   st.report.per_instance.assign(st.instances.size(), 0);
   auto* raw = st.feed.get();
   st.load = std::make_unique<workload>([raw](trace_request& r) { return raw->next(r); },
@@ -180,6 +364,7 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
     },
     [=](report_atom) -> front_end_report { return self->state.report; },
     [=](wake_atom, uint64_t) { on_arrivals(self); },
+    [=](handoff_atom, uint64_t id) { on_decoder_wait(self, id); },
   };
 }
 

@@ -12,6 +12,7 @@
 
 #include "actors/front_end/request_feed.hpp"
 #include "actors/front_end/router.hpp"
+#include "actors/pd/pd_options.hpp"
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
 
@@ -21,15 +22,21 @@ struct front_end_config {
   double time_scale = 1;  ///< stretches recorded arrivals and think times
   router_options router;
   sim_clock clock;
+  /// PD (pd_dispatch, docs/cluster.md): requests enter prefill instances, each after a decode
+  /// instance has preallocated it, and are decoded there once the prefill handed them off.
+  bool disaggregated = false;
+  pd_options pd;
 };
 
 /// An instance as the front end sees it: where requests go, and whose index a probe reads.
 struct front_end_target {
   scheduler_actor scheduler;
   cache_controller_actor controller;
+  pd_role role = pd_role::mixed;
 };
 
-/// The router (router.hpp) chooses which of `instances` each request goes to.
+/// The router (router.hpp) chooses which of `instances` each request enters (its mixed or
+/// prefill instances); a disaggregated front end gives decode instances the fewest in flight.
 front_end_actor spawn_front_end(caf::actor_system& sys, const front_end_config& config,
                                 std::shared_ptr<request_feed> feed,
                                 std::vector<front_end_target> instances);

@@ -23,7 +23,10 @@ struct pipeline_result {
 };
 
 /// `ready_ns` is empty (all inputs in place at `start_ns`) or has one time per layer.
+/// With `layer_end_ns`, also when each layer's compute ended (a PD prefill streams each layer's
+/// KV from then on).
 pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
-                             const std::vector<int64_t>& ready_ns);
+                             const std::vector<int64_t>& ready_ns,
+                             std::vector<int64_t>* layer_end_ns = nullptr);
 
 }  // namespace kvtier

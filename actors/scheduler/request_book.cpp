@@ -6,10 +6,8 @@ namespace kvtier {
 
 live_request& request_book::add(const trace_request& r, std::vector<cache_block> blocks,
                                 uint32_t block_size) {
-  if (r.seq >= requests_.size())
-    requests_.resize(r.seq + 1);
+  KVTIER_ASSERT(!requests_.count(r.seq));  // each request once
   live_request& x = requests_[r.seq];
-  KVTIER_ASSERT(x.prompt == 0);  // each request once
   x.trace = r;
   x.trace.ids.clear();
   x.trace.ids.shrink_to_fit();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/protocol.hpp"
@@ -31,6 +32,8 @@ struct live_request {
   uint32_t blocks_hint = 0;     ///< device blocks its admission would take, as last probed
   bool running = false;
   bool finished = false;
+  int64_t decode_ready_ns = -1;  ///< PD decode: its KV was in place (or recompute began)
+  bool recomputed = false;       ///< PD decode: its handoff failed and it computes the prompt
   /// save_to_storage: preempted with `saved_blocks` computed blocks saved; until re-admitted, a
   /// probe that finds fewer of them in the tiers has the controller look them up in storage
   /// (once per preemption), and the request waits for that at the head of the queue.
@@ -47,20 +50,21 @@ struct live_request {
 
 class request_book {
  public:
-  /// Adds a request (ids by seq, which is dense).
+  /// Adds a request. Ids are the trace's sequence numbers: dense over a whole cluster, sparse on
+  /// each of its instances, hence a map (references stay valid as requests are added).
   live_request& add(const trace_request& r, std::vector<cache_block> blocks, uint32_t block_size);
-  live_request& at(request_id id) { return requests_[id]; }
-  const live_request& at(request_id id) const { return requests_[id]; }
-  bool contains(request_id id) const { return id < requests_.size() && requests_[id].prompt > 0; }
+  live_request& at(request_id id) { return requests_.at(id); }
+  const live_request& at(request_id id) const { return requests_.at(id); }
+  bool contains(request_id id) const { return requests_.count(id) > 0; }
 
   std::deque<request_id> waiting;   ///< first come first; preempted requests go back to the front
   std::vector<request_id> running;  ///< in admission order: the last one is the next victim
 
-  /// Every request ever added, by id.
-  const std::vector<live_request>& all() const { return requests_; }
+  /// Every request ever added, in no particular order.
+  const std::unordered_map<request_id, live_request>& all() const { return requests_; }
 
  private:
-  std::vector<live_request> requests_;
+  std::unordered_map<request_id, live_request> requests_;
 };
 
 }  // namespace kvtier

@@ -5,6 +5,9 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "actors/pd/handoff_keys.hpp"
+#include "actors/pd/preallocation.hpp"
+#include "actors/pd/prefill_streams.hpp"
 #include "actors/scheduler/layer_pipeline.hpp"
 #include "core/check.hpp"
 #include "core/time_math.hpp"
@@ -38,6 +41,24 @@ struct scheduler_state {
   absl::flat_hash_map<request_id, caf::typed_response_promise<request_done>> answers;
   uint64_t awaiting_ready = 0;
   scheduler_report report;
+  // -- PD (the handoff handlers below) --
+  std::unique_ptr<prefill_streams> streams;  // prefill, direct: what goes over the PD link
+  absl::flat_hash_map<request_id, std::vector<uint64_t>> store_keys;  // prefill, storage
+  absl::flat_hash_map<request_id, int64_t> handing_off;  // prefill: prefill end of each handoff
+  absl::flat_hash_map<request_id, uint32_t> visibility_checks;  // prefill, storage
+  struct decode_wait {
+    uint32_t hit_blocks = 0;
+    uint64_t hit_tokens = 0;
+    std::vector<uint64_t> read_keys;  // storage: the blocks it lacks
+  };
+  absl::flat_hash_map<request_id, decode_wait> awaiting_kv;  // decode: preallocated
+  // cache.output_caching: storage keys of each request's prompt and output blocks, and the
+  // finished requests whose blocks are being written (held until then)
+  absl::flat_hash_map<request_id, std::vector<uint64_t>> output_keys;
+  uint64_t writing_outputs = 0;
+  std::vector<request_id> decode_ready;  // decode: KV in place, joins running at the next plan
+  uint64_t next_transfer = uint64_t{1} << 62;  // apart from the controller's transfer ids
+  std::vector<int64_t> layer_ends;             // scratch
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
@@ -74,6 +95,339 @@ void request_plan(self_ptr self) {
   self->delayed_send(self, caf::timespan{0}, step_atom_v, uint64_t{0});
 }
 
+// -- answers ---------------------------------------------------------------------------------------
+
+request_done done_now(self_ptr self, request_id id) {
+  auto& st = self->state;
+  const live_request& r = st.book.at(id);
+  request_done d{id, now_of(self), false};
+  d.decode_ready_ns = r.decode_ready_ns;
+  d.recomputed = r.recomputed;
+  return d;
+}
+
+void answer(self_ptr self, request_id id, request_done d) {
+  auto& st = self->state;
+  auto it = st.answers.find(id);
+  KVTIER_ASSERT(it != st.answers.end());
+  it->second.deliver(std::move(d));
+  st.answers.erase(it);
+}
+
+// -- PD, prefill side ------------------------------------------------------------------------------
+
+void expect_handoff(self_ptr self, const live_request& x, const request_arrival& a) {
+  auto& st = self->state;
+  uint32_t block_size = st.config.options.block_size;
+  if (st.config.pd.transfer == pd_transfer::direct) {
+    prefill_stream s;
+    s.layout = x.layout;
+    s.prompt = x.prompt;
+    s.blocks = x.layout.blocks_for(x.prompt);
+    s.skip = std::min(a.handoff.decode_has_blocks, s.blocks);
+    st.streams->add(x.trace.seq, std::move(s));
+  } else {
+    st.store_keys[x.trace.seq] =
+      handoff_keys(a.blocks, block_size, x.prompt, st.config.pd.storage_namespace);
+  }
+}
+
+transfer handoff_transfer(self_ptr self, move_kind kind, const std::vector<uint64_t>& keys) {
+  transfer t;
+  t.id = self->state.next_transfer++;
+  t.kind = static_cast<uint8_t>(kind);
+  for (uint64_t k : keys)
+    t.blocks.push_back({0, 0, 0, k});
+  return t;
+}
+
+void complete_handoff(self_ptr self, request_id id, bool ok) {
+  auto& st = self->state;
+  auto it = st.handing_off.find(id);
+  KVTIER_ASSERT(it != st.handing_off.end());
+  live_request& r = st.book.at(id);
+  request_done d{id, now_of(self), false};
+  d.prefill_end_ns = it->second;
+  if (st.config.pd.transfer == pd_transfer::storage)
+    r.record.first_token_ns = d.at_ns;  // emitted once every block is written
+  d.first_token_ns = r.record.first_token_ns;
+  d.handoff_ok = ok;
+  st.handing_off.erase(it);
+  st.visibility_checks.erase(id);
+  if (st.streams)
+    st.streams->erase(id);
+  st.store_keys.erase(id);
+  st.finished.push_back(id);  // sent: the blocks may go
+  answer(self, id, d);
+  request_plan(self);
+}
+
+// Storage puts are two-phase: a block another put is still writing is not written twice, and is
+// invisible until that put completes. P emits the first token only once every block is visible,
+// asking every millisecond, for at most 5 s (a put that failed never makes its block visible:
+// D's read then fails, by pd.on_handoff_failure).
+constexpr int64_t visibility_poll_ns = 1'000'000;
+constexpr uint32_t visibility_polls = 5000;
+
+void check_visible(self_ptr self, request_id id) {
+  auto& st = self->state;
+  self->request(st.config.storage, caf::infinite, exists_query{st.store_keys.at(id)})
+    .then(
+      [=](const exists_reply& r) {
+        auto& s = self->state;
+        if (r.leading >= s.store_keys.at(id).size()) {
+          complete_handoff(self, id, true);
+          return;
+        }
+        if (++s.visibility_checks[id] > visibility_polls) {
+          complete_handoff(self, id, true);  // D finds a block missing
+          return;
+        }
+        self->delayed_send(self, s.config.clock.until(self->clock(),
+                                                      now_of(self) + visibility_poll_ns),
+                           handoff_atom_v, id);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+}
+
+// The first token is sampled: the KV goes to D, over the PD link (already under way, layer by
+// layer) or through storage (every block written, then the first token).
+void begin_handoff(self_ptr self, request_id id, int64_t now) {
+  auto& st = self->state;
+  st.handing_off[id] = now;
+  if (st.streams) {
+    int64_t arrives = std::max(now, st.streams->find(id)->kv_arrival_ns);
+    self->delayed_send(self, st.config.clock.until(self->clock(), arrives), handoff_atom_v, id);
+    return;
+  }
+  const std::vector<uint64_t>& keys = st.store_keys.at(id);
+  st.report.handoff_blocks_sent += keys.size();
+  transfer d2h = handoff_transfer(self, move_kind::d2h, keys);
+  transfer store = handoff_transfer(self, move_kind::store, keys);
+  store.after.push_back(d2h.id);
+  self->request(st.config.engine, caf::infinite, std::move(d2h))
+    .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
+  self->request(st.config.engine, caf::infinite, std::move(store))
+    .then(
+      [=](const transfer_done& d) {
+        if (d.ok)
+          check_visible(self, id);
+        else
+          complete_handoff(self, id, false);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+}
+
+// -- cache.output_caching --------------------------------------------------------------------------
+
+void expect_output(self_ptr self, const live_request& x, const std::vector<cache_block>& blocks) {
+  auto& st = self->state;
+  if (!st.config.output_caching)
+    return;
+  // Its KV at the end covers the prompt and every generated token but the last.
+  st.output_keys[x.trace.seq] = handoff_keys(blocks, st.config.options.block_size,
+                                             x.prompt + uint64_t{x.output} - 1,
+                                             st.config.pd.storage_namespace);
+}
+
+// A finished request's blocks go once they are written (device -> host -> storage), so P
+// instances find them in the pool later. Returns false when it writes nothing.
+bool write_output(self_ptr self, request_id id) {
+  auto& st = self->state;
+  auto it = st.output_keys.find(id);
+  if (it == st.output_keys.end())
+    return false;
+  std::vector<uint64_t> keys = std::move(it->second);
+  st.output_keys.erase(it);
+  ++st.report.output_cache_writes;
+  st.report.output_cache_blocks += keys.size();
+  ++st.writing_outputs;
+  transfer d2h = handoff_transfer(self, move_kind::d2h, keys);
+  transfer store = handoff_transfer(self, move_kind::store, keys);
+  store.after.push_back(d2h.id);
+  self->request(st.config.engine, caf::infinite, std::move(d2h))
+    .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
+  self->request(st.config.engine, caf::infinite, std::move(store))
+    .then(
+      [=](const transfer_done&) {
+        auto& s = self->state;
+        --s.writing_outputs;
+        s.finished.push_back(id);
+        request_plan(self);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+  return true;
+}
+
+// -- PD, decode side -------------------------------------------------------------------------------
+
+caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request& p) {
+  auto& st = self->state;
+  const trace_request& tr = p.arrival.req;
+  request_id id = tr.seq;
+  uint32_t block_size = st.config.options.block_size;
+  request_layout layout(p.arrival.blocks, block_size);
+  uint32_t prompt = tr.input_tokens > 0 ? tr.input_tokens : 1;
+  uint32_t output = tr.output_tokens > 0 ? tr.output_tokens : 1;
+  if (layout.blocks_for(prompt + uint64_t{output} - 1) > st.config.device_blocks)
+    return preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::never_fits), 0};
+  decode_load load;
+  load.waiting = st.book.waiting.size() + st.awaiting_ready;
+  load.holding = st.book.running.size() + st.awaiting_kv.size() + st.decode_ready.size();
+  load.max_num_seqs = st.config.options.max_num_seqs;
+  load.available_blocks = st.known_available;
+  load.reserve_per_running = st.reserve->blocks();
+  preallocation_verdict v = decide_preallocation(load, layout.blocks_for(prompt));
+  if (v != preallocation_verdict::granted) {
+    ++st.report.preallocation_refusals;
+    return preallocate_reply{id, static_cast<uint8_t>(v), 0};
+  }
+  auto promise = self->make_response_promise<preallocate_reply>();
+  preallocation ask{id, p.arrival.blocks, prompt};
+  self->request(st.controller, caf::infinite, std::move(ask))
+    .then(
+      [=, a = std::move(p.arrival)](const preallocation_result& res) mutable {
+        auto& s = self->state;
+        s.known_available = res.available_blocks;
+        if (!res.ok) {
+          ++s.report.preallocation_refusals;
+          promise.deliver(preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::no_blocks), 0});
+          return;
+        }
+        ++s.report.preallocations;
+        live_request& x = s.book.add(a.req, a.blocks, block_size);
+        x.covered_blocks = x.layout.blocks_for(x.prompt);
+        x.record.admitted_ns = now_of(self);
+        x.record.hit_blocks[0] = x.record.first_hit_blocks[0] = res.device_hit_blocks;
+        x.record.hit_tokens[0] = x.record.first_hit_tokens[0] = res.device_hit_tokens;
+        scheduler_state::decode_wait w;
+        w.hit_blocks = res.device_hit_blocks;
+        w.hit_tokens = res.device_hit_tokens;
+        if (s.config.pd.transfer == pd_transfer::storage) {
+          std::vector<uint64_t> keys =
+            handoff_keys(a.blocks, block_size, x.prompt, s.config.pd.storage_namespace);
+          w.read_keys.assign(keys.begin() + std::min<size_t>(res.device_hit_blocks, keys.size()),
+                             keys.end());
+        }
+        s.awaiting_kv.emplace(id, std::move(w));
+        expect_output(self, x, a.blocks);
+        promise.deliver(preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::granted),
+                                          res.device_hit_blocks});
+      },
+      [=](const caf::error& e) mutable {
+        promise.deliver(e);
+        fail(self, e);
+      });
+  return promise;
+}
+
+// Its KV is in place (or, recomputing, its device hits are): it decodes from the next step.
+void start_decoding(self_ptr self, request_id id, uint64_t computed) {
+  auto& st = self->state;
+  live_request& r = st.book.at(id);
+  r.decode_ready_ns = now_of(self);
+  r.computed = computed;
+  r.high_water = computed;
+  r.generated = 1;
+  if (r.layout.complete_within(computed) > 0)
+    st.computed.push_back({id, static_cast<uint32_t>(computed)});
+  if (r.output <= 1 && computed == r.prompt) {  // the first token was the only one
+    r.finished = true;
+    r.record.finish_ns = r.decode_ready_ns;
+    if (!write_output(self, id))
+      st.finished.push_back(id);
+    answer(self, id, done_now(self, id));
+  } else {
+    st.decode_ready.push_back(id);
+  }
+  request_plan(self);
+}
+
+void handoff_failed(self_ptr self, request_id id) {
+  auto& st = self->state;
+  auto w = st.awaiting_kv.extract(id);
+  live_request& r = st.book.at(id);
+  if (st.config.pd.on_failure == handoff_failure_rule::recompute) {
+    r.recomputed = true;
+    start_decoding(self, id, w.mapped().hit_tokens);
+    return;
+  }
+  r.finished = true;
+  r.record.failed = true;
+  st.output_keys.erase(id);  // nothing worth keeping was computed
+  st.finished.push_back(id);
+  request_done d = done_now(self, id);
+  d.failed = true;
+  answer(self, id, d);
+  request_plan(self);
+}
+
+void kv_arrived(self_ptr self, request_id id) {
+  auto& st = self->state;
+  st.awaiting_kv.erase(id);
+  start_decoding(self, id, st.book.at(id).prompt);
+}
+
+// Storage -> host -> its preallocated device blocks, layer by layer.
+void read_handoff(self_ptr self, request_id id) {
+  auto& st = self->state;
+  const std::vector<uint64_t>& keys = st.awaiting_kv.at(id).read_keys;
+  if (keys.empty()) {
+    kv_arrived(self, id);
+    return;
+  }
+  ++st.report.handoff_reads;
+  transfer load = handoff_transfer(self, move_kind::load, keys);
+  transfer swap_in = handoff_transfer(self, move_kind::swap_in, keys);
+  self->request(st.config.engine, caf::infinite, std::move(load))
+    .then(
+      [=, swap_in = std::move(swap_in)](const transfer_done& d) mutable {
+        if (!d.ok) {
+          ++self->state.report.handoff_read_failures;
+          handoff_failed(self, id);
+          return;
+        }
+        self->request(self->state.config.engine, caf::infinite, std::move(swap_in))
+          .then([=](const transfer_done&) { kv_arrived(self, id); },
+                [=](const caf::error& e) { fail(self, e); });
+      },
+      [=](const caf::error& e) { fail(self, e); });
+}
+
+caf::result<request_done> on_kv_handoff(self_ptr self, kv_handoff& k) {
+  auto& st = self->state;
+  request_id id = k.req;
+  if (!st.awaiting_kv.contains(id))
+    return caf::make_error(caf::sec::runtime_error,
+                           "kv_handoff: request " + std::to_string(id) + " is not preallocated here");
+  auto promise = self->make_response_promise<request_done>();
+  st.answers.emplace(id, promise);
+  live_request& r = st.book.at(id);
+  r.record.first_token_ns = k.first_token_ns;
+  auto outcome = static_cast<handoff_outcome>(k.outcome);
+  if (outcome == handoff_outcome::cancelled) {
+    st.awaiting_kv.erase(id);
+    st.output_keys.erase(id);
+    r.finished = true;
+    st.finished.push_back(id);
+    request_done d = done_now(self, id);
+    d.rejected = true;
+    answer(self, id, d);
+    request_plan(self);
+  } else if (outcome == handoff_outcome::failed || k.inject_failure) {
+    if (st.config.pd.transfer == pd_transfer::storage && k.inject_failure)
+      ++st.report.handoff_read_failures;
+    handoff_failed(self, id);
+  } else if (st.config.pd.transfer == pd_transfer::direct) {
+    kv_arrived(self, id);
+  } else {
+    read_handoff(self, id);
+  }
+  return promise;
+}
+
+// -- arrivals and steps ----------------------------------------------------------------------------
+
 void on_ready(self_ptr self, const ready& r) {
   auto& st = self->state;
   --st.awaiting_ready;
@@ -88,12 +442,18 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
   int64_t now = now_of(self);
   request_id id = a.req.seq;
   live_request& x = st.book.add(a.req, a.blocks, st.config.options.block_size);
+  if (a.handoff.active)
+    x.output = x.record.output_tokens = 1;  // decoding is the decode instance's
   // Its KV at the last step covers the prompt and every generated token but the last one.
   if (x.layout.blocks_for(x.prompt + uint64_t{x.output} - 1) > st.config.device_blocks) {
     ++st.report.rejected;  // it could never be held on the device whole
     x.record.rejected = true;
     return request_done{id, now, true};
   }
+  if (a.handoff.active)
+    expect_handoff(self, x, a);
+  else
+    expect_output(self, x, a.blocks);
   ++st.awaiting_ready;
   self->request(st.controller, caf::infinite, arrival{id, std::move(a.blocks)})
     .then([=](const ready& rd) { on_ready(self, rd); },
@@ -205,7 +565,16 @@ void on_grant(self_ptr self, const grant& g) {
       [=](const caf::error& e) { fail(self, e); });
     return;
   }
-  pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns);
+  std::vector<int64_t>* layer_ends = nullptr;
+  if (st.streams && !st.streams->empty()) {
+    st.layer_ends.clear();
+    layer_ends = &st.layer_ends;
+  }
+  pipeline_result p = run_pipeline(st.step_start, cost, st.config.compute.layers, g.layer_ready_ns,
+                                   layer_ends);
+  if (layer_ends)
+    for (const work_item& w : st.items)
+      st.streams->computed(w.req, w.start + w.tokens, *layer_ends);
   st.step_due = p.end_ns;
   st.report.layer_wait_ns += p.stall_ns;
   st.report.busy_ns += p.end_ns - st.step_start;
@@ -249,6 +618,11 @@ void maybe_step(self_ptr self) {
   auto& st = self->state;
   if (st.busy)
     return;
+  for (request_id id : st.decode_ready) {
+    st.book.at(id).running = true;
+    st.book.running.push_back(id);
+  }
+  st.decode_ready.clear();
   st.plan = plan_running(st.book, st.config.options);
   probe p;
   bool ask = needs_probe(st.book, st.config.options, st.plan, st.known_available,
@@ -289,11 +663,14 @@ void on_step_end(self_ptr self, uint64_t step) {
   st.report.decode_tokens += out.decode_tokens;
   st.report.recomputed_tokens += out.recomputed_tokens;
   st.computed.insert(st.computed.end(), out.computed.begin(), out.computed.end());
-  st.finished.insert(st.finished.end(), out.finished.begin(), out.finished.end());
   for (request_id id : out.finished) {
-    auto answer = st.answers.find(id);
-    answer->second.deliver(request_done{id, now, false});
-    st.answers.erase(answer);
+    if (st.config.role == pd_role::prefill) {
+      begin_handoff(self, id, now);  // its blocks are released once they have been sent
+      continue;
+    }
+    if (!write_output(self, id))
+      st.finished.push_back(id);
+    answer(self, id, done_now(self, id));
   }
   st.busy = false;
   maybe_step(self);
@@ -306,17 +683,38 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
   st.reserve = std::make_unique<output_reserve>(config.options);
   st.controller = std::move(controller);
   st.known_available = config.device_blocks;
+  if (config.role == pd_role::prefill && config.pd.transfer == pd_transfer::direct)
+    st.streams = std::make_unique<prefill_streams>(config.pd, config.options.block_size,
+                                                   config.compute.layers, config.block_bytes);
   return {
     [=](request_arrival& a) { return on_arrival(self, a); },
+    [=](preallocate_request& p) { return on_preallocate(self, p); },
+    [=](kv_handoff& k) { return on_kv_handoff(self, k); },
+    [=](handoff_atom, uint64_t req) {
+      if (self->state.streams)
+        complete_handoff(self, req, true);  // the last layer has arrived
+      else
+        check_visible(self, req);           // ask storage again
+    },
     [=](step_atom, uint64_t step) { on_step_end(self, step); },  // 0: a plan tick
     [=](report_atom) -> scheduler_report {
       auto& s = self->state;
       scheduler_report r = s.report;
       r.drained = !s.busy && s.answers.empty() && s.awaiting_ready == 0
-                  && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty();
-      for (const live_request& x : s.book.all())
-        if (x.prompt > 0)
-          r.requests.push_back(x.record);
+                  && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty()
+                  && s.awaiting_kv.empty() && s.decode_ready.empty() && s.handing_off.empty()
+                  && s.writing_outputs == 0;
+      for (const auto& [id, x] : s.book.all())
+        r.requests.push_back(x.record);
+      std::sort(r.requests.begin(), r.requests.end(),
+                [](const request_record& a, const request_record& b) { return a.req < b.req; });
+      if (s.streams) {
+        r.pd_link_bytes = s.streams->link().bytes();
+        r.pd_link_busy_ns = s.streams->link().busy_ns();
+        r.pd_link_messages = s.streams->link().messages();
+        r.handoff_blocks_sent += s.streams->blocks_sent();
+        r.handoff_blocks_skipped = s.streams->blocks_skipped();
+      }
       return r;
     },
   };

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "actors/pd/pd_options.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler/batch_planner.hpp"
 #include "actors/scheduler/cost_model.hpp"
@@ -25,6 +26,17 @@ struct scheduler_config {
   /// Real backend: each step's compute runs on the GPU through this actor (a busy kernel per
   /// layer, each waiting for its layer of the step's swap-in), instead of on a timer.
   gpu_compute_actor gpu_compute;
+  /// PD (docs/cluster.md): a prefill instance hands every request off after its first token; a
+  /// decode instance preallocates requests and decodes them once their KV is in place. Handed
+  /// off KV moves through this instance's transfer engine (pd.transfer = storage).
+  pd_role role = pd_role::mixed;
+  pd_options pd;
+  /// cache.output_caching (FastDeploy --enable-output-caching): a decode or mixed instance
+  /// writes a finished request's prompt and output blocks to storage before freeing them.
+  bool output_caching = false;
+  uint64_t block_bytes = 0;
+  transfer_engine_actor engine;
+  storage_actor storage;  ///< a storage handoff waits until its blocks are visible there
 };
 
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const scheduler_config& config,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <unordered_set>
 
@@ -95,6 +96,7 @@ cache_run time_baseline(const preloaded_trace& t, uint32_t repeat) {
 
 struct full_run {
   double seconds = 0;
+  double cpu_seconds = 0;  ///< the process's CPU time: what a loaded machine does not inflate
   size_t instances = 1;
   double virtual_s = 0;
   uint64_t messages = 0;
@@ -106,12 +108,14 @@ struct full_run {
 full_run time_full(const preloaded_trace& t, const config& cfg, const replay_config& rc,
                    uint32_t repeat) {
   timed_config timed = resolve_timed(cfg, rc);
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   full_run run;
   for (uint32_t k = 0; k < repeat; ++k) {
     auto start = clock_type::now();
+    std::clock_t cpu_start = std::clock();
     full_result r = run_full_replay(timed, feed_of(t), {});
     times.push_back(since(start));
+    cpu.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
     run.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
     run.instances = std::max<size_t>(1, r.instances.size());
     run.messages = r.messages;
@@ -121,6 +125,7 @@ full_run time_full(const preloaded_trace& t, const config& cfg, const replay_con
       throw std::runtime_error("the benchmark's timed replay did not finish cleanly");
   }
   run.seconds = median(times);
+  run.cpu_seconds = median(cpu);
   return run;
 }
 
@@ -141,6 +146,9 @@ CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
                   "mixed instances of the cluster replay timed after the single one (1: none)")
     ->check(CLI::Range(1, 1024))
     ->capture_default_str();
+  cmd->add_flag("--pd", args.pd,
+                "also time a prefill/decode pair (one prefill and one decode instance, direct "
+                "handoff) on the same requests");
   return cmd;
 }
 
@@ -186,12 +194,20 @@ int run_bench_replay(const bench_replay_args& args) {
     fulls.emplace_back("full", time_full(t, cfg, rc, args.repeat));
     if (args.cluster_instances > 1)
       fulls.emplace_back("cluster", time_full(t, cluster_cfg, rc, args.repeat));
-    double single_per_hour = 0;
+    if (args.pd) {
+      config pd_cfg = cfg;
+      pd_cfg.set(R"(cluster.instances=[{"role": "prefill"}, {"role": "decode"}])");
+      fulls.emplace_back("pd", time_full(t, pd_cfg, rc, args.repeat));
+    }
+    double single_per_hour = 0, single_cpu_per_hour = 0;
     for (const auto& [name, f] : fulls) {
       double instance_hours = f.virtual_s * static_cast<double>(f.instances) / 3600.0;
       double per_hour = instance_hours > 0 ? f.seconds / instance_hours : 0;
-      if (name == "full")
+      double cpu_per_hour = instance_hours > 0 ? f.cpu_seconds / instance_hours : 0;
+      if (name == "full") {
         single_per_hour = per_hour;
+        single_cpu_per_hour = cpu_per_hour;
+      }
       std::printf("%-8s %8.3f s  %zu instance(s)  %.1f virtual s  %.3f wall s per instance-hour"
                   "  %llu messages (%.2f M/s)  %llu steps\n",
                   (name + ":").c_str(), f.seconds, f.instances, f.virtual_s, per_hour,
@@ -200,12 +216,15 @@ int run_bench_replay(const bench_replay_args& args) {
                   static_cast<unsigned long long>(f.steps));
       out[name] = {{"seconds", f.seconds}, {"instances", f.instances}, {"virtual_s", f.virtual_s},
                    {"virtual_s_per_wall_s", f.virtual_s / f.seconds},
-                   {"wall_s_per_instance_hour", per_hour}, {"messages", f.messages},
+                   {"wall_s_per_instance_hour", per_hour}, {"cpu_s", f.cpu_seconds},
+                   {"cpu_s_per_instance_hour", cpu_per_hour}, {"messages", f.messages},
                    {"messages_per_s", static_cast<double>(f.messages) / f.seconds},
                    {"steps", f.steps}};
-      if (name == "cluster" && single_per_hour > 0)
-        std::printf("         cluster / single time per instance-hour: %.2fx (target at most 2x)\n",
-                    per_hour / single_per_hour);
+      if (name != "full" && single_per_hour > 0)
+        std::printf("         %s / single time per instance-hour: %.2fx wall, %.2fx CPU "
+                    "(target at most 2x)\n",
+                    name.c_str(), per_hour / single_per_hour,
+                    single_cpu_per_hour > 0 ? cpu_per_hour / single_cpu_per_hour : 0.0);
     }
   }
   if (!args.json_out.empty()) {

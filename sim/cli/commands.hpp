@@ -30,7 +30,7 @@ struct replay_args {
   bool verify = false;
   bool skip_bad_lines = false;
   uint64_t check_every = 0;
-  uint64_t seed = 1;        ///< draws the seeded faults (faults.*); nothing else is random
+  uint64_t seed = 1;        ///< draws the seeded faults (faults.*, pd.failure_rate); nothing else is random
   bool seed_given = false;
   bool deterministic = false;
   bool quiet = false;
@@ -88,6 +88,7 @@ struct bench_replay_args {
   std::string json_out;
   bool skip_full = false;
   uint32_t cluster_instances = 4;
+  bool pd = false;  ///< also time a 1P+1D (direct handoff) replay of the same requests
 };
 CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args);
 int run_bench_replay(const bench_replay_args& args);

@@ -68,9 +68,10 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     ->check(unsigned_in_range());
   cmd->add_option("--seed", args.seed,
                   "draws the seeded faults (faults.*: node losses and slow links at a rate, "
-                  "failed gets and puts); the same seed, traces and config give the same replay. "
-                  "Nothing else is random (ties go by trace order, then file order): without a "
-                  "fault configured it changes nothing, and a warning says so")
+                  "failed gets and puts; pd.failure_rate: failed PD handoffs); the same seed, "
+                  "traces and config give the same replay. Nothing else is random (ties go by "
+                  "trace order, then file order): without a fault configured it changes nothing, "
+                  "and a warning says so")
     ->check(unsigned_in_range())
     ->each([&args](const std::string&) { args.seed_given = true; });
   cmd->add_flag("--deterministic", args.deterministic,
@@ -120,8 +121,10 @@ int run_replay(const replay_args& in) {
   for (const char* key : {"faults.node_losses_per_hour", "faults.slow_links_per_hour",
                           "faults.get_fail_probability", "faults.put_fail_probability"})
     faults = faults || job.cfg.number(key) > 0;
+  faults = faults || job.cfg.number("pd.failure_rate") > 0;
   if (args.seed_given && !faults)
-    std::cerr << "kvtier: warning: --seed changes nothing: no fault is configured (faults.*), "
+    std::cerr << "kvtier: warning: --seed changes nothing: no fault is configured (faults.*, "
+                 "pd.failure_rate), "
                  "and a replay makes no other random choice\n";
   replay_result result = run_replay_job(job);
   if (!args.quiet)

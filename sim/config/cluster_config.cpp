@@ -93,10 +93,6 @@ std::vector<instance_spec> resolve_cluster(const config& c) {
                                "between instances");
       settings.merge_json(o, where + ".overrides");
     }
-    if (role != instance_role::mixed)
-      throw config_error(where + ".role: " + to_string(role)
-                         + " instances need the PD handoff (pd.transfer), which this version "
-                           "does not model yet; use mixed instances");
     for (uint64_t k = 0; k < count; ++k) {
       if (out.size() == max_instances)
         throw config_error("cluster.instances: more than " + std::to_string(max_instances)
@@ -105,6 +101,16 @@ std::vector<instance_spec> resolve_cluster(const config& c) {
       out.push_back({std::string(to_string(role)) + "-" + std::to_string(index), role, settings});
     }
   }
+  // Disaggregated: every request is prefilled on a prefill instance and decoded on a decode one.
+  size_t by_role[3] = {0, 0, 0};
+  for (const instance_spec& x : out)
+    ++by_role[static_cast<int>(x.role)];
+  bool pd = by_role[1] + by_role[2] > 0;
+  if (pd && (by_role[1] == 0 || by_role[2] == 0 || by_role[0] > 0))
+    throw config_error("cluster.instances: a disaggregated deployment needs prefill and decode "
+                       "instances and no mixed ones (got " + std::to_string(by_role[0]) + " mixed, "
+                       + std::to_string(by_role[1]) + " prefill, " + std::to_string(by_role[2])
+                       + " decode)");
   return out;
 }
 

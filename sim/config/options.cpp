@@ -43,6 +43,11 @@ const std::vector<option_spec> specs = {
   {"cache.storage_write_threshold", option_type::integer, 1, 1e9, {}, false,
    "cache.storage_write=write_through_selective: hits a block needs before it is written to "
    "storage (1 for the request that computed it, +1 per prefix match)"},
+  {"cache.output_caching", option_type::boolean, 0, 0, {}, false,
+   "decode and mixed instances write each finished request's prompt and output blocks to "
+   "storage before freeing them, so other instances hit on them (FastDeploy "
+   "--enable-output-caching); output blocks go under keys of their own, as traces name no "
+   "generated tokens"},
   {"cache.write_back_host_copy", option_type::text, 0, 0, {"free_on_swap_in", "keep"}, false,
    "write_back: a swapped-in block's host copy is freed (FastDeploy; the block is written back "
    "again at its next eviction) or kept (SGLang HiCache; each block is written back once)"},
@@ -163,6 +168,11 @@ const std::vector<option_spec> specs = {
    "host network link to storage, GB/s"},
   {"links.nic_latency_us", option_type::number, 0, 1e9, {}, false,
    "fixed cost of each storage transfer over the network, microseconds"},
+  {"links.pd_gbps", option_type::number, 0.001, 1e6, {}, false,
+   "PD, pd.transfer = direct: each prefill instance's KV send link to decode instances (RDMA), "
+   "GB/s"},
+  {"links.pd_latency_us", option_type::number, 0, 1e9, {}, false,
+   "PD, pd.transfer = direct: fixed cost of each layer sent over the PD link, microseconds"},
   // -- deployment (timed replay) -----------------------------------------------------------------
   {"cluster.instances", option_type::list, 0, 0, {}, false,
    "the instances sharing the storage pool: a list of {\"role\": \"mixed\", \"count\": n, "
@@ -177,6 +187,23 @@ const std::vector<option_spec> specs = {
   {"router.load_weight", option_type::number, 0, 1e6, {}, false,
    "cache_aware: what one prompt token in flight on an instance costs against one uncached "
    "token of the request"},
+  // -- prefill/decode disaggregation (docs/cluster.md) -------------------------------------------
+  {"pd.transfer", option_type::text, 0, 0, {"direct", "storage"}, false,
+   "how a prefill instance hands a request's KV cache to its decode instance: streamed layer by "
+   "layer over the PD link (direct), or written to the storage pool and read back (storage)"},
+  {"pd.wait_decode_resource_s", option_type::number, 0, 1e6, {}, false,
+   "how long a prefill waits for a decode instance to preallocate the request's blocks before "
+   "the request fails (FD_PREFILL_WAIT_DECODE_RESOURCE_SECONDS)"},
+  {"pd.retry_decode_resource", option_type::boolean, 0, 0, {}, false,
+   "ask decode instances again every pd.retry_interval_ms instead of failing after "
+   "pd.wait_decode_resource_s (PREFILL_CONTINUOUS_REQUEST_DECODE_RESOURCES)"},
+  {"pd.retry_interval_ms", option_type::number, 0.001, 1e6, {}, false,
+   "pd.retry_decode_resource: milliseconds between two preallocation requests"},
+  {"pd.on_handoff_failure", option_type::text, 0, 0, {"error", "recompute"}, false,
+   "a handoff whose KV never arrives whole: the request fails (FastDeploy's error 500), or the "
+   "decode instance computes the prompt itself"},
+  {"pd.failure_rate", option_type::number, 0, 1, {}, false,
+   "probability that a handoff fails (seeded fault injection, drawn from --seed per request)"},
   // -- faults (full mode, virtual clock; drawn from --seed; docs/faults.md) ---------------------
   {"faults.node_loss_at_s", option_type::number, 0, 1e9, {}, true,
    "a storage node (faults.node_loss_node) is lost at this virtual time, seconds: its blocks are "

@@ -192,6 +192,7 @@ replay_result replay_full(const replay_job& job) {
   replay_config rc = resolve(job.cfg);
   timed_config timed = resolve_timed(job.cfg, rc);
   timed.controller.check_every = job.check_every;
+  timed.pd.seed = job.seed;
   timed.storage.faults = resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks);
   if (timed.storage.faults.any() && (job.wall_clock || job.cuda))
     throw config_error("faults.*: faults are deterministic in virtual time only; replay them "

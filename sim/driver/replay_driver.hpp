@@ -35,7 +35,7 @@ struct replay_job {
   bool skip_bad_lines = false;
   uint64_t check_every = 0;          ///< invariant checks every N requests (hitrate) or commits
   bool deterministic = false;        ///< write wall-clock figures as 0
-  uint64_t seed = 0;                 ///< draws the faults (faults.*); nothing else is random
+  uint64_t seed = 0;                 ///< draws the faults (faults.*, pd.failure_rate); nothing else is random
   std::string out_dir;               ///< summary.json and requests.csv; empty: write nothing
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
   /// With skip_bad_lines: told of every skipped line.

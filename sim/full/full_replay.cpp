@@ -86,6 +86,51 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.drained = sum.drained && x.drained;
   for (int t = 0; t < 3; ++t)
     sum.restored_tokens[t] += x.restored_tokens[t];
+  sum.pd_link_bytes += x.pd_link_bytes;
+  sum.pd_link_busy_ns += x.pd_link_busy_ns;
+  sum.pd_link_messages += x.pd_link_messages;
+  sum.handoff_blocks_sent += x.handoff_blocks_sent;
+  sum.handoff_blocks_skipped += x.handoff_blocks_skipped;
+  sum.handoff_reads += x.handoff_reads;
+  sum.handoff_read_failures += x.handoff_read_failures;
+  sum.preallocations += x.preallocations;
+  sum.preallocation_refusals += x.preallocation_refusals;
+  sum.output_cache_writes += x.output_cache_writes;
+  sum.output_cache_blocks += x.output_cache_blocks;
+}
+
+// PD: one record per request from its prefill record and its decode record; requests that never
+// reached a prefill instance from the front end's.
+std::vector<request_record> join_handoffs(const std::vector<instance_result>& instances,
+                                          const front_end_report& front) {
+  std::map<request_id, request_record> joined;
+  for (const instance_result& x : instances)
+    if (x.role == pd_role::prefill)
+      for (const request_record& q : x.scheduler.requests)
+        joined[q.req] = q;
+  for (const instance_result& x : instances) {
+    if (x.role != pd_role::decode)
+      continue;
+    for (const request_record& q : x.scheduler.requests) {
+      auto it = joined.find(q.req);
+      if (it == joined.end())
+        continue;  // preallocated, then rejected by the prefill instance
+      request_record& r = it->second;
+      r.output_tokens = q.output_tokens;
+      r.first_token_ns = q.first_token_ns;
+      r.finish_ns = q.finish_ns;
+      r.failed = q.failed;
+      r.preemptions += q.preemptions;
+      r.computed_tokens += q.computed_tokens;  // a failed handoff D recomputed
+    }
+  }
+  for (const request_record& q : front.never_prefilled)
+    joined[q.req] = q;
+  std::vector<request_record> out;
+  out.reserve(joined.size());
+  for (auto& [id, r] : joined)
+    out.push_back(std::move(r));
+  return out;
 }
 
 void add_to(controller_report& sum, const controller_report& x, const std::string& name) {
@@ -154,6 +199,8 @@ void sum_instances(full_result& r) {
   }
   std::sort(r.scheduler.requests.begin(), r.scheduler.requests.end(),
             [](const request_record& a, const request_record& b) { return a.req < b.req; });
+  if (r.disaggregated)
+    r.scheduler.requests = join_handoffs(r.instances, r.front_end);
 }
 
 deployment spawn_all(caf::actor_system& sys, timed_config config,
@@ -167,9 +214,11 @@ deployment spawn_all(caf::actor_system& sys, timed_config config,
   fc.time_scale = config.time_scale;
   fc.router = config.router;
   fc.clock = clock;
+  fc.disaggregated = config.disaggregated;
+  fc.pd = config.pd;
   std::vector<front_end_target> targets;
   for (const instance& x : d.instances)
-    targets.push_back({x.scheduler, x.controller});
+    targets.push_back({x.scheduler, x.controller, x.role});
   d.front_end = spawn_front_end(sys, fc, std::move(feed), std::move(targets));
   return d;
 }
@@ -204,15 +253,17 @@ void collect_reports(caf::scoped_actor& self, const deployment& d, full_result& 
     for (const instance& x : d.instances) {
       instance_result one;
       one.name = x.name;
+      one.role = x.role;
       ask(x.scheduler, one.scheduler);
       ask(x.controller, one.controller);
       ask(x.engine, one.engine);
       r.instances.push_back(std::move(one));
     }
-    sum_instances(r);
   }
   ask(d.storage, r.storage);
   ask(d.front_end, r.front_end);
+  if (!r.instances.empty())
+    sum_instances(r);
   r.drained = r.front_end.exhausted && r.scheduler.drained;
 }
 
@@ -279,6 +330,8 @@ full_result run_virtual(timed_config config, std::shared_ptr<request_feed> feed,
   auto run = self->request(d.front_end, caf::infinite, run_atom_v);
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   full_result r;
+  r.disaggregated = config.disaggregated;
+  r.pd_mode = config.pd.transfer;
   for (;;) {
     r.messages += coordinator.run();
     if (options.progress)
@@ -318,6 +371,8 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};
   full_result r;
+  r.disaggregated = config.disaggregated;
+  r.pd_mode = config.pd.transfer;
   // Wait for the front end's answer (every request done), then until no instance holds or moves
   // anything. The answer is polled for, so that progress is drawn meanwhile.
   caf::scoped_actor runner{sys};

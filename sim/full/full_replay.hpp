@@ -29,6 +29,7 @@ struct full_run_options {
 /// One instance's reports.
 struct instance_result {
   std::string name;
+  pd_role role = pd_role::mixed;
   scheduler_report scheduler;
   controller_report controller;
   engine_report engine;
@@ -39,6 +40,10 @@ struct instance_result {
 struct full_result {
   front_end_report front_end;
   std::vector<instance_result> instances;  ///< empty for a single instance
+  /// PD: `scheduler.requests` has one record per request, its prefill and its decode joined
+  /// (arrival, hits and first token from the prefill instance; finish from the decode one).
+  bool disaggregated = false;
+  pd_transfer pd_mode = pd_transfer::direct;
   bool drained = false;  ///< every request was answered and the instance holds none
   scheduler_report scheduler;
   controller_report controller;

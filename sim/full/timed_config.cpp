@@ -168,6 +168,12 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   cp.decode_context_ns = c.number("compute.decode_context_ns");
   cp.layers = rc.model.layers;
   t.scheduler.device_blocks = rc.cache.device_blocks;
+  t.scheduler.pd.storage_namespace = rc.storage_namespace;
+  t.scheduler.output_caching = c.boolean("cache.output_caching");
+  if (t.scheduler.output_caching && rc.storage_blocks == 0)
+    throw config_error("cache.output_caching: finished requests are written to the storage pool, "
+                       "which has no capacity (set storage.capacity_blocks or "
+                       "storage.capacity_tokens)");
   t.time_scale = c.number("trace.time_scale");
 
   link_options& lo = t.engine.links;
@@ -196,6 +202,29 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   return t;
 }
 
+pd_options resolve_pd(const config& c, const replay_config& rc) {
+  pd_options o;
+  o.transfer = c.text("pd.transfer") == "storage" ? pd_transfer::storage : pd_transfer::direct;
+  o.link_gbps = c.number("links.pd_gbps");
+  o.link_latency_ns = us_to_ns(c.number("links.pd_latency_us"));
+  o.wait_decode_resource_ns = time_from(c.number("pd.wait_decode_resource_s") * 1e9);
+  o.retry_decode_resource = c.boolean("pd.retry_decode_resource");
+  o.retry_interval_ns = time_from(c.number("pd.retry_interval_ms") * 1e6);
+  o.on_failure = c.text("pd.on_handoff_failure") == "recompute" ? handoff_failure_rule::recompute
+                                                                 : handoff_failure_rule::error;
+  o.failure_rate = c.number("pd.failure_rate");
+  o.storage_namespace = rc.storage_namespace;
+  if (o.transfer == pd_transfer::storage) {
+    if (rc.storage_blocks == 0)
+      throw config_error("pd.transfer=storage: the handoff goes through the storage pool, which "
+                         "has no capacity (set storage.capacity_blocks or storage.capacity_tokens)");
+    if (c.text("storage.backend") != "model")
+      throw config_error("pd.transfer=storage: handed-off blocks are modelled only; set "
+                         "storage.backend=model (got " + c.text("storage.backend") + ")");
+  }
+  return o;
+}
+
 route_policy route_policy_of(const std::string& name) {
   if (name == "least_loaded")
     return route_policy::least_loaded;
@@ -214,6 +243,7 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
   std::vector<instance_spec> specs = resolve_cluster(c);
   if (single_instance(c))
     return t;
+  t.pd = resolve_pd(c, rc);
   for (const instance_spec& spec : specs) {
     timed_config one = resolve_one(spec.settings, resolve(spec.settings));
     instance_config ic;
@@ -222,6 +252,15 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
     ic.controller = one.controller;
     ic.scheduler = one.scheduler;
     ic.engine = one.engine;
+    ic.role = static_cast<pd_role>(spec.role);
+    if (ic.role != pd_role::mixed) {
+      t.disaggregated = true;
+      ic.scheduler.role = ic.role;
+      ic.scheduler.block_bytes = one.block_bytes;
+      ic.scheduler.pd = resolve_pd(spec.settings, resolve(spec.settings));
+      if (ic.role == pd_role::prefill)
+        ic.scheduler.output_caching = false;  // a prefill instance finishes nothing
+    }
     t.instances.push_back(std::move(ic));
   }
   return t;
@@ -232,6 +271,10 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
 namespace kvtier {
 
 void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
+  if (t.disaggregated)
+    throw config_error("--backend cuda does not replay prefill/decode deployments: "
+                       "cluster.instances with prefill and decode roles runs on the modelled "
+                       "backend only (leave out --backend cuda)");
   if (!t.instances.empty())
     throw config_error("--backend cuda replays one instance: cluster.instances must be one mixed "
                        "instance without overrides");

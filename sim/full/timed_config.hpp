@@ -25,6 +25,9 @@ struct timed_config {
   uint64_t block_bytes = 0;
   double time_scale = 1;  ///< the front end stretches recorded arrivals and think times
   router_options router;
+  /// PD: prefill and decode instances (cluster.instances roles) and the handoff between them.
+  bool disaggregated = false;
+  pd_options pd;
   /// The deployment, when it is more than one mixed instance configured as above.
   std::vector<instance_config> instances;
   /// The real backend: PCIe transfers and step compute on the CUDA device (wall clock only).

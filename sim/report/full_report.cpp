@@ -70,6 +70,50 @@ json instance_summary(const instance_result& x) {
           {"invariant_violations", x.controller.invariant_violations}};
 }
 
+// PD: the handoffs, their latency, failures and bytes per link, and latency per role.
+json pd_summary(const full_result& r) {
+  const front_end_report& f = r.front_end;
+  const scheduler_report& s = r.scheduler;
+  std::vector<double> handoff, ttft, tpot;
+  for (int64_t ns : f.handoff_ns)
+    handoff.push_back(static_cast<double>(ns) / 1e6);
+  for (const instance_result& x : r.instances)
+    for (const request_record& q : x.scheduler.requests) {
+      if (x.role == pd_role::prefill && q.first_token_ns >= 0)
+        ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
+      if (x.role == pd_role::decode && q.finish_ns >= 0 && q.output_tokens > 1)
+        tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6
+                       / static_cast<double>(q.output_tokens - 1));
+    }
+  uint64_t nic = 0, media_read = 0, media_written = 0;
+  for (const link_report& l : r.engine.links)
+    if (l.name == "nic")
+      nic += l.bytes;
+  for (const link_report& l : r.storage.nodes) {
+    bool read = l.name.size() > 5 && l.name.compare(l.name.size() - 5, 5, ".read") == 0;
+    (read ? media_read : media_written) += l.bytes;
+  }
+  return {
+    {"transfer", to_string(r.pd_mode)},
+    {"handoffs", f.handoff_ns.size() + f.handoff_failures},
+    {"handoff_latency_ms", distribution(handoff)},
+    {"preallocations", {{"granted", s.preallocations}, {"refused", f.preallocation_refusals}}},
+    {"failures", {{"handoffs", f.handoff_failures},
+                  {"errored", f.handoff_failures - f.recomputed},
+                  {"recomputed", f.recomputed},
+                  {"injected", f.injected_failures},
+                  {"storage_read_failures", s.handoff_read_failures},
+                  {"decode_resource_timeouts", f.decode_resource_timeouts}}},
+    {"blocks", {{"sent", s.handoff_blocks_sent}, {"skipped", s.handoff_blocks_skipped},
+                {"storage_reads", s.handoff_reads}}},
+    {"bytes", {{"pd_link", s.pd_link_bytes}, {"nic", nic},
+               {"storage_media_read", media_read}, {"storage_media_written", media_written}}},
+    {"pd_link_busy_s", round6(static_cast<double>(s.pd_link_busy_ns) / 1e9)},
+    {"latency_ms", {{"prefill", {{"ttft", distribution(ttft)}}},
+                    {"decode", {{"tpot", distribution(tpot)}}}}},
+  };
+}
+
 }  // namespace
 
 double percentile(const std::vector<double>& sorted, double p) {
@@ -302,11 +346,24 @@ json full_summary(const full_result& r, const run_info& run,
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", wall},
   };
+  if (s.output_cache_writes > 0)
+    summary["storage"]["output_cache"] = {{"requests", s.output_cache_writes},
+                                          {"blocks", s.output_cache_blocks}};
+  if (r.disaggregated) {
+    // D may reject a request (it could never fit there) before any prefill instance sees it.
+    uint64_t failed = r.front_end.failed, rejected = r.front_end.rejected;
+    summary["requests"]["failed"] = failed;
+    summary["requests"]["rejected"] = rejected;
+    summary["requests"]["unfinished"] = s.requests.size() - finished - rejected - failed;
+    summary["pd"] = pd_summary(r);
+  }
   if (!r.instances.empty()) {
     json per_instance = json::array();
     for (size_t i = 0; i < r.instances.size(); ++i) {
       per_instance.push_back(instance_summary(r.instances[i]));
       per_instance.back()["routed"] = r.front_end.per_instance[i];
+      if (r.disaggregated)
+        per_instance.back()["role"] = to_string(r.instances[i].role);
     }
     summary["instances"] = per_instance;
   }

@@ -160,6 +160,29 @@ TEST_CASE("cli: without faults --seed says it changes nothing, and no summary cl
   fs::remove_all(b);
 }
 
+TEST_CASE("cli: --seed draws the seeded handoff failures of a PD deployment", "[cli][seed][pd]") {
+  std::string pd = "replay --quiet --deterministic --set trace.time_scale=8 --set "
+                   "'cluster.instances=[{\"role\":\"prefill\"},{\"role\":\"decode\"}]' "
+                   "--set pd.failure_rate=0.3 --set pd.on_handoff_failure=recompute";
+  fs::path a = scratch("pd-seed-a"), b = scratch("pd-seed-b"), c = scratch("pd-seed-c");
+  auto one = kvtier(pd + " --seed 1 --out " + a.string());
+  auto again = kvtier(pd + " --seed 1 --out " + b.string());
+  auto two = kvtier(pd + " --seed 2 --out " + c.string());
+  INFO(one.out << two.out);
+  REQUIRE(one.code == 0);
+  REQUIRE(two.code == 0);
+  CHECK_FALSE(contains(one.out, "--seed changes nothing"));
+  CHECK(slurp(a / "summary.json") == slurp(b / "summary.json"));
+  json x = summary_of(a)["pd"]["failures"];
+  CHECK(x["injected"].get<uint64_t>() > 0);
+  CHECK(x["injected"] == x["recomputed"]);
+  CHECK(slurp(a / "requests.csv") != slurp(c / "requests.csv"));
+  CHECK(summary_of(a)["requests"]["failed"] == 0);
+  fs::remove_all(a);
+  fs::remove_all(b);
+  fs::remove_all(c);
+}
+
 TEST_CASE("cli: with faults --seed draws them: one seed repeats, another differs",
           "[cli][seed][faults]") {
   const std::string faults = " --set storage.nodes=3 --set faults.node_losses_per_hour=60"

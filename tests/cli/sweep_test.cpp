@@ -307,9 +307,6 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   auto pre = kvtier("study preemption");
   CHECK(pre.code == 2);
   CHECK(pre.out.find("needs scheduler.preemption modes") != std::string::npos);
-  auto pd = kvtier("study pd-handoff");
-  CHECK(pd.code == 2);
-  CHECK(pd.out.find("PD handoff") != std::string::npos);
   CHECK(kvtier("study no-such-study").code == 2);
   // The write-policy study plans 6 policies x 3 storage modes x 3 host sizes on 2 trace sets.
   fs::path out = sweep_scratch("study");
@@ -318,4 +315,11 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   REQUIRE(plan.code == 0);
   CHECK(json::parse(slurp(out / "plan.json"))["cells"].size() == 108);
   fs::remove_all(out);
+  // The PD study: 2 deployments x 2 handoff modes, and 4 mixed instances.
+  fs::path pd = sweep_scratch("study-pd");
+  auto pd_plan = kvtier("study pd-handoff --plan --quiet --out " + pd.string());
+  INFO(pd_plan.out);
+  REQUIRE(pd_plan.code == 0);
+  CHECK(json::parse(slurp(pd / "plan.json"))["cells"].size() == 5);
+  fs::remove_all(pd);
 }
