@@ -158,19 +158,19 @@ class StepWork:
     """One engine step's block work (``step``'s lists), applied in the protocol's order."""
     computed: List[Tuple[int, int]] = field(default_factory=list)
     finished: List[int] = field(default_factory=list)
-    preempted: List[int] = field(default_factory=list)
+    # (req, tokens): tokens of its KV computed, what scheduler.preemption saves (0: nothing)
+    preempted: List[Tuple[int, int]] = field(default_factory=list)
     grows: List[Tuple[int, int]] = field(default_factory=list)
     admits: List[Tuple[int, int]] = field(default_factory=list)
 
     def to_wire(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        for k in ("computed", "grows", "admits"):
+        for k in ("computed", "preempted", "grows", "admits"):
             pairs = getattr(self, k)
             if pairs:
                 out[k] = [[int(a), int(b)] for a, b in pairs]
-        for k in ("finished", "preempted"):
-            if getattr(self, k):
-                out[k] = [int(x) for x in getattr(self, k)]
+        if self.finished:
+            out["finished"] = [int(x) for x in self.finished]
         return out
 
 
@@ -284,8 +284,9 @@ class Client:
     def free(self, req: int) -> StepReply:
         return self._shorthand("free", req=req)
 
-    def preempt(self, req: int) -> StepReply:
-        return self._shorthand("preempt", req=req)
+    def preempt(self, req: int, tokens: int = 0) -> StepReply:
+        """``tokens``: of its KV computed, what the server's preemption mode saves (0: none)."""
+        return self._shorthand("preempt", req=req, tokens=tokens)
 
     def finish(self, req: int) -> StepReply:
         return self._shorthand("finish", req=req)
