@@ -48,20 +48,42 @@ TEST_CASE("engine-sim through kvtier serve gets a wall-clock replay's hit ratios
   }
   const std::string sets = " --set trace.time_scale=8 --set storage.capacity_tokens=0";
   const std::string speed = " --speed 60";
-  serve_process s({"--speed", "60", "--set", "storage.capacity_tokens=0"});
   std::string bin = KVTIER_BINARY;
-  REQUIRE(run(bin + " engine-sim --quiet --connect " + s.endpoint() + " --trace " +
-              trace.string() + sets + speed + " --out " + (dir / "sim").string()) == 0);
-  REQUIRE(run(bin + " replay --quiet --clock wall --trace " + trace.string() + sets + speed +
-              " --out " + (dir / "replay").string()) == 0);
-  nlohmann::json a = summary(dir / "sim"), b = summary(dir / "replay");
+  // Both runs are on the wall clock: a host too busy to keep up with --speed (a loaded test
+  // machine) shifts steps, and with them the hits. Such a run says so (simulation.lag_share over
+  // 1%, the level at which `kvtier replay` warns); it is run again, on a fresh server. A mismatch
+  // between two runs that kept up is a failure at once.
+  nlohmann::json a, b;
+  bool kept_up = false;
+  for (int attempt = 0; attempt < 3 && !kept_up; ++attempt) {
+    serve_process s({"--speed", "60", "--set", "storage.capacity_tokens=0"});
+    fs::remove_all(dir / "sim");
+    fs::remove_all(dir / "replay");
+    REQUIRE(run(bin + " engine-sim --quiet --connect " + s.endpoint() + " --trace " +
+                trace.string() + sets + speed + " --out " + (dir / "sim").string()) == 0);
+    REQUIRE(run(bin + " replay --quiet --clock wall --trace " + trace.string() + sets + speed +
+                " --out " + (dir / "replay").string()) == 0);
+    a = summary(dir / "sim");
+    b = summary(dir / "replay");
+    kept_up = a["simulation"]["lag_share"].get<double>() <= 0.01 &&
+              b["simulation"]["lag_share"].get<double>() <= 0.01;
+    if (attempt == 0) {
+      // An engine of another model shape is refused at hello: bad input, exit 2.
+      CHECK(run(bin + " engine-sim --quiet --connect " + s.endpoint() + " --trace " +
+                trace.string() + sets + speed + " --set model.layers=16 --out " +
+                (dir / "other").string()) == 2);
+    }
+    CHECK(s.stop() == 0);
+    if (!kept_up && a["hit_ratio"] != b["hit_ratio"])
+      WARN("attempt " << attempt + 1 << " fell behind the clock (lag_share "
+                      << a["simulation"]["lag_share"] << ", " << b["simulation"]["lag_share"]
+                      << ") and its hits differ: run again");
+    else
+      break;
+  }
   CHECK(a["hit_ratio"] == b["hit_ratio"]);
   CHECK(a["hit_ratio"]["blocks"].get<double>() > 0.01);  // a run with hits, not 0 = 0
   CHECK(a["hit_ratio"]["by_tier"]["host"]["blocks"].get<double>() > 0);
   CHECK(a["requests"]["finished"] == b["requests"]["finished"]);
-  // An engine of another model shape is refused at hello: bad input, exit 2.
-  CHECK(run(bin + " engine-sim --quiet --connect " + s.endpoint() + " --trace " + trace.string() +
-            sets + speed + " --set model.layers=16 --out " + (dir / "other").string()) == 2);
-  CHECK(s.stop() == 0);
   fs::remove_all(dir);
 }
