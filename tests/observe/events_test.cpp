@@ -100,7 +100,8 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
 
   // Full 64-bit hashes survive (msgpack unsigned).
   std::string big = encode_event_batch({0, std::nullopt}, {stored(tier::host, ~0ull, 1ull << 63)});
-  fields b = map_of(msgpack::unpack(big.data(), big.size()).get());
+  msgpack::object_handle big_handle = msgpack::unpack(big.data(), big.size());  // owns b's bytes
+  fields b = map_of(big_handle.get());
   CHECK(b.count("data_parallel_rank") == 0);
   fields e = map_of(b.at("events").as<std::vector<msgpack::object>>().at(0));
   CHECK(hashes_of(e.at("block_hashes")) == std::vector<uint64_t>{~0ull});
@@ -151,8 +152,9 @@ TEST_CASE("events: published batches carry topic and sequence, and replay resend
   frames.clear();
   REQUIRE(zmq::recv_multipart(sub, std::back_inserter(frames)));
   CHECK(seq_of(frames[1]) == *seq);
-  fields batch = map_of(msgpack::unpack(static_cast<const char*>(frames[2].data()),
-                                        frames[2].size()).get());
+  msgpack::object_handle handle =  // owns the bytes `batch` points into
+    msgpack::unpack(static_cast<const char*>(frames[2].data()), frames[2].size());
+  fields batch = map_of(handle.get());
   auto list = batch.at("events").as<std::vector<msgpack::object>>();
   REQUIRE(list.size() == 1);
   CHECK(hashes_of(map_of(list[0]).at("block_hashes")) == std::vector<uint64_t>{7, 8});
@@ -257,8 +259,9 @@ TEST_CASE("events: a controller's changes reach a subscriber, one message per co
     REQUIRE(zmq::recv_multipart(replay, std::back_inserter(r)));
     if (seq_of(r[1]) == ~0ull)
       break;
-    fields batch = map_of(msgpack::unpack(static_cast<const char*>(r[2].data()),
-                                          r[2].size()).get());
+    msgpack::object_handle handle =  // owns the bytes `batch` points into
+      msgpack::unpack(static_cast<const char*>(r[2].data()), r[2].size());
+    fields batch = map_of(handle.get());
     auto list = batch.at("events").as<std::vector<msgpack::object>>();
     REQUIRE(list.size() == 1);  // a chained run: one BlockStored
     fields e = map_of(list[0]);

@@ -53,9 +53,19 @@ TEST_CASE("engine-sim through kvtier serve gets a wall-clock replay's hit ratios
   // machine) shifts steps, and with them the hits. Such a run says so (simulation.lag_share over
   // 1%, the level at which `kvtier replay` warns); it is run again, on a fresh server. A mismatch
   // between two runs that kept up is a failure at once.
+  // Under AddressSanitizer (tools/test-sanitizers) every process runs several times slower and
+  // cannot keep up with --speed 60 at all: there one pair runs, for the sanitizer's sake, and
+  // the equality is checked only if it kept up (it says so when it did not).
+#if defined(__SANITIZE_ADDRESS__)
+  const int attempts = 1;
+  const bool sanitized = true;
+#else
+  const int attempts = 3;
+  const bool sanitized = false;
+#endif
   nlohmann::json a, b;
   bool kept_up = false;
-  for (int attempt = 0; attempt < 3 && !kept_up; ++attempt) {
+  for (int attempt = 0; attempt < attempts && !kept_up; ++attempt) {
     serve_process s({"--speed", "60", "--set", "storage.capacity_tokens=0"});
     fs::remove_all(dir / "sim");
     fs::remove_all(dir / "replay");
@@ -81,7 +91,12 @@ TEST_CASE("engine-sim through kvtier serve gets a wall-clock replay's hit ratios
     else
       break;
   }
-  CHECK(a["hit_ratio"] == b["hit_ratio"]);
+  if (sanitized && !kept_up)
+    WARN("sanitizer build: the runs fell behind the clock (lag_share "
+         << a["simulation"]["lag_share"] << ", " << b["simulation"]["lag_share"]
+         << "); their hit ratios are not compared here (the ordinary build compares them)");
+  else
+    CHECK(a["hit_ratio"] == b["hit_ratio"]);
   CHECK(a["hit_ratio"]["blocks"].get<double>() > 0.01);  // a run with hits, not 0 = 0
   CHECK(a["hit_ratio"]["by_tier"]["host"]["blocks"].get<double>() > 0);
   CHECK(a["requests"]["finished"] == b["requests"]["finished"]);
