@@ -21,6 +21,7 @@
 #include "serve/server_actor.hpp"
 #include "sim/config/replay_config.hpp"
 #include "sim/full/fault_config.hpp"
+#include "sim/full/full_replay.hpp"
 #include "sim/full/timed_config.hpp"
 
 namespace kvtier::serve {
@@ -66,18 +67,6 @@ struct envelope {
   bool delimiter = false;
 };
 
-void prepare_storage(timed_config& config) {
-  std::unique_ptr<storage_backend> backend;
-  try {
-    backend = make_storage_backend(config.storage_backend);
-  } catch (const std::invalid_argument& e) {
-    throw config_error(e.what());
-  }
-  if (!backend)
-    return;
-  config.storage.backend = std::move(backend);
-  config.engine.storage_payload_bytes = config.storage_payload_bytes;
-}
 
 }  // namespace
 

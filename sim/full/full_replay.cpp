@@ -32,22 +32,6 @@ void prepare_backend(timed_config& config) {
   config.engine.block_bytes = config.engine.gpu->block_bytes();
 }
 
-// Byte-carrying storage: the backend is made (connections opened, directories made) before the
-// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
-// payload is its host block.
-void prepare_storage(timed_config& config) {
-  std::unique_ptr<storage_backend> backend;
-  try {
-    backend = make_storage_backend(config.storage_backend);
-  } catch (const std::invalid_argument& e) {
-    throw config_error(e.what());
-  }
-  if (!backend)
-    return;
-  config.storage.backend = std::move(backend);
-  config.engine.storage_payload_bytes =
-    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
-}
 
 std::vector<instance_config> instances_of(const timed_config& config, const sim_clock& clock) {
   std::vector<instance_config> out = config.instances;
@@ -412,6 +396,23 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
 }
 
 }  // namespace
+
+// Byte-carrying storage: the backend is made (connections opened, directories made) before the
+// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
+// payload is its host block.
+void prepare_storage(timed_config& config) {
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(config.storage_backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
+  config.storage.backend = std::move(backend);
+  config.engine.storage_payload_bytes =
+    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
+}
 
 full_result run_full_replay(const timed_config& config, std::shared_ptr<request_feed> feed,
                             const full_run_options& options) {

@@ -53,6 +53,11 @@ struct full_result {
   int64_t last_event_ns = 0;
 };
 
+/// Makes the byte-carrying storage backend `config.storage_backend` names (connections opened,
+/// directories made) before the clock starts, and sizes the engine's payloads; nothing for
+/// `model`. Throws config_error naming what is wrong. Used by replays and `kvtier serve`.
+void prepare_storage(timed_config& config);
+
 /// Replays what `feed` gives. Bad input met by the feed throws trace_error or config_error once
 /// the requests already in flight have settled.
 full_result run_full_replay(const timed_config& config, std::shared_ptr<request_feed> feed,
