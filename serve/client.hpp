@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,10 @@ class client {
   /// `timeout`: how long a blocking call waits for its reply before throwing.
   client(const std::string& endpoint, std::string token = {},
          std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// A client on `shared`'s I/O thread: several clients in one process (the benchmark's) share
+  /// one context, as an engine's process would.
+  client(zmq::context_t& shared, const std::string& endpoint, std::string token = {},
+         std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   /// Writes a call: op, id, token and engine (when registered) and `fields` more entries that
   /// `fill` writes. Returns the call's id.
@@ -77,8 +82,10 @@ class client {
   void set_engine(uint64_t e) { engine_ = e; }
 
  private:
+  client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared, const std::string& endpoint,
+         std::string token, std::chrono::milliseconds timeout);
   bool pull(std::chrono::milliseconds timeout);  // one reply into stash_
-  zmq::context_t context_{1};
+  std::unique_ptr<zmq::context_t> own_context_;  // null on a shared context
   zmq::socket_t socket_;
   std::string token_;
   std::chrono::milliseconds timeout_;

@@ -42,6 +42,7 @@ struct bench_serve_args {
   std::string token;
   std::vector<std::string> traces;
   uint32_t clients = 8;
+  uint32_t requests_per_step = 1;
   double seconds = 5;
   std::string json_out;
   int echo_port = 5599;
