@@ -5,7 +5,7 @@
 
 #include <atomic>
 #include <csignal>
-#include <deque>
+#include <iterator>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -41,20 +41,24 @@ extern "C" void on_signal(int) {
   }
 }
 
-// Replies the actor leaves for the socket thread.
+// Replies the actor leaves for the socket thread, a batch at a time.
 struct outbox {
   std::mutex mutex;
-  std::deque<std::pair<uint64_t, std::string>> items;
+  std::vector<outbound_reply> items;
   int fd = -1;
 
-  void push(uint64_t conn, std::string bytes) {
+  void push(std::vector<outbound_reply>& replies) {
     bool was_empty;
     {
       std::lock_guard<std::mutex> guard(mutex);
       was_empty = items.empty();
-      items.emplace_back(conn, std::move(bytes));
+      if (was_empty)
+        items.swap(replies);
+      else
+        std::move(replies.begin(), replies.end(), std::back_inserter(items));
     }
-    if (was_empty) {
+    replies.clear();
+    if (was_empty) {  // the socket thread takes everything there when it wakes
       uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
     }
@@ -137,6 +141,7 @@ int run_server(const serve_job& job) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
+  add_serve_types(cfg);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), job.speed);
   t.storage.clock = clock;
@@ -216,7 +221,7 @@ int run_server(const serve_job& job) {
     ss.observers.push_back(metrics->observer());
   caf::actor server = spawn_server_actor(
     sys, ss, controller, storage,
-    [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
+    [box](std::vector<outbound_reply>& replies) { box->push(replies); });
 
   wake_fd = box->fd;
   if (stop_requested) {  // a signal during start-up: the loop must not sleep through it
@@ -236,7 +241,7 @@ int run_server(const serve_job& job) {
   std::unordered_map<std::string, uint64_t> conn_of;
   std::unordered_map<uint64_t, envelope> envelopes;
   uint64_t next_conn = 1;
-  std::vector<std::pair<uint64_t, std::string>> batch;
+  std::vector<outbound_reply> batch;
 
   auto flush_outbox = [&] {
     uint64_t count;
@@ -245,10 +250,7 @@ int run_server(const serve_job& job) {
       batch.clear();
       {
         std::lock_guard<std::mutex> guard(box->mutex);
-        while (!box->items.empty()) {
-          batch.push_back(std::move(box->items.front()));
-          box->items.pop_front();
-        }
+        batch.swap(box->items);
       }
       if (batch.empty())
         return;
@@ -275,9 +277,11 @@ int run_server(const serve_job& job) {
     router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   };
 
-  // Reads every call waiting on the socket.
+  // Reads every call waiting on the socket (up to a bound) and hands them to the actor in one
+  // message: one enqueue, one wake-up of its worker, however many came.
   std::vector<zmq::message_t> frames;
-  auto read_calls = [&] {
+  std::vector<inbound_call> calls;
+  auto read_frames = [&] {
     for (int budget = 0; budget < 256; ++budget) {
       frames.clear();
       zmq::message_t part;
@@ -304,14 +308,23 @@ int run_server(const serve_job& job) {
       }
       const zmq::message_t& body = frames.back();
       auto [it, fresh] = conn_of.try_emplace(env.identity, next_conn);
-      if (fresh)
+      if (fresh) {
         ++next_conn;
-      envelopes[it->second] = env;
+        envelopes[it->second] = env;
+      } else {
+        envelopes[it->second].delimiter = env.delimiter;
+      }
       if (body.size() > max_bytes)  // answered too_large by the actor, undecoded
-        caf::anon_send(server, it->second, std::string(), static_cast<uint64_t>(body.size()));
+        calls.push_back({it->second, std::string(), static_cast<uint64_t>(body.size())});
       else
-        caf::anon_send(server, it->second, std::string(body.data<char>(), body.size()));
+        calls.push_back({it->second, std::string(body.data<char>(), body.size()), 0});
     }
+  };
+  auto read_calls = [&] {
+    read_frames();
+    if (!calls.empty())
+      caf::anon_send(server, std::move(calls));
+    calls.clear();
   };
 
   zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
