@@ -19,8 +19,15 @@ namespace kvtier {
 
 class sim_clock {
  public:
+  enum class kind : uint8_t { virtual_time, wall };
+
   sim_clock() = default;
-  sim_clock(caf::actor_clock::time_point epoch, double speed) : epoch_(epoch), speed_(speed) {}
+  sim_clock(caf::actor_clock::time_point epoch, double speed, kind k = kind::virtual_time)
+    : epoch_(epoch), speed_(speed), kind_(k) {}
+
+  /// Time is the steady clock's: a timer already due may be a plain message to oneself. (In
+  /// virtual time a timer fires only once every mailbox is drained, an order replays rely on.)
+  bool on_wall() const { return kind_ == kind::wall; }
 
   /// Virtual nanoseconds since the start.
   int64_t now(const caf::actor_clock& clock) const {
@@ -39,6 +46,7 @@ class sim_clock {
  private:
   caf::actor_clock::time_point epoch_{};
   double speed_ = 1.0;
+  kind kind_ = kind::virtual_time;
 };
 
 }  // namespace kvtier

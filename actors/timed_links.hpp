@@ -42,8 +42,13 @@ class timed_links {
 template <class Self>
 void arm(Self* self, const sim_clock& clock, timed_links& links) {
   int64_t t = links.wake_needed();
-  if (t != link_model::never)
-    self->delayed_send(self, clock.until(self->clock(), t), wake_atom_v, uint64_t{0});
+  if (t != link_model::never) {
+    auto d = clock.until(self->clock(), t);
+    if (d == caf::timespan{0})
+      self->send(self, wake_atom_v, uint64_t{0});
+    else
+      self->delayed_send(self, d, wake_atom_v, uint64_t{0});
+  }
 }
 
 }  // namespace kvtier

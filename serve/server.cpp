@@ -143,7 +143,7 @@ int run_server(const serve_job& job) {
   add_kvtier_types(cfg);
   add_serve_types(cfg);
   caf::actor_system sys{cfg};
-  sim_clock clock(sys.clock().now(), job.speed);
+  sim_clock clock(sys.clock().now(), job.speed, sim_clock::kind::wall);
   t.storage.clock = clock;
   t.engine.clock = clock;
   storage_actor storage = spawn_storage(sys, t.storage);

@@ -350,7 +350,7 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
   caf::actor_system sys{cfg};
-  sim_clock clock(sys.clock().now(), options.speed);
+  sim_clock clock(sys.clock().now(), options.speed, sim_clock::kind::wall);
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};
