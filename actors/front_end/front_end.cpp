@@ -229,6 +229,12 @@ void on_prefilled(self_ptr self, request_id id, size_t d, const request_done& do
           [=](caf::error& e) { fail(self, std::move(e)); });
 }
 
+// A request a decode instance dropped is not failed for want of decode room: the deployment
+// took it in and chose to drop it, so it asks again until some decode instance has room.
+bool retries_decode_resource(const front_end_state& st, const front_end_state::handoff& h) {
+  return st.config.pd.retry_decode_resource || h.reroutes > 0;
+}
+
 void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_reply& r) {
   auto& st = self->state;
   auto& h = st.handoffs.at(id);
@@ -244,7 +250,7 @@ void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_r
     int64_t now = now_of(self);
     if (h.deadline < 0)
       h.deadline = time_add(now, st.config.pd.wait_decode_resource_ns);
-    int64_t next = st.config.pd.retry_decode_resource
+    int64_t next = retries_decode_resource(st, h)
                      ? time_add(now, st.config.pd.retry_interval_ns) : h.deadline;
     self->delayed_send(self, st.config.clock.until(self->clock(), next), handoff_atom_v, id);
     return;
@@ -275,7 +281,7 @@ void on_decoder_wait(self_ptr self, request_id id) {
   auto& st = self->state;
   if (st.failed || !st.handoffs.contains(id))
     return;
-  if (st.config.pd.retry_decode_resource) {
+  if (retries_decode_resource(st, st.handoffs.at(id))) {
     ask_decoder(self, id);
     return;
   }
