@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim/full/pd_end_checks.hpp"
 #include "tests/actors/scenario.hpp"
 
 using namespace kvtier;
@@ -163,4 +164,29 @@ TEST_CASE("pd decode preemption: the victim is dropped on D and routed again, wi
       CHECK(b.finish_ns == 16590);
     }
   }
+}
+
+TEST_CASE("pd decode preemption: the end-of-run checks hold, and each fires on corrupted results",
+          "[actors][pd][preemption][invariants]") {
+  full_result r = drop_run(preemption_mode::save_to_storage);
+  require_clean(r);
+  REQUIRE(pd_end_problems(r).empty());
+  auto fires = [&](auto corrupt, const std::string& what) {
+    full_result bad = r;
+    corrupt(bad);
+    std::vector<std::string> p = pd_end_problems(bad);
+    INFO(what);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].find(what) != std::string::npos);
+  };
+  fires([](full_result& x) { ++x.front_end.pushed; }, "requests pushed");
+  fires([](full_result& x) { --x.front_end.rerouted; }, "routed");
+  fires([](full_result& x) { --x.front_end.rerouted_saved; }, "to storage");
+  fires([](full_result& x) {
+          for (instance_result& i : x.instances)
+            if (i.role == pd_role::decode)
+              i.scheduler.requests.push_back(i.scheduler.requests.back());
+        }, "twice");
+  fires([](full_result& x) { x.scheduler.requests[1].failed = true; }, "both finished and failed");
+  fires([](full_result& x) { x.scheduler.requests[1].finish_ns = -1; }, "have a finish");
 }

@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim/full/pd_end_checks.hpp"
 #include "tests/actors/scenario.hpp"
 
 using namespace kvtier;
@@ -208,6 +209,9 @@ TEST_CASE("pd replay: random deployments drain, and requests end only by the rul
       }
     }
     REQUIRE(dropped == f.rerouted);
+    std::vector<std::string> end = pd_end_problems(r);
+    INFO((end.empty() ? std::string{} : end.front()));
+    REQUIRE(end.empty());
     REQUIRE(written == f.rerouted_saved);
     if (c.scheduler.options.preemption == preemption_mode::swap_to_host)
       REQUIRE(dropped == 0);  // kept on its decode instance
