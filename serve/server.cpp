@@ -5,7 +5,7 @@
 
 #include <atomic>
 #include <csignal>
-#include <iterator>
+#include <deque>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -41,24 +41,20 @@ extern "C" void on_signal(int) {
   }
 }
 
-// Replies the actor leaves for the socket thread, a batch at a time.
+// Replies the actor leaves for the socket thread.
 struct outbox {
   std::mutex mutex;
-  std::vector<outbound_reply> items;
+  std::deque<std::pair<uint64_t, std::string>> items;
   int fd = -1;
 
-  void push(std::vector<outbound_reply>& replies) {
+  void push(uint64_t conn, std::string bytes) {
     bool was_empty;
     {
       std::lock_guard<std::mutex> guard(mutex);
       was_empty = items.empty();
-      if (was_empty)
-        items.swap(replies);
-      else
-        std::move(replies.begin(), replies.end(), std::back_inserter(items));
+      items.emplace_back(conn, std::move(bytes));
     }
-    replies.clear();
-    if (was_empty) {  // the socket thread takes everything there when it wakes
+    if (was_empty) {
       uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
     }
@@ -141,7 +137,6 @@ int run_server(const serve_job& job) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
-  add_serve_types(cfg);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), job.speed, sim_clock::kind::wall);
   t.storage.clock = clock;
@@ -221,7 +216,7 @@ int run_server(const serve_job& job) {
     ss.observers.push_back(metrics->observer());
   caf::actor server = spawn_server_actor(
     sys, ss, controller, storage,
-    [box](std::vector<outbound_reply>& replies) { box->push(replies); });
+    [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
 
   wake_fd = box->fd;
   if (stop_requested) {  // a signal during start-up: the loop must not sleep through it
@@ -241,7 +236,7 @@ int run_server(const serve_job& job) {
   std::unordered_map<std::string, uint64_t> conn_of;
   std::unordered_map<uint64_t, envelope> envelopes;
   uint64_t next_conn = 1;
-  std::vector<outbound_reply> batch;
+  std::vector<std::pair<uint64_t, std::string>> batch;
 
   auto flush_outbox = [&] {
     uint64_t count;
@@ -250,7 +245,10 @@ int run_server(const serve_job& job) {
       batch.clear();
       {
         std::lock_guard<std::mutex> guard(box->mutex);
-        batch.swap(box->items);
+        while (!box->items.empty()) {
+          batch.push_back(std::move(box->items.front()));
+          box->items.pop_front();
+        }
       }
       if (batch.empty())
         return;
@@ -277,11 +275,9 @@ int run_server(const serve_job& job) {
     router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   };
 
-  // Reads every call waiting on the socket (up to a bound) and hands them to the actor in one
-  // message: one enqueue, one wake-up of its worker, however many came.
+  // Reads every call waiting on the socket.
   std::vector<zmq::message_t> frames;
-  std::vector<inbound_call> calls;
-  auto read_frames = [&] {
+  auto read_calls = [&] {
     for (int budget = 0; budget < 256; ++budget) {
       frames.clear();
       zmq::message_t part;
@@ -308,23 +304,14 @@ int run_server(const serve_job& job) {
       }
       const zmq::message_t& body = frames.back();
       auto [it, fresh] = conn_of.try_emplace(env.identity, next_conn);
-      if (fresh) {
+      if (fresh)
         ++next_conn;
-        envelopes[it->second] = env;
-      } else {
-        envelopes[it->second].delimiter = env.delimiter;
-      }
+      envelopes[it->second] = env;
       if (body.size() > max_bytes)  // answered too_large by the actor, undecoded
-        calls.push_back({it->second, std::string(), static_cast<uint64_t>(body.size())});
+        caf::anon_send(server, it->second, std::string(), static_cast<uint64_t>(body.size()));
       else
-        calls.push_back({it->second, std::string(body.data<char>(), body.size()), 0});
+        caf::anon_send(server, it->second, std::string(body.data<char>(), body.size()));
     }
-  };
-  auto read_calls = [&] {
-    read_frames();
-    if (!calls.empty())
-      caf::anon_send(server, std::move(calls));
-    calls.clear();
   };
 
   zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},

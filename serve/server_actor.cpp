@@ -60,11 +60,6 @@ struct server_state {
   request_id next_request = 1;
   uint64_t next_step = 1;  // the controller's step numbers, unique across engines
   bool stopping = false;
-  // Replies made since the last batch went to the sink; a flush message to itself, queued
-  // behind whatever the mailbox holds when the first is made, hands them over together (one
-  // wake-up of the socket thread for all of them, not one each).
-  std::vector<outbound_reply> replies;
-  bool flush_queued = false;
 };
 
 using self_ptr = caf::stateful_actor<server_state>*;
@@ -87,11 +82,7 @@ void answer(self_ptr self, uint64_t conn, verb op, steady::time_point since, msg
                       .count();
   for (auto& o : st.settings.observers)
     o->on_call(op, latency, err);
-  st.replies.emplace_back(conn, std::string(buf.data(), buf.size()));
-  if (!st.flush_queued) {
-    st.flush_queued = true;
-    self->send(self, caf::flush_atom_v);
-  }
+  st.sink(conn, std::string(buf.data(), buf.size()));
 }
 
 void fail(self_ptr self, uint64_t conn, verb op, uint64_t id, steady::time_point since,
@@ -708,24 +699,12 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
     std::chrono::duration<double>(std::clamp(st.settings.client_timeout_s / 4, 0.01, 1.0)));
   self->delayed_send(self, tick, wake_atom_v, uint64_t{0});
   return {
-    [=](const std::vector<inbound_call>& calls) {
-      for (const inbound_call& c : calls) {
-        if (c.too_large_bytes == 0) {
-          on_frame(self, c.conn, c.frame);
-          continue;
-        }
-        fail(self, c.conn, verb::ping, 0, steady::now(), error_kind::too_large,
-             "the message holds " + std::to_string(c.too_large_bytes) + " bytes, beyond "
-               "serve.max_message_bytes ("
-               + std::to_string(self->state.settings.max_message_bytes) + ")");
-      }
-    },
-    [=](caf::flush_atom) {
-      auto& s = self->state;
-      s.flush_queued = false;
-      if (!s.replies.empty())
-        s.sink(s.replies);
-      s.replies.clear();
+    [=](uint64_t conn, const std::string& frame) { on_frame(self, conn, frame); },
+    [=](uint64_t conn, const std::string&, uint64_t size) {
+      fail(self, conn, verb::ping, 0, steady::now(), error_kind::too_large,
+           "the message holds " + std::to_string(size) + " bytes, beyond "
+             "serve.max_message_bytes (" + std::to_string(self->state.settings.max_message_bytes)
+             + ")");
     },
     [=](wake_atom, uint64_t) {
       sweep_timeouts(self);
@@ -756,10 +735,6 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
 }
 
 }  // namespace
-
-void add_serve_types(caf::actor_system_config& cfg) {
-  cfg.add_message_types<caf::id_block::kvtier_serve>();
-}
 
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               cache_controller_actor controller, storage_actor storage,

@@ -37,39 +37,14 @@ struct server_settings {
   std::vector<std::shared_ptr<serve_observer>> observers;
 };
 
-/// One call as the socket thread read it: its connection and its frame; a frame beyond
-/// serve.max_message_bytes comes empty with its size instead (answered too_large, undecoded).
-struct inbound_call {
-  uint64_t conn = 0;
-  std::string frame;
-  uint64_t too_large_bytes = 0;
-};
+/// Where replies go: (connection, encoded reply). Called on the actor's thread.
+using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, inbound_call& x) {
-  return f(caf::meta::type_name("inbound_call"), x.conn, x.frame, x.too_large_bytes);
-}
-
-/// A reply: the connection it goes to and its encoded bytes.
-using outbound_reply = std::pair<uint64_t, std::string>;
-
-/// Where replies go, a batch at a time (every reply the actor made since the last batch).
-/// Called on the actor's thread; the sink takes the replies out of the vector.
-using reply_sink = std::function<void(std::vector<outbound_reply>& replies)>;
-
-/// Registers the server actor's message types (add_kvtier_types registers the rest).
-void add_serve_types(caf::actor_system_config& cfg);
-
-/// Messages it takes: (std::vector<inbound_call>) every call the socket thread read in one
-/// wake-up, handled in order; (run_atom) shutting down: it releases every engine's requests and
-/// refuses new work, answered with the count released.
+/// Messages it takes: (uint64_t conn, std::string frame) a call; (conn, "", size) a call too
+/// large to decode; (run_atom) shutting down: it
+/// releases every engine's requests and refuses new work, answered with the count released.
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               cache_controller_actor controller, storage_actor storage,
                               reply_sink sink);
 
 }  // namespace kvtier::serve
-
-CAF_BEGIN_TYPE_ID_BLOCK(kvtier_serve, caf::id_block::kvtier::end)
-  CAF_ADD_TYPE_ID(kvtier_serve, (kvtier::serve::inbound_call))
-  CAF_ADD_TYPE_ID(kvtier_serve, (std::vector<kvtier::serve::inbound_call>))
-CAF_END_TYPE_ID_BLOCK(kvtier_serve)
