@@ -3,6 +3,7 @@
 // One decoded protocol call (docs/protocol.md). The decoder fills the fields its verb uses and
 // leaves the rest at their defaults; the server checks them against its state.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,13 +13,17 @@
 
 namespace kvtier::serve {
 
-inline constexpr uint32_t protocol_version = 1;
+/// The versions the server speaks; hello picks the highest one both sides do. Version 2 adds
+/// the real GPU attach: `tensors` in hello, `swap_in` in step replies, `bench_swap`.
+inline constexpr uint32_t protocol_version = 2;
+inline constexpr uint32_t protocol_version_min = 1;
+inline constexpr uint32_t attach_version = 2;
 
 enum class verb : uint8_t {
   hello, lookup, allocate, wait, probe, step, commit, save, free, preempt, finish, stats, ping,
-  bye,
+  bye, bench_swap,
 };
-inline constexpr int verb_count = 14;
+inline constexpr int verb_count = 15;
 
 const char* verb_name(verb v);
 std::optional<verb> verb_of(std::string_view name);
@@ -37,6 +42,20 @@ struct model_shape {
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
   std::string kv_dtype;
+};
+
+/// The bytes of a CUDA IPC handle (memory or event), as hello carries them.
+inline constexpr size_t ipc_handle_size = 64;
+using ipc_bytes = std::array<uint8_t, ipc_handle_size>;
+
+/// hello's `tensors` (version 2): the engine's KV tensors and per-layer completion events.
+struct attach_request {
+  bool present = false;
+  uint32_t device_blocks = 0;             ///< blocks in each layer's K (and V) tensor
+  std::vector<ipc_bytes> layer_handles;   ///< one per layer: K at offset, V right after
+  std::vector<uint64_t> layer_offsets;
+  uint32_t event_slots = 0;
+  std::vector<ipc_bytes> events;          ///< event_slots x layers, slot-major
 };
 
 /// A prompt in one of the three forms of docs/protocol.md (exactly one is present).
@@ -58,6 +77,10 @@ struct call {
   model_shape model;
   uint32_t block_size = 0;
   std::vector<std::string> tiers;
+  attach_request tensors;
+  // bench_swap
+  uint32_t blocks = 0;
+  uint32_t repeats = 1;
   // lookup, allocate
   prompt text;
   // allocate, wait, commit, save, free, preempt, finish
