@@ -3,13 +3,13 @@
 // One decoded protocol call (docs/protocol.md). The decoder fills the fields its verb uses and
 // leaves the rest at their defaults; the server checks them against its state.
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/protocol.hpp"
+#include "serve/attach_request.hpp"
 
 namespace kvtier::serve {
 
@@ -42,20 +42,6 @@ struct model_shape {
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
   std::string kv_dtype;
-};
-
-/// The bytes of a CUDA IPC handle (memory or event), as hello carries them.
-inline constexpr size_t ipc_handle_size = 64;
-using ipc_bytes = std::array<uint8_t, ipc_handle_size>;
-
-/// hello's `tensors` (version 2): the engine's KV tensors and per-layer completion events.
-struct attach_request {
-  bool present = false;
-  uint32_t device_blocks = 0;             ///< blocks in each layer's K (and V) tensor
-  std::vector<ipc_bytes> layer_handles;   ///< one per layer: K at offset, V right after
-  std::vector<uint64_t> layer_offsets;
-  uint32_t event_slots = 0;
-  std::vector<ipc_bytes> events;          ///< event_slots x layers, slot-major
 };
 
 /// A prompt in one of the three forms of docs/protocol.md (exactly one is present).

@@ -1,5 +1,7 @@
 #include "serve/client.hpp"
 
+#include "serve/call.hpp"
+
 namespace kvtier::serve {
 
 const msgpack::object* reply::find_in(const msgpack::object& map, std::string_view key) {

@@ -16,7 +16,7 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
-#include "serve/call.hpp"
+#include "serve/attach_request.hpp"
 #include "serve/encode.hpp"
 
 namespace kvtier::serve {

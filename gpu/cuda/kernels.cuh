@@ -19,8 +19,9 @@ constexpr uint32_t zero_copy_pairs_max = 1024;  ///< pairs per zero-copy launch
 constexpr uint32_t pattern_blocks_max = 1024;   ///< blocks per fill/poison/check launch
 
 /// The device tensors: chunk (block, layer, half) lies at
-/// layer_base[layer] + half * tensor_bytes + block * chunk_bytes. One address per layer, so that the
-/// tensors may be one arena or an engine's separate per-layer allocations (device_tensors.cuh).
+/// layer_base[layer] + half * tensor_bytes + block * chunk_bytes. One address per layer, so that
+/// the tensors may be one arena or an engine's separate per-layer allocations
+/// (device_tensors.cuh).
 struct tensor_view {
   uint8_t* layer_base[max_layers] = {};
   uint64_t tensor_bytes = 0;
