@@ -502,6 +502,7 @@ TEST_CASE("real mode: a modelled server refuses tensors clearly and negotiates v
     m.put_str("kv_dtype", "bf16");
   });
   CHECK(r.u64("version") == 2);
+  a.set_engine(r.u64("engine"));
   CHECK_FALSE(r.flag("attached"));
   CHECK_FALSE(r.flag("verify"));
   // A version-1 engine gets the version-1 reply.
