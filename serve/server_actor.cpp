@@ -691,11 +691,11 @@ void do_bench_swap(self_ptr self, ctx& x) {
   auto refuse = [&](const std::string& why) {
     fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, why);
   };
-  if (!s.gpu || !s.gpu->attached())
-    return refuse("bench_swap needs an attached engine (kvtier serve --backend cuda)");
   if (st.next_request != 1 || st.next_step != 1)
     return refuse("bench_swap overwrites device and host blocks: it runs only before the "
                   "server's first allocate and step");
+  if (!s.gpu || !s.gpu->attached())
+    return refuse("bench_swap needs an attached engine (kvtier serve --backend cuda)");
   uint32_t most = std::min(s.device_blocks, s.host_blocks);
   if (c.blocks == 0 || c.blocks > most)
     return refuse("'blocks' must be in [1, " + std::to_string(most)

@@ -530,9 +530,11 @@ TEST_CASE("real mode: a modelled server refuses tensors clearly and negotiates v
   // bench_swap needs an attached engine.
   uint64_t id = a.send("bench_swap", 1, [](map_writer& w) { w.put("blocks", 4); });
   CHECK_THAT(error_of(a, id), Catch::Contains("bad_request: bench_swap needs an attached engine"));
-  // The server goes on.
+  // The server goes on; once it has taken an allocate, bench_swap is refused for that first.
   CHECK(allocate_ready(a, 1, prompt(128, 1)).u64("prefetched_blocks") == 0);
   CHECK(a.call("stats").u64("engines") == 2);
+  id = a.send("bench_swap", 1, [](map_writer& w) { w.put("blocks", 4); });
+  CHECK_THAT(error_of(a, id), Catch::Contains("runs only before the server's first allocate"));
   CHECK(s.stop() == 0);
 }
 
