@@ -181,18 +181,9 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
       // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
       // waits on them in the engine's stream.
       const msgpack::object* sw = r.find("swap_in");
-      if (s.gpu && sw && sw->type == msgpack::type::MAP) {
-        std::vector<gpu::block_pattern> blocks;
-        const msgpack::object* b = reply::find_in(*sw, "blocks");
-        if (b && b->type == msgpack::type::ARRAY)
-          for (uint32_t i = 0; i < b->via.array.size; ++i) {
-            const msgpack::object& pair = b->via.array.ptr[i];
-            blocks.push_back({pair.via.array.ptr[0].as<uint32_t>(),
-                              pair.via.array.ptr[1].as<uint64_t>()});
-          }
+      if (s.gpu && sw && sw->type == msgpack::type::MAP)
         g.swap_in = s.gpu->expect_swap_in(static_cast<uint32_t>(reply::u64_in(*sw, "slot")),
-                                          std::move(blocks));
-      }
+                                          block_patterns(reply::find_in(*sw, "blocks")));
       g.available_blocks = static_cast<uint32_t>(r.u64("available_blocks"));
       // Layer times come on the server's clock: moved onto ours by the distance to its "now".
       int64_t server_now = r.i64("now_ns");
@@ -236,6 +227,19 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
 }
 
 }  // namespace
+
+std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks) {
+  std::vector<gpu::block_pattern> out;
+  if (!blocks || blocks->type != msgpack::type::ARRAY)
+    throw std::runtime_error("the server's reply has no 'blocks' list");
+  for (uint32_t i = 0; i < blocks->via.array.size; ++i) {
+    const msgpack::object& pair = blocks->via.array.ptr[i];
+    if (pair.type != msgpack::type::ARRAY || pair.via.array.size != 2)
+      throw std::runtime_error("the server's 'blocks' entries must be [device block, key]");
+    out.push_back({pair.via.array.ptr[0].as<uint32_t>(), pair.via.array.ptr[1].as<uint64_t>()});
+  }
+  return out;
+}
 
 attach_request tensors_of(const engine_device& gpu) {
   attach_request t;

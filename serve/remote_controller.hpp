@@ -30,6 +30,10 @@ struct remote_options {
   bool verify = false;  ///< real mode: the server must fill computed blocks with patterns
 };
 
+/// A real-mode reply's `blocks` ([[device block, pattern key]]); entries of another shape are
+/// an error (std::runtime_error).
+std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks);
+
 /// hello's `tensors` for an engine device.
 attach_request tensors_of(const engine_device& gpu);
 

@@ -37,7 +37,6 @@ struct live_request {
 
 struct engine_state {
   std::string name;
-  uint32_t version = 1;  // negotiated in hello
   uint64_t conn = 0;
   steady::time_point last_seen;
   uint64_t next_step = 1;  // the shorthands' step numbers
@@ -333,7 +332,6 @@ void do_hello(self_ptr self, ctx& x) {
   uint64_t id = st.next_engine++;
   engine_state& e = st.engines[id];
   e.name = c.name;
-  e.version = version;
   e.conn = x.conn;
   e.last_seen = steady::now();
   ++st.counters.engines_registered;

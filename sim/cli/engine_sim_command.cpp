@@ -76,13 +76,7 @@ int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
       w.put("repeats", args.swap_bench_repeats);
     });
     auto slot = static_cast<uint32_t>(r.u64("slot"));
-    std::vector<gpu::block_pattern> blocks;
-    if (const msgpack::object* b = r.find("blocks"); b && b->type == msgpack::type::ARRAY)
-      for (uint32_t i = 0; i < b->via.array.size; ++i) {
-        const msgpack::object& pair = b->via.array.ptr[i];
-        blocks.push_back({pair.via.array.ptr[0].as<uint32_t>(),
-                          pair.via.array.ptr[1].as<uint64_t>()});
-      }
+    std::vector<gpu::block_pattern> blocks = serve::block_patterns(r.find("blocks"));
     uint64_t bad = gpu.wait_and_check(slot, blocks);
     double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<double> gbps;
