@@ -10,7 +10,7 @@ namespace {
 // Completions come on a CUDA thread: they become messages to the actor that owns the op, held
 // weakly so that a completion after shutdown goes nowhere.
 template <class Handle>
-cuda_device::sink post_to(const Handle& who) {
+compute_device::sink post_to(const Handle& who) {
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(who);
   return [weak](uint64_t op, int layer) {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
@@ -28,7 +28,13 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   x.role = config.role;
   if (config.remote_controller) {
     x.controller = config.remote_controller(sys, config.scheduler.clock);
-    x.scheduler = spawn_scheduler(sys, config.scheduler, x.controller);
+    scheduler_config sc = config.scheduler;
+    if (config.remote_compute) {
+      x.compute = spawn_gpu_compute(sys, config.remote_compute);
+      config.remote_compute->set_compute_sink(post_to(x.compute));
+      sc.gpu_compute = x.compute;
+    }
+    x.scheduler = spawn_scheduler(sys, sc, x.controller);
     return x;
   }
   x.engine = spawn_transfer_engine(sys, config.engine, storage);

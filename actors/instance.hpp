@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/cache_controller/controller_core.hpp"
+#include "actors/device/compute_device.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler/scheduler.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
@@ -28,6 +29,9 @@ struct instance_config {
   scheduler_config scheduler;
   transfer_engine_options engine;
   controller_factory remote_controller;  ///< empty: the instance's own controller
+  /// With a remote controller: the GPU the step compute runs on (engine-sim --backend cuda);
+  /// null: modelled compute.
+  std::shared_ptr<compute_device> remote_compute;
 };
 
 struct instance {

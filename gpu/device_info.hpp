@@ -27,6 +27,9 @@ struct device_info {
 /// Describes device `ordinal`; never throws.
 device_info query_device(int ordinal = 0) noexcept;
 
+/// Whether this build has the CUDA backend at all (gpu/no_cuda.cpp answers false).
+bool cuda_built() noexcept;
+
 /// One line: "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB, PCI 0000:..., driver 13.0, runtime 13.0)",
 /// or "no CUDA device: <reason>".
 std::string describe(const device_info& info);

@@ -45,6 +45,12 @@ std::optional<std::string> check_config(const kv_cache_config& config) {
     return std::string("it needs at least one device block");
   if (config.staging_slots == 0 || config.zero_copy_ctas == 0)
     return std::string("staging_slots and zero_copy_ctas must be positive");
+  if (config.memory == device_memory::attached && config.attach.size() != config.shape.layers)
+    return "attaching an engine's tensors needs one handle per layer: got "
+           + std::to_string(config.attach.size()) + " for " + std::to_string(config.shape.layers)
+           + " layers";
+  if (config.memory != device_memory::attached && !config.attach.empty())
+    return std::string("tensor handles are given only to attach another process's tensors");
   return std::nullopt;
 }
 

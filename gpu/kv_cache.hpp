@@ -19,6 +19,7 @@
 // Op ids count up from 1 across all kinds. An op's events and timings live until release(id).
 // Not thread-safe: call from one thread at a time (any thread; each call selects the device).
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,8 +61,30 @@ std::optional<transfer_method> parse_transfer_method(std::string_view name);
 /// other); measured figures in docs/gpu.md.
 transfer_method default_method(transfer_direction d);
 
+/// The bytes of a CUDA IPC handle (cudaIpcMemHandle_t and cudaIpcEventHandle_t are both 64 bytes,
+/// CUDA_IPC_HANDLE_SIZE): opaque outside gpu/cuda/.
+inline constexpr size_t ipc_handle_bytes = 64;
+using ipc_handle = std::array<uint8_t, ipc_handle_bytes>;
+
+/// One layer's device tensor as another process exports it: K at `offset` bytes into the
+/// allocation the handle names, V right after it, each [device_blocks][chunk] (kv_layout.hpp).
+struct layer_tensor_handle {
+  ipc_handle handle{};
+  uint64_t offset = 0;
+};
+
+/// Where the device tensors come from: the seam between a cache that owns its KV memory and one
+/// that runs its copies on an engine's.
+enum class device_memory : uint8_t {
+  own_arena,     ///< one allocation holding every tensor (kv_layout.hpp)
+  own_exported,  ///< one allocation per layer (K then V), exportable with export_layers()
+  attached,      ///< another process's layers, opened from `attach` (cudaIpcOpenMemHandle)
+};
+
 struct kv_cache_config {
   kv_shape shape;
+  device_memory memory = device_memory::own_arena;
+  std::vector<layer_tensor_handle> attach;  ///< attached: one per layer
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;
   int device_ordinal = 0;
@@ -162,6 +185,25 @@ class kv_cache {
   virtual void release(op_id id) = 0;
   /// Waits until every op submitted so far has completed.
   virtual void synchronize() = 0;
+
+  // -- CUDA IPC: tensors and per-layer completion events shared with another process ----------
+
+  /// own_exported: one handle per layer, for the process that will attach them.
+  virtual std::vector<layer_tensor_handle> export_layers() = 0;
+  /// Creates `count` interprocess events (cudaEventInterprocess | cudaEventDisableTiming), ids
+  /// 0..count-1 of this cache, and returns their handles. Once per cache.
+  virtual std::vector<ipc_handle> create_ipc_events(uint32_t count) = 0;
+  /// Opens another process's interprocess events as ids 0..n-1 of this cache. Once per cache.
+  virtual void open_ipc_events(const std::vector<ipc_handle>& handles) = 0;
+  /// Records IPC event `event` once layer `layer` of H2D op `h2d` is in place. A process
+  /// waiting on the event from now on waits for that layer (an IPC wait waits for the record
+  /// that precedes the wait call).
+  virtual void signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) = 0;
+  /// submit_compute() with layer l waiting for IPC event layer_events[l] instead of an own H2D
+  /// op (one entry per layer): the engine side of a swap-in another process runs.
+  virtual op_id submit_compute_after_events(const std::vector<uint64_t>& layer_ns,
+                                            const std::vector<uint32_t>& layer_events,
+                                            uint64_t lead_ns = 0) = 0;
 
   // -- verification ---------------------------------------------------------------------------
 

@@ -12,6 +12,9 @@ std::optional<std::string> check_shape(const kv_shape& shape) {
   if (shape.layers == 0 || shape.kv_heads == 0 || shape.head_dim == 0 || shape.block_size == 0
       || shape.dtype_bytes == 0)
     return "every dimension of the KV shape must be positive: " + describe(shape);
+  if (shape.layers > max_layers)
+    return "at most " + std::to_string(max_layers) + " layers (the kernels take one tensor "
+           "address per layer): " + describe(shape);
   if (shape.chunk_bytes() % 16 != 0)
     return "a KV chunk must be a multiple of 16 bytes, but " + describe(shape) + " gives "
            + std::to_string(shape.chunk_bytes());

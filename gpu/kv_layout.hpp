@@ -41,6 +41,9 @@ struct kv_shape {
   uint64_t host_block_bytes() const { return layers * slice_bytes(); }
 };
 
+/// The most layers a shape may have: the kernels take one tensor address per layer by value.
+inline constexpr uint32_t max_layers = 256;
+
 /// Returns why `shape` cannot be used, if it cannot: every dimension must be positive and a chunk
 /// a multiple of 16 bytes, the width of the copy kernels' accesses.
 std::optional<std::string> check_shape(const kv_shape& shape);

@@ -6,6 +6,10 @@
 
 namespace kvtier::gpu {
 
+bool cuda_built() noexcept {
+  return false;
+}
+
 device_info query_device(int ordinal) noexcept {
   device_info info;
   info.ordinal = ordinal;

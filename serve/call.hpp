@@ -9,16 +9,21 @@
 #include <vector>
 
 #include "actors/protocol.hpp"
+#include "serve/attach_request.hpp"
 
 namespace kvtier::serve {
 
-inline constexpr uint32_t protocol_version = 1;
+/// The versions the server speaks; hello picks the highest one both sides do. Version 2 adds
+/// the real GPU attach: `tensors` in hello, `swap_in` in step replies, `bench_swap`.
+inline constexpr uint32_t protocol_version = 2;
+inline constexpr uint32_t protocol_version_min = 1;
+inline constexpr uint32_t attach_version = 2;
 
 enum class verb : uint8_t {
   hello, lookup, allocate, wait, probe, step, commit, save, free, preempt, finish, stats, ping,
-  bye,
+  bye, bench_swap,
 };
-inline constexpr int verb_count = 14;
+inline constexpr int verb_count = 15;
 
 const char* verb_name(verb v);
 std::optional<verb> verb_of(std::string_view name);
@@ -58,6 +63,10 @@ struct call {
   model_shape model;
   uint32_t block_size = 0;
   std::vector<std::string> tiers;
+  attach_request tensors;
+  // bench_swap
+  uint32_t blocks = 0;
+  uint32_t repeats = 1;
   // lookup, allocate
   prompt text;
   // allocate, wait, commit, save, free, preempt, finish

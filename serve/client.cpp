@@ -1,5 +1,7 @@
 #include "serve/client.hpp"
 
+#include "serve/call.hpp"
+
 namespace kvtier::serve {
 
 const msgpack::object* reply::find_in(const msgpack::object& map, std::string_view key) {
@@ -158,12 +160,33 @@ reply client::call(std::string_view op, uint32_t fields,
   return r;
 }
 
+void write_tensors(map_writer& w, const attach_request& t) {
+  w.key("tensors");
+  map_writer m(w.buffer(), 4);
+  m.put("device_blocks", t.device_blocks);
+  auto& layers = m.key("layers");
+  layers.pack_array(static_cast<uint32_t>(t.layer_handles.size()));
+  for (size_t l = 0; l < t.layer_handles.size(); ++l) {
+    layers.pack_array(2);
+    layers.pack_bin(ipc_handle_size);
+    layers.pack_bin_body(reinterpret_cast<const char*>(t.layer_handles[l].data()), ipc_handle_size);
+    layers.pack(t.layer_offsets[l]);
+  }
+  m.put("event_slots", t.event_slots);
+  auto& events = m.key("events");
+  events.pack_array(static_cast<uint32_t>(t.events.size()));
+  for (const ipc_bytes& e : t.events) {
+    events.pack_bin(ipc_handle_size);
+    events.pack_bin_body(reinterpret_cast<const char*>(e.data()), ipc_handle_size);
+  }
+}
+
 reply client::hello(const std::string& name, const std::string& model_name, uint32_t layers,
                     uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
-                    uint32_t block_size) {
+                    uint32_t block_size, const attach_request* tensors) {
   engine_ = 0;
-  reply r = call("hello", 4, [&](map_writer& w) {
-    w.key("versions").pack(std::vector<uint32_t>{1});
+  reply r = call("hello", tensors ? 5 : 4, [&](map_writer& w) {
+    w.key("versions").pack(std::vector<uint32_t>{tensors ? attach_version : 1});
     w.put_str("name", name);
     w.key("model");
     map_writer m(const_cast<msgpack::sbuffer&>(buf_), 5);
@@ -173,6 +196,8 @@ reply client::hello(const std::string& name, const std::string& model_name, uint
     m.put("head_dim", head_dim);
     m.put_str("kv_dtype", kv_dtype);
     w.put("block_size", block_size);
+    if (tensors)
+      write_tensors(w, *tensors);
   });
   engine_ = r.u64("engine");
   return r;

@@ -17,6 +17,7 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include "serve/attach_request.hpp"
 #include "serve/encode.hpp"
 
 namespace kvtier::serve {
@@ -73,10 +74,11 @@ class client {
   reply call(std::string_view op, uint32_t fields = 0,
              const std::function<void(map_writer&)>& fill = {});
 
-  /// hello with the given model; sets engine(). Throws remote_error on refusal.
+  /// hello with the given model; sets engine(). Throws remote_error on refusal. With `tensors`
+  /// (real mode) it offers protocol version 2 only and exports them.
   reply hello(const std::string& name, const std::string& model_name, uint32_t layers,
               uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
-              uint32_t block_size);
+              uint32_t block_size, const attach_request* tensors = nullptr);
   uint64_t engine() const { return engine_; }
   size_t last_sent_bytes() const { return last_sent_; }
   void set_engine(uint64_t e) { engine_ = e; }
@@ -95,6 +97,9 @@ class client {
   std::map<uint64_t, reply> stash_;
   msgpack::sbuffer buf_;
 };
+
+/// Writes hello's `tensors` (docs/protocol.md, real mode) as the map's next entry.
+void write_tensors(map_writer& w, const attach_request& t);
 
 /// Throws remote_error if `r` is an error reply.
 void check_ok(const reply& r);

@@ -12,7 +12,8 @@ namespace {
 
 const char* const verb_names[verb_count] = {"hello", "lookup", "allocate", "wait",  "probe",
                                             "step",  "commit", "save",     "free",  "preempt",
-                                            "finish", "stats", "ping",     "bye"};
+                                            "finish", "stats", "ping",     "bye",
+                                            "bench_swap"};
 const char* const error_names[error_kind_count] = {
   "malformed", "unknown_op", "too_large", "unauthorized", "version",
   "model_mismatch", "not_registered", "bad_request", "shutting_down"};
@@ -111,6 +112,57 @@ void read_model(const msgpack::object& o, model_shape& m) {
       throw bad(std::string("'model' lacks '") + names[i] + "'");
 }
 
+ipc_bytes as_handle(const msgpack::object& o, const std::string& what) {
+  if (o.type != msgpack::type::BIN)
+    throw bad("'" + what + "' must be binary (a CUDA IPC handle)");
+  if (o.via.bin.size != ipc_handle_size)
+    throw bad("'" + what + "' holds " + std::to_string(o.via.bin.size) + " bytes; a CUDA IPC "
+              "handle has " + std::to_string(ipc_handle_size));
+  ipc_bytes out;
+  std::memcpy(out.data(), o.via.bin.ptr, ipc_handle_size);
+  return out;
+}
+
+// hello's `tensors`: {device_blocks, layers: [[handle, offset]], event_slots, events: [handle]}.
+void read_tensors(const msgpack::object& o, attach_request& t) {
+  if (o.type != msgpack::type::MAP)
+    throw bad("'tensors' must be a map");
+  const auto& map = o.via.map;
+  bool seen[4] = {};
+  for (uint32_t i = 0; i < map.size; ++i) {
+    std::string_view k = as_key(map.ptr[i].key);
+    const msgpack::object& v = map.ptr[i].val;
+    if (k == "device_blocks") {
+      t.device_blocks = as_u32(v, "tensors.device_blocks");
+      seen[0] = true;
+    } else if (k == "layers") {
+      const auto& a = as_array(v, "tensors.layers");
+      for (uint32_t j = 0; j < a.size; ++j) {
+        std::string what = "tensors.layers[" + std::to_string(j) + "]";
+        const auto& pair = as_array(a.ptr[j], what);
+        if (pair.size != 2)
+          throw bad("'" + what + "' must be [handle, offset]");
+        t.layer_handles.push_back(as_handle(pair.ptr[0], what));
+        t.layer_offsets.push_back(as_uint(pair.ptr[1], what));
+      }
+      seen[1] = true;
+    } else if (k == "event_slots") {
+      t.event_slots = as_u32(v, "tensors.event_slots");
+      seen[2] = true;
+    } else if (k == "events") {
+      const auto& a = as_array(v, "tensors.events");
+      for (uint32_t j = 0; j < a.size; ++j)
+        t.events.push_back(as_handle(a.ptr[j], "tensors.events[" + std::to_string(j) + "]"));
+      seen[3] = true;
+    }
+  }
+  const char* names[4] = {"device_blocks", "layers", "event_slots", "events"};
+  for (int i = 0; i < 4; ++i)
+    if (!seen[i])
+      throw bad(std::string("'tensors' lacks '") + names[i] + "'");
+  t.present = true;
+}
+
 void set_form(prompt& p, prompt::form f) {
   if (p.kind != prompt::form::none)
     throw bad("a prompt must be one of 'tokens', 'hashes' or 'blocks', not several");
@@ -120,6 +172,7 @@ void set_form(prompt& p, prompt::form f) {
 // The keys each verb requires, checked after the map is read.
 enum need : uint32_t {
   need_req = 1, need_tokens = 2, need_prompt = 4, need_step = 8, need_hello = 16,
+  need_blocks = 32,
 };
 
 uint32_t needs_of(verb v) {
@@ -130,6 +183,7 @@ uint32_t needs_of(verb v) {
     case verb::wait: case verb::free: case verb::preempt: case verb::finish: return need_req;
     case verb::commit: case verb::save: return need_req | need_tokens;
     case verb::probe: case verb::step: return need_step;
+    case verb::bench_swap: return need_blocks;
     default: return 0;
   }
 }
@@ -167,6 +221,7 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
   std::optional<std::string> op_name;
   bool have_version_list = false, have_block_size = false, have_model = false;
   bool have_req = false, have_tokens_count = false, have_step = false;
+  bool have_blocks_count = false;
   try {
     // The id first, so that every later error can carry it.
     for (uint32_t i = 0; i < map.size; ++i)
@@ -205,6 +260,9 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
         set_form(out.text, prompt::form::hashes);
         for (uint64_t h : as_uints(v, "hashes"))
           out.text.blocks.push_back({h, 0});
+      } else if (k == "blocks" && v.type == msgpack::type::POSITIVE_INTEGER) {
+        out.blocks = as_u32(v, "blocks");  // bench_swap's count
+        have_blocks_count = true;
       } else if (k == "blocks") {
         set_form(out.text, prompt::form::blocks);
         const auto& a = as_array(v, "blocks");
@@ -227,6 +285,8 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
       else if (k == "preempted") out.step.preempted = as_marks(v, "preempted");
       else if (k == "grows") out.step.grows = as_marks(v, "grows");
       else if (k == "admits") out.step.admits = as_marks(v, "admits");
+      else if (k == "tensors") read_tensors(v, out.tensors);
+      else if (k == "repeats") out.repeats = as_u32(v, "repeats");
       // other keys: ignored (a later version's additions)
     }
   } catch (const bad& e) {
@@ -251,6 +311,10 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
     return missing("tokens', 'hashes' or 'blocks");
   if ((needs & need_step) && !have_step)
     return missing("step");
+  if ((needs & need_blocks) && !have_blocks_count)
+    return missing("blocks");
+  if (out.op == verb::bench_swap && (out.repeats == 0 || out.repeats > 1000))
+    return wire_error{error_kind::malformed, "'repeats' must be in [1, 1000]"};
   if (needs & need_hello) {
     if (!have_version_list)
       return missing("versions");

@@ -32,6 +32,7 @@ class map_writer {
     pk_.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
   }
   msgpack::packer<msgpack::sbuffer>& packer() { return pk_; }
+  msgpack::sbuffer& buffer() { return buf_; }
 
  private:
   msgpack::sbuffer& buf_;

@@ -16,6 +16,7 @@ struct remote_state {
   std::unordered_map<uint64_t, std::pair<caf::typed_response_promise<ready>, request_id>> waits;
   uint64_t live = 0;  // requests arrived and not finished
   bool ticking = false;
+  std::shared_ptr<engine_device> gpu;  // real mode
   std::chrono::steady_clock::time_point last_call;
 
   // The engine leaves when the replay ends: the server forgets it now, not after the timeout.
@@ -98,8 +99,8 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
   auto& st = self->state;
   st.clock = clock;
   st.link = std::make_unique<client>(o.endpoint, o.token);
-  st.link->hello(o.engine_name, o.model_name, o.layers, o.kv_heads, o.head_dim, o.kv_dtype,
-                 o.block_size);
+  st.gpu = o.gpu;
+  say_hello(*st.link, o, o.engine_name);
   st.last_call = std::chrono::steady_clock::now();
   self->send(self, wake_atom_v, uint64_t{0});
   return {
@@ -177,6 +178,12 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
           g.admits.push_back(a);
         }
       g.failed_grows = u64s(r.find("failed_grows"));
+      // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
+      // waits on them in the engine's stream.
+      const msgpack::object* sw = r.find("swap_in");
+      if (s.gpu && sw && sw->type == msgpack::type::MAP)
+        g.swap_in = s.gpu->expect_swap_in(static_cast<uint32_t>(reply::u64_in(*sw, "slot")),
+                                          block_patterns(reply::find_in(*sw, "blocks")));
       g.available_blocks = static_cast<uint32_t>(r.u64("available_blocks"));
       // Layer times come on the server's clock: moved onto ours by the distance to its "now".
       int64_t server_now = r.i64("now_ns");
@@ -221,12 +228,56 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
 
 }  // namespace
 
+std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks) {
+  std::vector<gpu::block_pattern> out;
+  if (!blocks || blocks->type != msgpack::type::ARRAY)
+    throw std::runtime_error("the server's reply has no 'blocks' list");
+  for (uint32_t i = 0; i < blocks->via.array.size; ++i) {
+    const msgpack::object& pair = blocks->via.array.ptr[i];
+    if (pair.type != msgpack::type::ARRAY || pair.via.array.size != 2)
+      throw std::runtime_error("the server's 'blocks' entries must be [device block, key]");
+    out.push_back({pair.via.array.ptr[0].as<uint32_t>(), pair.via.array.ptr[1].as<uint64_t>()});
+  }
+  return out;
+}
+
+attach_request tensors_of(const engine_device& gpu) {
+  attach_request t;
+  t.present = true;
+  t.device_blocks = gpu.device_blocks();
+  for (const gpu::layer_tensor_handle& h : gpu.tensors()) {
+    ipc_bytes b;
+    std::copy(h.handle.begin(), h.handle.end(), b.begin());
+    t.layer_handles.push_back(b);
+    t.layer_offsets.push_back(h.offset);
+  }
+  t.event_slots = gpu.event_slots();
+  for (const gpu::ipc_handle& h : gpu.events()) {
+    ipc_bytes b;
+    std::copy(h.begin(), h.end(), b.begin());
+    t.events.push_back(b);
+  }
+  return t;
+}
+
+reply say_hello(client& link, const remote_options& o, const std::string& name) {
+  if (!o.gpu)
+    return link.hello(name, o.model_name, o.layers, o.kv_heads, o.head_dim, o.kv_dtype,
+                      o.block_size);
+  attach_request t = tensors_of(*o.gpu);
+  reply r = link.hello(name, o.model_name, o.layers, o.kv_heads, o.head_dim, o.kv_dtype,
+                       o.block_size, &t);
+  if (o.verify && !r.flag("verify"))
+    throw remote_error("bad_request", "--verify checks the patterns the server writes into "
+                                      "computed blocks: start kvtier serve with --verify");
+  return r;
+}
+
 cache_controller_actor spawn_remote_controller(caf::actor_system& sys, const remote_options& o,
                                                const sim_clock& clock) {
   // Said before the actor starts, so that a refusal reaches the command line as an error.
   client probe_link(o.endpoint, o.token, std::chrono::seconds(10));
-  probe_link.hello(o.engine_name + "-check", o.model_name, o.layers, o.kv_heads, o.head_dim,
-                   o.kv_dtype, o.block_size);
+  say_hello(probe_link, o, o.engine_name + "-check");
   probe_link.call("bye", 0, {});
   auto h = sys.spawn(remote_behavior, o, clock);
   return caf::actor_cast<cache_controller_actor>(h);

@@ -8,8 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "actors/device/engine_device.hpp"
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
+#include "serve/client.hpp"
 
 namespace kvtier::serve {
 
@@ -22,7 +24,22 @@ struct remote_options {
   uint32_t layers = 0, kv_heads = 0, head_dim = 0;
   std::string kv_dtype;
   uint32_t block_size = 0;
+  /// Real mode: the engine's tensors and events, exported in hello; each step's swap-in is
+  /// handed to it (its compute waits on the slot's IPC events). Null: modelled compute.
+  std::shared_ptr<engine_device> gpu;
+  bool verify = false;  ///< real mode: the server must fill computed blocks with patterns
 };
+
+/// A real-mode reply's `blocks` ([[device block, pattern key]]); entries of another shape are
+/// an error (std::runtime_error).
+std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks);
+
+/// hello's `tensors` for an engine device.
+attach_request tensors_of(const engine_device& gpu);
+
+/// hello, with the engine's tensors in real mode; throws remote_error when the server refuses
+/// (or, with `verify`, does not fill computed blocks with their patterns).
+reply say_hello(client& link, const remote_options& o, const std::string& name);
 
 /// Connects and says hello (throws remote_error on refusal, std::runtime_error if the server
 /// does not answer); the actor then forwards every controller message.

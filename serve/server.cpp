@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "actors/cache_controller/cache_controller.hpp"
+#include "gpu/device_info.hpp"
 #include "actors/storage/storage.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
 #include "observe/serve/serve_wiring.hpp"
@@ -121,6 +122,27 @@ int run_server(const serve_job& job) {
                        "runs on the wall clock");
   const double timeout_s = job.cfg.number("serve.client_timeout_s");
   const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
+  std::shared_ptr<cuda_device> gpu;
+  if (job.cuda) {
+    if (!gpu::cuda_built())
+      throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
+                         "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
+    cuda_device_options o;
+    o.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
+               rc.model.dtype_bytes};
+    o.device_blocks = rc.cache.device_blocks;
+    o.host_blocks = rc.cache.host_blocks;
+    o.verify = job.verify;
+    o.attach_later = true;  // the engine's tensors come with its hello
+    gpu = std::make_shared<cuda_device>(o);
+    t.engine.gpu = gpu;
+    t.engine.block_bytes = gpu->block_bytes();
+    // The reply of a step goes before its swap-in lands: the engine waits on IPC events.
+    t.controller.grant_early = true;
+    t.controller.verify = job.verify;
+  } else if (job.verify) {
+    throw config_error("--verify checks real bytes: it needs --backend cuda");
+  }
   prepare_storage(t);
   // KV events (observe/serve): made before the actors, which report to its sink until they end.
   std::unique_ptr<serve_events> events = open_events(job);
@@ -144,6 +166,18 @@ int run_server(const serve_job& job) {
   storage_actor storage = spawn_storage(sys, t.storage);
   t.storage.backend.reset();
   transfer_engine_actor engine = spawn_transfer_engine(sys, t.engine, storage);
+  if (gpu) {
+    // Copy completions come on a CUDA thread: messages to the engine, held weakly so that one
+    // after shutdown goes nowhere.
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(engine);
+    gpu->set_sinks(
+      [weak](uint64_t op, int layer) {
+        if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
+          caf::anon_send(caf::actor_cast<transfer_engine_actor>(strong), gpu_done_atom_v, op,
+                         static_cast<int32_t>(layer));
+      },
+      nullptr);
+  }
   cache_controller_actor controller =
     spawn_cache_controller(sys, t.cache, t.controller, storage, engine);
   caf::scoped_actor self{sys};
@@ -212,11 +246,27 @@ int run_server(const serve_job& job) {
   ss.speed = job.speed;
   ss.epoch = sys.clock().now();
   ss.observers = job.observers;
+  ss.gpu = gpu;
+  ss.verify = job.verify;
   if (metrics)
     ss.observers.push_back(metrics->observer());
   caf::actor server = spawn_server_actor(
     sys, ss, controller, storage,
     [box](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); });
+  if (gpu) {
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(server);
+    gpu->set_swap_in_hook([weak](swap_in_signal sig) {
+      std::vector<uint64_t> flat;
+      flat.reserve(2 * sig.blocks.size());
+      for (const gpu::block_pattern& b : sig.blocks) {
+        flat.push_back(b.block);
+        flat.push_back(b.hash);
+      }
+      if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
+        caf::anon_send(caf::actor_cast<caf::actor>(strong), gpu_done_atom_v, sig.transfer,
+                       sig.slot, std::move(flat));
+    });
+  }
 
   wake_fd = box->fd;
   if (stop_requested) {  // a signal during start-up: the loop must not sleep through it

@@ -23,6 +23,10 @@ struct serve_job {
   std::string bind;           ///< ZeroMQ endpoint
   std::string token;          ///< empty: none (loopback binds only)
   double speed = 1.0;         ///< virtual seconds per wall second (modelled links and media)
+  /// Real mode (--backend cuda): copies run on the GPU, on the KV tensors the engine exports in
+  /// hello; `verify` fills computed blocks with their pattern and checks every swap-in.
+  bool cuda = false;
+  bool verify = false;
   std::vector<std::shared_ptr<serve_observer>> observers;
   /// KV events (docs/events.md); the endpoint empty: off. Topic, ring and HWM come from the
   /// serve.events_* keys.

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "actors/storage/storage_index.hpp"
+#include "gpu/bench_blocks.hpp"
 #include "serve/block_names.hpp"
 #include "serve/encode.hpp"
 
@@ -60,6 +61,11 @@ struct server_state {
   request_id next_request = 1;
   uint64_t next_step = 1;  // the controller's step numbers, unique across engines
   bool stopping = false;
+  // Real mode: the tensors attached (their hello's), swap-ins submitted whose step reply has
+  // not gone yet, and step replies waiting for their swap-in's submission; by transfer id.
+  std::optional<attach_request> attached;
+  std::unordered_map<uint64_t, swap_in_signal> signals;
+  std::unordered_map<uint64_t, std::function<void(const swap_in_signal&)>> parked;
 };
 
 using self_ptr = caf::stateful_actor<server_state>*;
@@ -218,13 +224,80 @@ struct ctx {
   call c;
 };
 
+// Real mode: the engine's tensors are opened at its first hello; later hellos (a reconnect, a
+// second link of the same engine) must name the same ones. Returns why the hello is refused.
+std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t version) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  const attach_request& t = c.tensors;
+  if (!s.gpu) {
+    if (t.present)
+      return std::string("this server models the device (kvtier serve without --backend cuda): "
+                         "it cannot attach an engine's tensors; start it with --backend cuda, "
+                         "or leave 'tensors' out");
+    return std::nullopt;
+  }
+  if (!t.present)
+    return std::string("kvtier serve --backend cuda runs its copies on the engine's KV tensors: "
+                       "hello must carry 'tensors' (protocol version 2)");
+  if (version < attach_version)
+    return "'tensors' needs protocol version " + std::to_string(attach_version)
+           + "; the versions offered allow " + std::to_string(version);
+  if (t.layer_handles.size() != s.layers)
+    return "tensors.layers has " + std::to_string(t.layer_handles.size())
+           + " entries; the model has " + std::to_string(s.layers) + " layers";
+  if (t.device_blocks != s.device_blocks)
+    return "tensors.device_blocks is " + std::to_string(t.device_blocks)
+           + "; the server's device tier holds " + std::to_string(s.device_blocks)
+           + " blocks (cache.device_tokens / cache.block_size): size the tensors alike";
+  if (t.event_slots == 0 || t.event_slots > 64)
+    return "tensors.event_slots must be in [1, 64], got " + std::to_string(t.event_slots);
+  if (t.events.size() != uint64_t{t.event_slots} * s.layers)
+    return "tensors.events has " + std::to_string(t.events.size()) + " handles; event_slots x "
+           "layers is " + std::to_string(uint64_t{t.event_slots} * s.layers);
+  if (st.attached) {
+    const attach_request& a = *st.attached;
+    if (a.layer_handles != t.layer_handles || a.layer_offsets != t.layer_offsets
+        || a.events != t.events || a.event_slots != t.event_slots)
+      return std::string("this server is attached to another engine's tensors (one engine's "
+                         "tensors per server); restart it to attach these");
+    return std::nullopt;
+  }
+  engine_tensors et;
+  for (size_t l = 0; l < t.layer_handles.size(); ++l) {
+    gpu::layer_tensor_handle h;
+    std::copy(t.layer_handles[l].begin(), t.layer_handles[l].end(), h.handle.begin());
+    h.offset = t.layer_offsets[l];
+    et.layers.push_back(h);
+  }
+  for (const ipc_bytes& e : t.events) {
+    gpu::ipc_handle h;
+    std::copy(e.begin(), e.end(), h.begin());
+    et.events.push_back(h);
+  }
+  et.event_slots = t.event_slots;
+  try {
+    s.gpu->attach(et);
+  } catch (const std::exception& e) {
+    return std::string("cannot attach the engine's tensors: ") + e.what();
+  }
+  st.attached = t;
+  return std::nullopt;
+}
+
 void do_hello(self_ptr self, ctx& x) {
   auto& st = self->state;
   const auto& s = st.settings;
   const call& c = x.c;
-  if (std::find(c.versions.begin(), c.versions.end(), protocol_version) == c.versions.end())
+  uint32_t version = 0;
+  for (uint64_t v : c.versions)
+    if (v >= protocol_version_min && v <= protocol_version)
+      version = std::max(version, static_cast<uint32_t>(v));
+  if (version == 0)
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::version,
-                "no common protocol version: the server speaks " + std::to_string(protocol_version));
+                "no common protocol version: the server speaks "
+                  + std::to_string(protocol_version_min) + " to "
+                  + std::to_string(protocol_version));
   auto mismatch = [&](const std::string& field, const std::string& theirs,
                       const std::string& ours) {
     fail(self, x.conn, c.op, c.id, x.since, error_kind::model_mismatch,
@@ -254,6 +327,8 @@ void do_hello(self_ptr self, ctx& x) {
     if (std::find(tiers.begin(), tiers.end(), t) == tiers.end())
       return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request,
                   "tier '" + t + "' is not configured on this server");
+  if (auto bad = attach_tensors(self, c, version))
+    return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
   uint64_t id = st.next_engine++;
   engine_state& e = st.engines[id];
   e.name = c.name;
@@ -263,8 +338,13 @@ void do_hello(self_ptr self, ctx& x) {
   for (auto& o : s.observers)
     o->on_engine(id, e.name, true, 0);
   msgpack::sbuffer buf;
-  auto m = ok_reply(buf, c.id, 9);
-  m.put("version", protocol_version);
+  bool v2 = version >= attach_version;
+  auto m = ok_reply(buf, c.id, 9 + (v2 ? 2 : 0));
+  m.put("version", version);
+  if (v2) {
+    m.put("attached", s.gpu != nullptr);
+    m.put("verify", s.gpu != nullptr && s.verify);
+  }
   m.put("engine", id);
   m.put("block_size", s.block_size);
   m.put("layers", s.layers);
@@ -484,6 +564,9 @@ std::optional<std::string> check_step(engine_state& e, commit& c) {
   return std::nullopt;
 }
 
+void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const grant& g,
+                     const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig);
+
 void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   auto& st = self->state;
   const call& c = x.c;
@@ -529,34 +612,117 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
           ob->on_hits(verb::step, rq->second.prompt_blocks, g.admits[i].device_blocks,
                       g.admits[i].host_blocks, g.admits[i].storage_blocks);
     }
-    msgpack::sbuffer buf;
-    auto m = ok_reply(buf, c.id, 6);
-    m.put("step", engine_step);
-    auto& pk = m.key("admits");
-    pk.pack_array(static_cast<uint32_t>(g.admits.size()));
-    for (size_t i = 0; i < g.admits.size(); ++i) {
-      const admit_result& a = g.admits[i];
-      map_writer one(buf, 8);
-      one.put("req", engine_reqs[i]);
-      one.put("admitted", a.admitted);
-      one.put("device_blocks", a.device_blocks);
-      one.put("host_blocks", a.host_blocks);
-      one.put("storage_blocks", a.storage_blocks);
-      one.put("device_tokens", a.device_tokens);
-      one.put("host_tokens", a.host_tokens);
-      one.put("storage_tokens", a.storage_tokens);
+    auto reply = [=](const swap_in_signal* sig) {
+      send_step_reply(self, x, engine_step, g, engine_reqs, sig);
+    };
+    if (g.swap_in == 0 || !s2.settings.gpu)
+      return reply(nullptr);
+    // Real mode: the reply tells the engine which event slot covers the swap-in, so it goes
+    // once the swap-in is submitted and those events are recorded.
+    if (auto sg = s2.signals.find(g.swap_in); sg != s2.signals.end()) {
+      swap_in_signal sig = std::move(sg->second);
+      s2.signals.erase(sg);
+      return reply(&sig);
     }
-    auto& fg = m.key("failed_grows");
-    fg.pack_array(static_cast<uint32_t>(g.failed_grows.size()));
-    for (request_id r : g.failed_grows) {
-      auto o = s2.owners.find(r);
-      fg.pack(o == s2.owners.end() ? uint64_t{0} : o->second.req);
-    }
-    m.put("available_blocks", g.available_blocks);
-    m.put("layer_ready_ns", g.layer_ready_ns);
-    m.put("now_ns", now_ns(self));
-    answer(self, x.conn, c.op, x.since, buf);
+    s2.parked.emplace(g.swap_in, [reply](const swap_in_signal& sig) { reply(&sig); });
   });
+}
+
+void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const grant& g,
+                     const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig) {
+  auto& s2 = self->state;
+  const call& c = x.c;
+  bool real = s2.settings.gpu != nullptr;
+  msgpack::sbuffer buf;
+  auto m = ok_reply(buf, c.id, 6 + (real ? 1 : 0));
+  m.put("step", engine_step);
+  auto& pk = m.key("admits");
+  pk.pack_array(static_cast<uint32_t>(g.admits.size()));
+  for (size_t i = 0; i < g.admits.size(); ++i) {
+    const admit_result& a = g.admits[i];
+    map_writer one(buf, 8);
+    one.put("req", engine_reqs[i]);
+    one.put("admitted", a.admitted);
+    one.put("device_blocks", a.device_blocks);
+    one.put("host_blocks", a.host_blocks);
+    one.put("storage_blocks", a.storage_blocks);
+    one.put("device_tokens", a.device_tokens);
+    one.put("host_tokens", a.host_tokens);
+    one.put("storage_tokens", a.storage_tokens);
+  }
+  auto& fg = m.key("failed_grows");
+  fg.pack_array(static_cast<uint32_t>(g.failed_grows.size()));
+  for (request_id r : g.failed_grows) {
+    auto o = s2.owners.find(r);
+    fg.pack(o == s2.owners.end() ? uint64_t{0} : o->second.req);
+  }
+  m.put("available_blocks", g.available_blocks);
+  m.put("layer_ready_ns", g.layer_ready_ns);
+  m.put("now_ns", now_ns(self));
+  if (real) {
+    auto& sw = m.key("swap_in");
+    if (sig == nullptr) {
+      sw.pack_nil();
+    } else {
+      map_writer one(buf, 3);
+      one.put("slot", sig->slot);
+      one.put("layers", s2.settings.layers);
+      auto& bl = one.key("blocks");
+      bl.pack_array(static_cast<uint32_t>(sig->blocks.size()));
+      for (const gpu::block_pattern& b : sig->blocks) {
+        bl.pack_array(2);
+        bl.pack(b.block);
+        bl.pack(b.hash);
+      }
+    }
+  }
+  answer(self, x.conn, c.op, x.since, buf);
+}
+
+// Real mode, before any request: loads host blocks into the engine's tensors and times it on the
+// device (docs/protocol.md, bench_swap). It overwrites device and host blocks, so it runs only
+// while no request was ever allocated.
+void do_bench_swap(self_ptr self, ctx& x) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  const call& c = x.c;
+  auto refuse = [&](const std::string& why) {
+    fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, why);
+  };
+  if (st.next_request != 1 || st.next_step != 1)
+    return refuse("bench_swap overwrites device and host blocks: it runs only before the "
+                  "server's first allocate and step");
+  if (!s.gpu || !s.gpu->attached())
+    return refuse("bench_swap needs an attached engine (kvtier serve --backend cuda)");
+  uint32_t most = std::min(s.device_blocks, s.host_blocks);
+  if (c.blocks == 0 || c.blocks > most)
+    return refuse("'blocks' must be in [1, " + std::to_string(most)
+                  + "] (the smaller of the device and host tiers)");
+  // Host blocks [0, n) into device blocks placed as `kvtier bench transfer` places its H2D
+  // targets (shuffled, half of them in runs of up to 32), so that the two figures compare.
+  gpu::bench_options placing;
+  std::vector<uint32_t> ids =
+    gpu::bench::shuffled_runs(placing.seed, s.device_blocks, placing.run_share,
+                              placing.run_length_max);
+  constexpr uint64_t hash_base = 0x62656e6368000000;  // "bench": any fixed base will do
+  std::vector<gpu::block_pattern> targets;
+  for (uint32_t i = 0; i < c.blocks; ++i)
+    targets.push_back({ids[i], hash_base + i});
+  swap_bench_result r = s.gpu->bench_swap(targets, c.repeats);
+  msgpack::sbuffer buf;
+  auto m = ok_reply(buf, c.id, 5);
+  m.put("bytes", r.bytes);
+  m.put("gbps", r.gbps);
+  m.put("slot", r.slot);
+  m.put("layers", s.layers);
+  auto& bl = m.key("blocks");
+  bl.pack_array(static_cast<uint32_t>(targets.size()));
+  for (const gpu::block_pattern& b : targets) {
+    bl.pack_array(2);
+    bl.pack(b.block);
+    bl.pack(b.hash);
+  }
+  answer(self, x.conn, c.op, x.since, buf);
 }
 
 void do_stats(self_ptr self, ctx& x) {
@@ -657,6 +823,7 @@ void on_frame(self_ptr self, uint64_t conn, const std::string& frame) {
     case verb::allocate: return do_allocate(self, x, e, *c.engine);
     case verb::wait: return do_wait(self, x, e);
     case verb::probe: return do_probe(self, x, e);
+    case verb::bench_swap: return do_bench_swap(self, x);
     case verb::bye: {
       uint64_t released = e.requests.size();
       drop_engine(self, *c.engine);
@@ -705,6 +872,18 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
            "the message holds " + std::to_string(size) + " bytes, beyond "
              "serve.max_message_bytes (" + std::to_string(self->state.settings.max_message_bytes)
              + ")");
+    },
+    [=](gpu_done_atom, uint64_t transfer, uint32_t slot, const std::vector<uint64_t>& flat) {
+      auto& s = self->state;
+      swap_in_signal sig{transfer, slot, {}};
+      for (size_t i = 0; i + 1 < flat.size(); i += 2)
+        sig.blocks.push_back({static_cast<uint32_t>(flat[i]), flat[i + 1]});
+      if (auto p = s.parked.find(transfer); p != s.parked.end()) {
+        auto reply = std::move(p->second);
+        s.parked.erase(p);
+        return reply(sig);
+      }
+      s.signals.emplace(transfer, std::move(sig));
     },
     [=](wake_atom, uint64_t) {
       sweep_timeouts(self);

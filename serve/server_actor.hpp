@@ -14,6 +14,7 @@
 
 #include "caf/all.hpp"
 
+#include "actors/device/cuda_device.hpp"
 #include "actors/protocol.hpp"
 #include "serve/call.hpp"
 #include "serve/observer.hpp"
@@ -35,13 +36,18 @@ struct server_settings {
   double speed = 1.0;
   caf::actor_clock::time_point epoch{};
   std::vector<std::shared_ptr<serve_observer>> observers;
+  /// Real mode (kvtier serve --backend cuda): the device whose copies run on the attached
+  /// engine's tensors; null: the device is modelled and hello refuses `tensors`.
+  std::shared_ptr<cuda_device> gpu;
+  bool verify = false;  ///< real mode: computed blocks get their hash's pattern
 };
 
 /// Where replies go: (connection, encoded reply). Called on the actor's thread.
 using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
 
 /// Messages it takes: (uint64_t conn, std::string frame) a call; (conn, "", size) a call too
-/// large to decode; (run_atom) shutting down: it
+/// large to decode; (gpu_done_atom, transfer, slot, [device block, hash]...) real mode: a
+/// swap-in was submitted and its slot's IPC events recorded; (run_atom) shutting down: it
 /// releases every engine's requests and refuses new work, answered with the count released.
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               cache_controller_actor controller, storage_actor storage,

@@ -27,12 +27,81 @@ std::vector<gpu::block_pattern> patterns_of(const transfer& t) {
 }  // namespace
 
 cuda_device::cuda_device(const cuda_device_options& options) : options_(options) {
+  if (!options.attach_later)
+    cache_ = gpu::make_kv_cache(cache_config());
+}
+
+gpu::kv_cache_config cuda_device::cache_config() {
   gpu::kv_cache_config c;
-  c.shape = options.shape;
-  c.device_blocks = options.device_blocks;
-  c.host_blocks = options.host_blocks;
+  c.shape = options_.shape;
+  c.device_blocks = options_.device_blocks;
+  c.host_blocks = options_.host_blocks;
   c.on_complete = [this](uint64_t op, int layer) { on_complete(op, layer); };
-  cache_ = gpu::make_kv_cache(c);
+  return c;
+}
+
+void cuda_device::attach(const engine_tensors& tensors) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (cache_)
+    throw gpu::gpu_error("the device tensors are attached already");
+  uint32_t layers = options_.shape.layers;
+  if (tensors.event_slots == 0 || tensors.events.size() != uint64_t{tensors.event_slots} * layers)
+    throw gpu::gpu_error("an engine's IPC events are event_slots x layers: got "
+                         + std::to_string(tensors.events.size()) + " for "
+                         + std::to_string(tensors.event_slots) + " slots of "
+                         + std::to_string(layers) + " layers");
+  gpu::kv_cache_config c = cache_config();
+  c.memory = gpu::device_memory::attached;
+  c.attach = tensors.layers;
+  c.calibrate_compute = false;  // the engine computes, not kvtier
+  auto cache = gpu::make_kv_cache(c);
+  cache->open_ipc_events(tensors.events);
+  cache_ = std::move(cache);
+  event_slots_ = tensors.event_slots;
+}
+
+bool cuda_device::attached() const {
+  return cache_ != nullptr;
+}
+
+void cuda_device::set_swap_in_hook(std::function<void(swap_in_signal)> hook) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  swap_in_hook_ = std::move(hook);
+}
+
+swap_bench_result cuda_device::bench_swap(const std::vector<gpu::block_pattern>& targets,
+                                          uint32_t repeats) {
+  swap_bench_result out;
+  std::vector<gpu::block_pair> pairs;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    KVTIER_ASSERT(cache_ && targets.size() <= options_.host_blocks);
+    for (uint32_t i = 0; i < targets.size(); ++i) {
+      gpu::fill_host_block(cache_->host_block(i), options_.shape, targets[i].hash);
+      pairs.push_back({targets[i].block, i});
+    }
+  }
+  out.bytes = targets.size() * block_bytes();
+  for (uint32_t r = 0; r < repeats; ++r) {
+    uint64_t op;
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      op = cache_->submit_h2d(pairs);
+      bench_ops_.insert(op);
+      if (r + 1 == repeats && event_slots_ > 0) {
+        out.slot = next_slot_++ % event_slots_;
+        for (uint32_t l = 0; l < options_.shape.layers; ++l)
+          cache_->signal_ipc_event(op, l, out.slot * options_.shape.layers + l);
+      }
+    }
+    // Its completion callback takes the lock: wait for it unlocked, then release the op.
+    std::unique_lock<std::mutex> lock(mutex_);
+    bench_done_.wait(lock, [&] { return bench_ops_.count(op) == 0; });
+    gpu::transfer_timing t = cache_->transfer_time(op);
+    cache_->release(op);
+    out.gbps.push_back(static_cast<double>(t.bytes) / t.total_ns);
+  }
+  return out;
 }
 
 void cuda_device::set_sinks(sink copies, sink computes) {
@@ -41,11 +110,23 @@ void cuda_device::set_sinks(sink copies, sink computes) {
   computes_ = std::move(computes);
 }
 
+void cuda_device::set_compute_sink(sink computes) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  computes_ = std::move(computes);
+}
+
 // On a CUDA thread. The lock also waits out a submit whose op completes before it is recorded.
 void cuda_device::on_complete(uint64_t op, int layer) {
   sink target;
   {
     std::lock_guard<std::mutex> guard(mutex_);
+    if (bench_ops_.count(op) > 0) {
+      if (layer == -1) {
+        bench_ops_.erase(op);
+        bench_done_.notify_all();
+      }
+      return;
+    }
     if (compute_ops_.count(op) > 0) {
       if (layer >= 0)
         return;  // a compute's layers are not reported one by one
@@ -60,7 +141,7 @@ void cuda_device::on_complete(uint64_t op, int layer) {
 }
 
 std::string cuda_device::device_name() const {
-  return cache_->device().name;
+  return cache_ ? cache_->device().name : std::string("(no engine attached yet)");
 }
 
 void cuda_device::expect_swap_in(uint64_t transfer) {
@@ -81,6 +162,15 @@ uint64_t cuda_device::submit_copy(const transfer& t) {
   KVTIER_ASSERT(kind == move_kind::swap_in);
   uint64_t op = cache_->submit_h2d(pairs_of(t));
   copy_ops_[op] = t.id;
+  if (event_slots_ > 0) {
+    // The engine waits on the slot's events once told, which is after this record: an IPC
+    // wait waits for the record before it.
+    swap_in_signal sig{t.id, next_slot_++ % event_slots_, patterns_of(t)};
+    for (uint32_t l = 0; l < options_.shape.layers; ++l)
+      cache_->signal_ipc_event(op, l, sig.slot * options_.shape.layers + l);
+    if (swap_in_hook_)
+      swap_in_hook_(std::move(sig));
+  }
   swap_in_op& s = swap_ins_.at(t.id);
   s.op = op;
   for (parked_compute& p : s.parked) {

@@ -17,7 +17,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <condition_variable>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +27,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "actors/device/compute_device.hpp"
 #include "actors/protocol.hpp"
 #include "gpu/kv_cache.hpp"
 
@@ -36,17 +39,52 @@ struct cuda_device_options {
   uint32_t host_blocks = 0;
   bool verify = false;
   uint64_t payload_limit_bytes = 16ull << 30;  ///< --verify: stored bytes kept, at most
+  /// The device tensors are an engine's, given later to attach() (kvtier serve --backend
+  /// cuda): nothing is allocated until then.
+  bool attach_later = false;
 };
 
-class cuda_device {
- public:
-  /// (op, layer): layer -1 means the whole op completed.
-  using sink = std::function<void(uint64_t op, int layer)>;
+/// An engine's tensors and IPC events as its hello gives them (docs/protocol.md, version 2).
+struct engine_tensors {
+  std::vector<gpu::layer_tensor_handle> layers;  ///< one per layer
+  std::vector<gpu::ipc_handle> events;           ///< event_slots x layers, slot-major
+  uint32_t event_slots = 0;
+};
 
+/// A swap-in into an attached engine's tensors was submitted and its slot's events recorded.
+struct swap_in_signal {
+  uint64_t transfer = 0;
+  uint32_t slot = 0;
+  std::vector<gpu::block_pattern> blocks;  ///< device block and the hash it receives
+};
+
+/// bench_swap(): H2D of host blocks into the attached tensors, timed on the device.
+struct swap_bench_result {
+  uint64_t bytes = 0;        ///< per repeat
+  std::vector<double> gbps;  ///< per repeat
+  uint32_t slot = 0;         ///< the events recorded for the last repeat
+};
+
+class cuda_device : public compute_device {
+ public:
   explicit cuda_device(const cuda_device_options& options);
 
   /// Where completions go: copies to the transfer engine, computes to the compute actor.
   void set_sinks(sink copies, sink computes);
+  void set_compute_sink(sink computes) override;
+
+  // -- an engine's tensors (attach_later) --
+  /// Opens the engine's tensors and IPC events and makes the cache on them; throws gpu_error
+  /// naming what failed. Once.
+  void attach(const engine_tensors& tensors);
+  bool attached() const;
+  /// Called (on the transfer engine's thread) for every swap-in once it is submitted and its
+  /// slot's IPC events are recorded behind its layers.
+  void set_swap_in_hook(std::function<void(swap_in_signal)> hook);
+  /// Fills host block i with the pattern of targets[i].hash and loads it into device block
+  /// targets[i].block, `repeats` times, recording the next slot's IPC events behind the last
+  /// load. Only while no other copy runs (the server checks).
+  swap_bench_result bench_swap(const std::vector<gpu::block_pattern>& targets, uint32_t repeats);
 
   std::string device_name() const;
   uint64_t block_bytes() const { return options_.shape.host_block_bytes(); }
@@ -76,9 +114,9 @@ class cuda_device {
   /// none). Returns the op, or 0 when it is parked until that swap-in is submitted (its
   /// completion comes all the same).
   uint64_t submit_compute(uint64_t step, int64_t lead_ns, std::vector<int64_t> layer_ns,
-                          uint64_t after_swap_in);
+                          uint64_t after_swap_in) override;
   /// The compute op completed: the step it ran and the time its layers waited for data.
-  std::pair<uint64_t, int64_t> compute_completed(uint64_t op);
+  std::pair<uint64_t, int64_t> compute_completed(uint64_t op) override;
 
  private:
   struct parked_compute {
@@ -98,8 +136,15 @@ class cuda_device {
                                  uint64_t after_op);
   void release_if_done_locked(uint64_t transfer);
 
+  gpu::kv_cache_config cache_config();
+
   cuda_device_options options_;
   std::unique_ptr<gpu::kv_cache> cache_;
+  uint32_t event_slots_ = 0;  ///< attached: the engine's IPC event slots
+  uint32_t next_slot_ = 0;
+  std::function<void(swap_in_signal)> swap_in_hook_;
+  std::set<uint64_t> bench_ops_;  ///< bench_swap's ops until their completion is seen
+  std::condition_variable bench_done_;
   std::mutex mutex_;
   sink copies_, computes_;
   std::map<uint64_t, swap_in_op> swap_ins_;            // by transfer id

@@ -8,14 +8,14 @@ namespace {
 
 struct gpu_compute_state {
   static inline const char* name = "gpu_compute";
-  std::shared_ptr<cuda_device> device;
+  std::shared_ptr<compute_device> device;
   std::map<uint64_t, caf::typed_response_promise<compute_done>> steps;  // in flight, by step
 };
 
 using self_ptr = gpu_compute_actor::stateful_pointer<gpu_compute_state>;
 
 gpu_compute_actor::behavior_type gpu_compute_behavior(self_ptr self,
-                                                      std::shared_ptr<cuda_device> device) {
+                                                      std::shared_ptr<compute_device> device) {
   self->state.device = std::move(device);
   return {
     [=](compute_request& c) -> caf::result<compute_done> {
@@ -37,7 +37,8 @@ gpu_compute_actor::behavior_type gpu_compute_behavior(self_ptr self,
 
 }  // namespace
 
-gpu_compute_actor spawn_gpu_compute(caf::actor_system& sys, std::shared_ptr<cuda_device> device) {
+gpu_compute_actor spawn_gpu_compute(caf::actor_system& sys,
+                                    std::shared_ptr<compute_device> device) {
   return sys.spawn(gpu_compute_behavior, std::move(device));
 }
 

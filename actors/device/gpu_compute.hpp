@@ -7,12 +7,13 @@
 
 #include <memory>
 
-#include "actors/device/cuda_device.hpp"
+#include "actors/device/compute_device.hpp"
 #include "actors/protocol.hpp"
 
 namespace kvtier {
 
 /// Its compute completions must be posted to it as (gpu_done_atom, op, -1).
-gpu_compute_actor spawn_gpu_compute(caf::actor_system& sys, std::shared_ptr<cuda_device> device);
+gpu_compute_actor spawn_gpu_compute(caf::actor_system& sys,
+                                    std::shared_ptr<compute_device> device);
 
 }  // namespace kvtier

@@ -106,17 +106,40 @@ uint64_t cuda_kv_cache::spin_for(uint64_t asked_ns) const {
 op_id cuda_kv_cache::submit_compute(const std::vector<uint64_t>& layer_ns, op_id after_h2d,
                                     uint64_t lead_ns) {
   select_device();
-  const op_record* h2d = nullptr;
+  std::vector<cudaEvent_t> waits;
   if (after_h2d != 0) {
-    h2d = &find(after_h2d);
-    if (h2d->kind != op_kind::h2d)
+    const op_record& h2d = find(after_h2d);
+    if (h2d.kind != op_kind::h2d)
       throw gpu_error("compute can wait only for an H2D op, and op " + std::to_string(after_h2d)
                       + " is not one");
-    if (h2d->layer_events.size() != layer_ns.size())
+    if (h2d.layer_events.size() != layer_ns.size())
       throw gpu_error("compute of " + std::to_string(layer_ns.size())
                       + " layers cannot follow H2D op " + std::to_string(after_h2d) + " of "
-                      + std::to_string(h2d->layer_events.size()) + " layers");
+                      + std::to_string(h2d.layer_events.size()) + " layers");
+    waits = h2d.layer_events;
   }
+  return run_compute(layer_ns, waits, lead_ns);
+}
+
+op_id cuda_kv_cache::submit_compute_after_events(const std::vector<uint64_t>& layer_ns,
+                                                 const std::vector<uint32_t>& layer_events,
+                                                 uint64_t lead_ns) {
+  select_device();
+  if (layer_events.size() != layer_ns.size())
+    throw gpu_error("compute of " + std::to_string(layer_ns.size()) + " layers needs one IPC "
+                    "event per layer, got " + std::to_string(layer_events.size()));
+  std::vector<cudaEvent_t> waits;
+  for (uint32_t e : layer_events) {
+    if (e >= ipc_events_.size())
+      throw gpu_error("IPC event " + std::to_string(e) + " does not exist (there are "
+                      + std::to_string(ipc_events_.size()) + ")");
+    waits.push_back(ipc_events_[e]);
+  }
+  return run_compute(layer_ns, waits, lead_ns);
+}
+
+op_id cuda_kv_cache::run_compute(const std::vector<uint64_t>& layer_ns,
+                                 const std::vector<cudaEvent_t>& waits, uint64_t lead_ns) {
   uint32_t layers = static_cast<uint32_t>(layer_ns.size());
   op_id id = add_op(op_kind::compute, 0, layers, layers);
   op_record& rec = ops_.at(id);
@@ -128,8 +151,8 @@ op_id cuda_kv_cache::submit_compute(const std::vector<uint64_t>& layer_ns, op_id
     KVTIER_CUDA_CHECK(cudaEventRecord(rec.lead_end, s));
   }
   for (uint32_t l = 0; l < layers; ++l) {
-    if (h2d != nullptr)
-      KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, h2d->layer_events[l], 0));
+    if (!waits.empty())
+      KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, waits[l], 0));
     KVTIER_CUDA_CHECK(cudaEventRecord(rec.begin_events[l], s));
     launch_busy(spin_for(layer_ns[l]), s);
     KVTIER_CUDA_CHECK(cudaEventRecord(rec.layer_events[l], s));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/check.hpp"
 
@@ -57,10 +58,7 @@ cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& i
   staging_.slot_count = config.staging_slots;
   staging_.direct_min_bytes = config.direct_min_bytes;
   staging_.slices_max = slot_ids_max;
-  arena_ = allocate<device_buffer>(
-    layout_.device_bytes(), "device KV tensors",
-    "cache.device_tokens (or use a GPU profile: --config configs/h100-80gb.json, "
-    "configs/h200.json)");
+  tensors_ = device_tensors::make(config, layout_);
   host_ = allocate<pinned_buffer>(layout_.host_bytes(), "pinned host KV blocks",
                                   "cache.host_tokens (or storage.capacity_tokens=0 and "
                                   "cache.host_tokens=0 for a device-only run)");
@@ -87,6 +85,8 @@ cuda_kv_cache::~cuda_kv_cache() {
   } catch (const gpu_error& e) {
     std::fprintf(stderr, "kvtier: GPU work failed while closing the KV cache: %s\n", e.what());
   }
+  for (cudaEvent_t e : ipc_events_)
+    cudaEventDestroy(e);  // an opened IPC event is released the same way
 }
 
 void cuda_kv_cache::select_device() const {
@@ -151,8 +151,68 @@ double cuda_kv_cache::elapsed_ns(cudaEvent_t from, cudaEvent_t to) const {
 }
 
 tensor_view cuda_kv_cache::tensors() const {
-  return tensor_view{arena_->get(), layout_.tensor_bytes(), layout_.shape.chunk_bytes(),
-                     layout_.shape.layers};
+  tensor_view v;
+  for (uint32_t l = 0; l < layout_.shape.layers; ++l)
+    v.layer_base[l] = tensors_->layer(l);
+  v.tensor_bytes = layout_.tensor_bytes();
+  v.chunk_bytes = layout_.shape.chunk_bytes();
+  v.layers = layout_.shape.layers;
+  return v;
+}
+
+std::vector<layer_tensor_handle> cuda_kv_cache::export_layers() {
+  select_device();
+  return tensors_->export_layers();
+}
+
+std::vector<ipc_handle> cuda_kv_cache::create_ipc_events(uint32_t count) {
+  select_device();
+  if (!ipc_events_.empty())
+    throw gpu_error("this cache has its IPC events already");
+  std::vector<ipc_handle> out(count);
+  ipc_events_owned_ = true;
+  for (uint32_t i = 0; i < count; ++i) {
+    cudaEvent_t e;
+    KVTIER_CUDA_CHECK(
+      cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming));
+    ipc_events_.push_back(e);
+    cudaIpcEventHandle_t h;
+    KVTIER_CUDA_CHECK(cudaIpcGetEventHandle(&h, e));
+    static_assert(sizeof h == ipc_handle_bytes, "CUDA's IPC event handle size changed");
+    std::memcpy(out[i].data(), &h, sizeof h);
+  }
+  return out;
+}
+
+void cuda_kv_cache::open_ipc_events(const std::vector<ipc_handle>& handles) {
+  select_device();
+  if (!ipc_events_.empty())
+    throw gpu_error("this cache has its IPC events already");
+  for (size_t i = 0; i < handles.size(); ++i) {
+    cudaIpcEventHandle_t h;
+    std::memcpy(&h, handles[i].data(), sizeof h);
+    cudaEvent_t e;
+    cudaError_t err = cudaIpcOpenEventHandle(&e, h);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      throw gpu_error("cannot open IPC event " + std::to_string(i)
+                      + " (cudaIpcOpenEventHandle): " + cudaGetErrorString(err));
+    }
+    ipc_events_.push_back(e);
+  }
+}
+
+void cuda_kv_cache::signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) {
+  select_device();
+  op_record& rec = find(h2d);
+  if (rec.kind != op_kind::h2d)
+    throw gpu_error("op " + std::to_string(h2d) + " is not an H2D op");
+  if (event >= ipc_events_.size())
+    throw gpu_error("IPC event " + std::to_string(event) + " does not exist (there are "
+                    + std::to_string(ipc_events_.size()) + ")");
+  cudaStream_t s = signal_.get();
+  KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, event_of(rec, h2d, static_cast<int>(layer)), 0));
+  KVTIER_CUDA_CHECK(cudaEventRecord(ipc_events_[event], s));
 }
 
 bool cuda_kv_cache::layer_done(op_id id, int layer) {
@@ -227,7 +287,7 @@ void cuda_kv_cache::release(op_id id) {
 void cuda_kv_cache::synchronize() {
   select_device();
   for (const cuda_stream* s : {&h2d_.copy, &h2d_.kernel, &h2d_.notify, &d2h_.copy, &d2h_.kernel,
-                               &d2h_.notify, &compute_, &compute_notify_})
+                               &d2h_.notify, &compute_, &compute_notify_, &signal_})
     KVTIER_CUDA_CHECK(cudaStreamSynchronize(s->get()));
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu/cuda/cuda_resources.cuh"
+#include "gpu/cuda/device_tensors.cuh"
 #include "gpu/cuda/kernels.cuh"
 #include "gpu/kv_cache.hpp"
 #include "gpu/staging_plan.hpp"
@@ -56,6 +57,14 @@ class cuda_kv_cache final : public kv_cache {
   double start_offset_ns(op_id from, op_id to) override;
   void release(op_id id) override;
   void synchronize() override;
+
+  std::vector<layer_tensor_handle> export_layers() override;
+  std::vector<ipc_handle> create_ipc_events(uint32_t count) override;
+  void open_ipc_events(const std::vector<ipc_handle>& handles) override;
+  void signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) override;
+  op_id submit_compute_after_events(const std::vector<uint64_t>& layer_ns,
+                                    const std::vector<uint32_t>& layer_events,
+                                    uint64_t lead_ns) override;
 
   std::byte* host_block(uint32_t block) override;
   void fill_device_blocks(const std::vector<block_pattern>& blocks) override;
@@ -105,6 +114,9 @@ class cuda_kv_cache final : public kv_cache {
 
   /// The busy kernel's spin that, by the calibration, takes `asked_ns`.
   uint64_t spin_for(uint64_t asked_ns) const;
+  /// The compute op: lead, then per layer a wait for waits[l] (if any) and the busy kernel.
+  op_id run_compute(const std::vector<uint64_t>& layer_ns, const std::vector<cudaEvent_t>& waits,
+                    uint64_t lead_ns);
   std::vector<double> time_busy(const std::vector<uint64_t>& spins);
 
   // -- transfers (cuda_transfers.cu) ----------------------------------------------------------
@@ -127,6 +139,7 @@ class cuda_kv_cache final : public kv_cache {
                 lane& ln);
   /// Issues `copies` between the host pool and `other` on `stream`: strided ones one by one,
   /// single rows together in one batch.
+  /// `other` null: the device side is the tensors (other_offset in the arena layout).
   void copy_strided(const std::vector<strided_copy>& copies, uint8_t* other, transfer_direction d,
                     cudaStream_t stream);
 
@@ -137,7 +150,7 @@ class cuda_kv_cache final : public kv_cache {
   kv_layout layout_;
   staging_limits staging_;
   event_pool events_;  // declared before the lanes: lanes hold its events
-  std::unique_ptr<device_buffer> arena_;
+  std::unique_ptr<device_tensors> tensors_;
   std::unique_ptr<pinned_buffer> host_;
   lane h2d_;
   lane d2h_;
@@ -148,6 +161,9 @@ class cuda_kv_cache final : public kv_cache {
   std::unique_ptr<pinned_buffer> check_readback_;
   compute_calibration calibration_;
   std::unordered_map<op_id, op_record> ops_;
+  std::vector<cudaEvent_t> ipc_events_;  ///< shared with another process (created or opened)
+  bool ipc_events_owned_ = false;         ///< created here: destroyed here
+  cuda_stream signal_;                    ///< records IPC events after H2D layers
   op_id next_id_ = 1;
 };
 

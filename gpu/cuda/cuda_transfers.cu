@@ -96,19 +96,19 @@ op_id cuda_kv_cache::submit_transfer(const std::vector<block_pair>& pairs,
 op_id cuda_kv_cache::submit_bulk(transfer_direction d, uint64_t bytes, uint64_t device_offset,
                                  uint64_t host_offset) {
   select_device();
-  if (bytes == 0 || device_offset + bytes > layout_.device_bytes()
+  if (bytes == 0 || device_offset + bytes > tensors_->contiguous_bytes()
       || host_offset + bytes > layout_.host_bytes())
     throw gpu_error("bulk copy of " + std::to_string(bytes) + " bytes at device offset "
                     + std::to_string(device_offset) + ", host offset "
-                    + std::to_string(host_offset) + " does not fit the device arena ("
-                    + std::to_string(layout_.device_bytes()) + " bytes) and the host pool ("
+                    + std::to_string(host_offset) + " does not fit the contiguous device memory ("
+                    + std::to_string(tensors_->contiguous_bytes()) + " bytes) and the host pool ("
                     + std::to_string(layout_.host_bytes()) + " bytes)");
   bool h2d = d == transfer_direction::h2d;
   lane& ln = h2d ? h2d_ : d2h_;
   op_id id = add_op(op_kind::bulk, bytes, 0, 0);
   op_record& rec = ops_.at(id);
   begin_op(rec, ln, false);
-  uint8_t* dev = arena_->get() + device_offset;
+  uint8_t* dev = tensors_->layer(0) + device_offset;
   uint8_t* host = host_->get() + host_offset;
   KVTIER_CUDA_CHECK(cudaMemcpyAsync(h2d ? dev : host, h2d ? host : dev, bytes,
                                     h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
@@ -149,7 +149,7 @@ void cuda_kv_cache::run_per_chunk(const std::vector<block_pair>& pairs, transfer
   for (uint32_t l = 0; l < layout_.shape.layers; ++l) {
     for (const block_pair& p : pairs) {
       for (kv_half half : {kv_half::key, kv_half::value}) {
-        uint8_t* dev = arena_->get() + layout_.device_offset(p.device, l, half);
+        uint8_t* dev = tensors_->at(layout_.device_offset(p.device, l, half));
         uint8_t* host = host_->get() + layout_.host_offset(p.host, l, half);
         KVTIER_CUDA_CHECK(
             cudaMemcpyAsync(h2d ? dev : host, h2d ? host : dev, chunk, kind, ln.copy.get()));
@@ -168,7 +168,7 @@ void cuda_kv_cache::run_batched(const std::vector<block_pair>& pairs, transfer_d
     copy_list list;
     for (const block_pair& p : pairs) {
       for (kv_half half : {kv_half::key, kv_half::value}) {
-        uint8_t* dev = arena_->get() + layout_.device_offset(p.device, l, half);
+        uint8_t* dev = tensors_->at(layout_.device_offset(p.device, l, half));
         uint8_t* host = host_->get() + layout_.host_offset(p.host, l, half);
         list.add(h2d ? dev : host, h2d ? host : dev, chunk);
       }
@@ -210,7 +210,7 @@ void cuda_kv_cache::run_staging(const std::vector<block_pair>& pairs, transfer_d
   bool h2d = d == transfer_direction::h2d;
   staging_plan plan = plan_staging(layout_, pairs, d, staging_);
   for (const plan_step& step : plan.steps) {
-    copy_strided(step.direct, arena_->get(), d, ln.copy.get());
+    copy_strided(step.direct, nullptr, d, ln.copy.get());
     for (const staged_slot& slot : step.slots)
       run_slot(plan, slot, d, ln);
     if (!h2d)
@@ -262,7 +262,7 @@ void cuda_kv_cache::copy_strided(const std::vector<strided_copy>& copies, uint8_
   copy_list rows;
   for (const strided_copy& c : copies) {
     uint8_t* host = host_->get() + c.host_offset;
-    uint8_t* oth = other + c.other_offset;
+    uint8_t* oth = other != nullptr ? other + c.other_offset : tensors_->at(c.other_offset);
     if (c.rows == 1) {
       rows.add(h2d ? oth : host, h2d ? host : oth, c.row_bytes);
     } else if (h2d) {

@@ -93,7 +93,7 @@ std::optional<verify_mismatch> cuda_kv_cache::check_device_blocks(
         m.byte_offset = 8 * word;
         m.hash = b.hash;
         m.expected = pattern_word(chunk_seed(b.hash, m.layer, m.half), word);
-        const uint8_t* at = arena_->get() + layout_.device_offset(b.block, m.layer, m.half)
+        const uint8_t* at = tensors_->at(layout_.device_offset(b.block, m.layer, m.half))
                             + m.byte_offset;
         KVTIER_CUDA_CHECK(
             cudaMemcpyAsync(readback + 1, at, sizeof *readback, cudaMemcpyDeviceToHost, s));

@@ -19,7 +19,7 @@ constexpr uint32_t piece_words = copy_threads * 4;
 
 __device__ __forceinline__ uint8_t* chunk_at(const tensor_view& t, uint32_t block,
                                              uint32_t layer, uint32_t half) {
-  return t.base + (2 * uint64_t{layer} + half) * t.tensor_bytes + uint64_t{block} * t.chunk_bytes;
+  return t.layer_base[layer] + half * t.tensor_bytes + uint64_t{block} * t.chunk_bytes;
 }
 
 /// The CTA copies `words` 16-byte words; each thread keeps `unroll` loads in flight before its

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "gpu/block_runs.hpp"
+#include "gpu/kv_layout.hpp"
 #include "gpu/staging_plan.hpp"
 
 namespace kvtier::gpu::detail {
@@ -18,9 +19,11 @@ constexpr uint32_t zero_copy_pairs_max = 1024;  ///< pairs per zero-copy launch
 constexpr uint32_t pattern_blocks_max = 1024;   ///< blocks per fill/poison/check launch
 
 /// The device tensors: chunk (block, layer, half) lies at
-/// base + (2 * layer + half) * tensor_bytes + block * chunk_bytes.
+/// layer_base[layer] + half * tensor_bytes + block * chunk_bytes. One address per layer, so that
+/// the tensors may be one arena or an engine's separate per-layer allocations
+/// (device_tensors.cuh).
 struct tensor_view {
-  uint8_t* base = nullptr;
+  uint8_t* layer_base[max_layers] = {};
   uint64_t tensor_bytes = 0;
   uint64_t chunk_bytes = 0;
   uint32_t layers = 0;

@@ -59,6 +59,8 @@ struct serve_args {
   std::string events_replay;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;      ///< -1: no metrics endpoint
+  std::string backend = "modelled";  ///< cuda: copies on the engine's tensors (real mode)
+  bool verify = false;
 };
 CLI::App* add_serve_command(CLI::App& app, serve_args& args);
 int run_serve(const serve_args& args);
@@ -74,6 +76,11 @@ struct engine_sim_args {
   std::string name = "engine-sim";
   std::string print_hashes;
   bool quiet = false;
+  std::string backend = "modelled";  ///< cuda: KV tensors on the GPU, exported to the server
+  bool verify = false;
+  uint32_t event_slots = 4;
+  uint32_t swap_bench_blocks = 0;   ///< 0: replay the trace; else time a swap of this many
+  uint32_t swap_bench_repeats = 5;
 };
 CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args);
 int run_engine_sim(const engine_sim_args& args);

@@ -33,6 +33,14 @@ CLI::App* add_serve_command(CLI::App& app, serve_args& args) {
                   "serve GET /metrics (Prometheus text) on this port; 0: a free one, printed "
                   "(docs/metrics.md)")
     ->check(CLI::Range(0, 65535));
+  cmd->add_option("--backend", args.backend,
+                  "modelled: modelled links; cuda: real copies on the GPU, into the KV tensors "
+                  "the engine exports in hello (CUDA IPC; docs/protocol.md, real mode)")
+    ->check(CLI::IsMember({"modelled", "cuda"}))
+    ->capture_default_str();
+  cmd->add_flag("--verify", args.verify,
+                "cuda backend: fill every computed block with a pattern of its hash (engine-sim "
+                "--verify checks it after every swap-in) and check swap-ins on arrival");
   cmd->add_option("--metrics-host", args.metrics_host,
                   "address the metrics endpoint listens on; other than loopback needs --token")
     ->capture_default_str();
@@ -49,6 +57,8 @@ int run_serve(const serve_args& args) {
   job.events.replay_endpoint = args.events_replay;
   job.metrics.host = args.metrics_host;
   job.metrics.port = args.metrics_port;
+  job.cuda = args.backend == "cuda";
+  job.verify = args.verify;
   job.on_ready = [](const std::string& line) { std::cout << line << std::endl; };
   int code = serve::run_server(job);
   std::cout << "kvtier serve: stopped" << std::endl;

@@ -204,6 +204,7 @@ replay_result replay_full(const replay_job& job) {
     if (!timed.instances.empty())
       throw config_error("cluster.instances: a live server is one instance's controller");
     timed.remote_controller = job.remote_controller;
+    timed.remote_compute = job.remote_compute;
     timed.storage_backend.kind = "model";  // the server keeps the pool and its bytes
   }
   check_time_limits(timed);

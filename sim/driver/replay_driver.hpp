@@ -42,6 +42,8 @@ struct replay_job {
   std::function<void(const trace_error&)> on_skip;
   /// Full mode, wall clock: the instance's cache controller is a live server's (engine-sim).
   controller_factory remote_controller;
+  /// With remote_controller: the GPU the step compute runs on (engine-sim --backend cuda).
+  std::shared_ptr<compute_device> remote_compute;
 };
 
 struct replay_result {

@@ -49,6 +49,7 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
     ic.engine.clock = clock;
     ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
     ic.remote_controller = config.remote_controller;
+    ic.remote_compute = config.remote_compute;
   }
   return out;
 }

@@ -39,6 +39,7 @@ struct timed_config {
   uint64_t storage_payload_bytes = 0;
   /// The controller is a live server's (kvtier engine-sim); empty: the instance's own.
   controller_factory remote_controller;
+  std::shared_ptr<compute_device> remote_compute;  ///< with remote_controller: real compute
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);

@@ -131,3 +131,130 @@ TEST_CASE("the decoder names what is wrong", "[serve][protocol]") {
              }) + "x"),
              Catch::Contains("trailing bytes"));
 }
+
+namespace {
+
+// A hello frame whose `tensors` has `layers` handles of `handle_bytes` bytes and `events`
+// event handles; `drop` leaves that key of `tensors` out.
+std::string hello_with_tensors(uint32_t layers, uint32_t handle_bytes, uint32_t events,
+                               const std::string& drop = "") {
+  return frame([&](auto& pk) {
+    pk.pack_map(5);
+    pk.pack(std::string("op")); pk.pack(std::string("hello"));
+    pk.pack(std::string("versions")); pk.pack(std::vector<uint32_t>{2});
+    pk.pack(std::string("block_size")); pk.pack(64);
+    pk.pack(std::string("model"));
+    pk.pack_map(5);
+    pk.pack(std::string("name")); pk.pack(std::string("m"));
+    pk.pack(std::string("layers")); pk.pack(layers);
+    pk.pack(std::string("kv_heads")); pk.pack(8);
+    pk.pack(std::string("head_dim")); pk.pack(128);
+    pk.pack(std::string("kv_dtype")); pk.pack(std::string("bf16"));
+    pk.pack(std::string("tensors"));
+    pk.pack_map(drop.empty() ? 4 : 3);
+    std::string handle(handle_bytes, '\x07');
+    if (drop != "device_blocks") {
+      pk.pack(std::string("device_blocks")); pk.pack(100);
+    }
+    if (drop != "layers") {
+      pk.pack(std::string("layers"));
+      pk.pack_array(layers);
+      for (uint32_t l = 0; l < layers; ++l) {
+        pk.pack_array(2);
+        pk.pack_bin(handle_bytes);
+        pk.pack_bin_body(handle.data(), handle_bytes);
+        pk.pack(uint64_t{l} * 4096);
+      }
+    }
+    if (drop != "event_slots") {
+      pk.pack(std::string("event_slots")); pk.pack(2);
+    }
+    if (drop != "events") {
+      pk.pack(std::string("events"));
+      pk.pack_array(events);
+      for (uint32_t e = 0; e < events; ++e) {
+        pk.pack_bin(ipc_handle_size);
+        pk.pack_bin_body(handle.data(), ipc_handle_size);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("the decoder reads hello's tensors (real mode, version 2)", "[serve][protocol]") {
+  call c;
+  REQUIRE_FALSE(decode(hello_with_tensors(3, 64, 6), c));
+  CHECK(c.op == verb::hello);
+  REQUIRE(c.tensors.present);
+  CHECK(c.tensors.device_blocks == 100);
+  REQUIRE(c.tensors.layer_handles.size() == 3);
+  CHECK(c.tensors.layer_handles[2][63] == 7);
+  CHECK(c.tensors.layer_offsets == std::vector<uint64_t>{0, 4096, 8192});
+  CHECK(c.tensors.event_slots == 2);
+  CHECK(c.tensors.events.size() == 6);
+  // A hello without tensors has none.
+  call plain;
+  REQUIRE_FALSE(decode(frame([](auto& pk) {
+                         pk.pack_map(4);
+                         pk.pack(std::string("op")); pk.pack(std::string("hello"));
+                         pk.pack(std::string("versions")); pk.pack(std::vector<uint32_t>{1});
+                         pk.pack(std::string("block_size")); pk.pack(64);
+                         pk.pack(std::string("model"));
+                         pk.pack_map(5);
+                         pk.pack(std::string("name")); pk.pack(std::string("m"));
+                         pk.pack(std::string("layers")); pk.pack(3);
+                         pk.pack(std::string("kv_heads")); pk.pack(8);
+                         pk.pack(std::string("head_dim")); pk.pack(128);
+                         pk.pack(std::string("kv_dtype")); pk.pack(std::string("bf16"));
+                       }),
+                       plain));
+  CHECK_FALSE(plain.tensors.present);
+}
+
+TEST_CASE("the decoder refuses bad IPC handles and incomplete tensors", "[serve][protocol]") {
+  call c;
+  auto err = [&](const std::string& bytes) {
+    auto e = decode(bytes, c);
+    REQUIRE(e);
+    return std::string(error_name(e->kind)) + ": " + e->message;
+  };
+  CHECK_THAT(err(hello_with_tensors(3, 63, 6)),
+             Catch::Equals("malformed: 'tensors.layers[0]' holds 63 bytes; a CUDA IPC handle "
+                           "has 64"));
+  CHECK_THAT(err(hello_with_tensors(3, 65, 6)), Catch::Contains("holds 65 bytes"));
+  CHECK_THAT(err(hello_with_tensors(3, 0, 6)), Catch::Contains("holds 0 bytes"));
+  for (const char* key : {"device_blocks", "layers", "event_slots", "events"})
+    CHECK_THAT(err(hello_with_tensors(3, 64, 6, key)),
+               Catch::Equals(std::string("malformed: 'tensors' lacks '") + key + "'"));
+  // A handle sent as a string, not binary.
+  CHECK_THAT(err(frame([](auto& pk) {
+               pk.pack_map(2);
+               pk.pack(std::string("op")); pk.pack(std::string("hello"));
+               pk.pack(std::string("tensors"));
+               pk.pack_map(1);
+               pk.pack(std::string("events"));
+               pk.pack_array(1);
+               pk.pack(std::string(64, 'x'));
+             })),
+             Catch::Contains("'tensors.events[0]' must be binary"));
+  CHECK_THAT(err(frame([](auto& pk) {
+               pk.pack_map(2);
+               pk.pack(std::string("op")); pk.pack(std::string("hello"));
+               pk.pack(std::string("tensors")); pk.pack(1);
+             })),
+             Catch::Contains("'tensors' must be a map"));
+  // bench_swap: a block count, repeats in range.
+  CHECK_THAT(err(frame([](auto& pk) {
+               pk.pack_map(1);
+               pk.pack(std::string("op")); pk.pack(std::string("bench_swap"));
+             })),
+             Catch::Contains("'bench_swap' needs 'blocks'"));
+  CHECK_THAT(err(frame([](auto& pk) {
+               pk.pack_map(3);
+               pk.pack(std::string("op")); pk.pack(std::string("bench_swap"));
+               pk.pack(std::string("blocks")); pk.pack(8);
+               pk.pack(std::string("repeats")); pk.pack(0);
+             })),
+             Catch::Contains("'repeats' must be in [1, 1000]"));
+}
