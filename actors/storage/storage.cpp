@@ -23,7 +23,8 @@ struct pending_io {
   bool shadow = false;  // the model's timing of a request a real backend serves (no reply)
   // byte-carrying backends
   std::vector<uint64_t> hashes;
-  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<std::vector<uint8_t>> payloads;  // put
+  std::vector<payload_destination> into;       // get: where each key's bytes go
   std::vector<uint8_t> leased;  // get: which keys it leased before reading
   // put: per key written, whether an injected fault fails it, and its node's loss count when the
   // write began (a loss since then means the write went with the node)
@@ -161,7 +162,8 @@ void finish_io(self_ptr self, uint64_t id) {
       st.report.keys_found += leased.size();
       uint64_t lease = st.next_io++;
       st.leases.emplace(lease, std::move(leased));
-      io.io_promise.deliver(storage_io_reply{static_cast<uint32_t>(st.leases[lease].size()), lease});
+      io.io_promise.deliver(
+        storage_io_reply{static_cast<uint32_t>(st.leases[lease].size()), lease, {}});
       break;
     }
     case pending_io::kind::put: {
@@ -169,7 +171,7 @@ void finish_io(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         stored += st.index->end_put(io.keys[i], write_survived(st, io, i));
       st.report.keys_stored += stored;
-      io.io_promise.deliver(storage_io_reply{stored});
+      io.io_promise.deliver(storage_io_reply{stored, 0, {}});
       break;
     }
   }
@@ -313,14 +315,16 @@ void start_backend(self_ptr self, uint64_t id) {
       size_t leading = st.index->leading_run(io.keys.data(), io.keys.size());
       std::vector<uint64_t> keys(io.keys.begin(), io.keys.begin() + static_cast<long>(leading));
       st.backend->exists(refs_of(st, keys), [me, id](std::vector<bool> present) {
-        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}, {}, {}};
+        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}};
         caf::anon_send(me, std::move(d));
       });
       return;
     }
     case pending_io::kind::get: {
+      KVTIER_ASSERT(io.into.size() == io.keys.size());
       io.leased.assign(io.keys.size(), 0);
       std::vector<block_ref> refs;
+      std::vector<block_span> into;
       for (size_t i = 0; i < io.keys.size(); ++i) {
         if (!st.index->contains(io.keys[i]) || get_fails(st) || !st.index->lease(io.keys[i]))
           continue;
@@ -328,16 +332,10 @@ void start_backend(self_ptr self, uint64_t id) {
         uint64_t hash = i < io.hashes.size() ? io.hashes[i] : 0;
         auto it = st.hash_of.find(io.keys[i]);
         refs.push_back({io.keys[i], it != st.hash_of.end() ? it->second : hash});
+        into.push_back({reinterpret_cast<uint8_t*>(io.into[i].address), io.into[i].size});
       }
-      st.backend->get(std::move(refs), [me, id](std::vector<std::optional<block_bytes_t>> got) {
-        storage_backend_done d;
-        d.io = id;
-        d.found.reserve(got.size());
-        d.payloads.reserve(got.size());
-        for (auto& g : got) {
-          d.found.push_back(g.has_value());
-          d.payloads.push_back(g ? std::move(*g) : block_bytes_t{});
-        }
+      st.backend->get(std::move(refs), std::move(into), [me, id](std::vector<bool> found) {
+        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {}};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -354,7 +352,7 @@ void start_backend(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         refs.push_back({io.keys[i], io.hashes[i]});
       st.backend->put(std::move(refs), std::move(io.payloads), [me, id](std::vector<bool> stored) {
-        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}, {}, {}};
+        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -411,15 +409,15 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
     }
     case pending_io::kind::get: {
       storage_io_reply reply;
-      reply.payloads.resize(io.keys.size());
+      reply.found.assign(io.keys.size(), 0);
       std::vector<uint64_t> leased;
       size_t next = 0;  // the backend answered for the leased keys, in order
       for (size_t i = 0; i < io.keys.size(); ++i) {
         if (!io.leased[i])
           continue;
         size_t j = next++;
-        if (d.found[j]) {
-          reply.payloads[i] = std::move(d.payloads[j]);
+        if (d.ok[j]) {
+          reply.found[i] = 1;
           leased.push_back(io.keys[i]);
           continue;
         }
@@ -531,6 +529,7 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       io.what = pending_io::kind::get;
       io.keys = std::move(req.keys);
       io.hashes = std::move(req.hashes);
+      io.into = std::move(req.into);
       io.io_promise = self->make_response_promise<storage_io_reply>();
       return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, false);
     },
