@@ -314,6 +314,9 @@ struct storage_backend_done {
   uint64_t io = 0;
   std::vector<uint8_t> ok;       ///< exists: present; put: stored; get: read (per block)
   std::vector<uint64_t> listed;  ///< rebuild: the block hashes the backend holds
+  /// When the backend finished, on the actor clock (its clock_type's ticks since its epoch);
+  /// 0: not recorded.
+  int64_t done_at = 0;
 };
 
 struct storage_release {
@@ -669,7 +672,7 @@ typename Inspector::result_type inspect(Inspector& f, storage_io_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_backend_done& x) {
-  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.listed);
+  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.listed, x.done_at);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_release& x) {

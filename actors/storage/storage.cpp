@@ -122,21 +122,25 @@ void grant_exists_leases(storage_state& st, const std::vector<uint64_t>& keys, s
   st.report.exists_leases += leading;
 }
 
-void add_service_time(self_ptr self, const pending_io& io) {
+// A request's service time, from its arrival to `done` (by default: now, when it is answered).
+void add_service_time(self_ptr self, const pending_io& io, int64_t done = -1) {
   auto& st = self->state;
-  int64_t took = now_of(self) - io.requested_ns;
+  int64_t took = (done >= 0 ? done : now_of(self)) - io.requested_ns;
   if (io.what == pending_io::kind::get)
     st.report.read_service_ns += took;
   else if (io.what == pending_io::kind::put)
     st.report.write_service_ns += took;
 }
 
-void finish_io(self_ptr self, uint64_t id) {
+// `at`: the instant the request's last flow ended on the links.
+void finish_io(self_ptr self, uint64_t id, int64_t at) {
   auto& st = self->state;
   auto it = st.ios.find(id);
   pending_io& io = it->second;
   if (io.shadow) {
-    int64_t took = now_of(self) - io.requested_ns;
+    // The model's time is when its flows ended, not when this actor next looked: on a busy host
+    // that can be a timer's lateness later, which is no part of the modelled media's time.
+    int64_t took = at - io.requested_ns;
     (io.what == pending_io::kind::get ? st.report.modelled_read_service_ns
                                       : st.report.modelled_write_service_ns) += took;
     st.ios.erase(it);
@@ -190,7 +194,7 @@ void settle_links(self_ptr self, int64_t t) {
     uint64_t id = it->second;
     st.flow_to_io.erase(it);
     if (--st.ios.at(id).flows == 0)
-      finish_io(self, id);
+      finish_io(self, id, d.at);
   }
 }
 
@@ -304,6 +308,11 @@ void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   st.backend->remove(std::move(refs), [] {});
 }
 
+// When a backend's completion ran: the actor clock's time since its epoch (storage_backend_done).
+int64_t backend_clock_now() {
+  return caf::actor_clock::clock_type::now().time_since_epoch().count();
+}
+
 // Asks the backend for a request's bytes; its answer comes back as a storage_backend_done.
 void start_backend(self_ptr self, uint64_t id) {
   auto& st = self->state;
@@ -315,7 +324,8 @@ void start_backend(self_ptr self, uint64_t id) {
       size_t leading = st.index->leading_run(io.keys.data(), io.keys.size());
       std::vector<uint64_t> keys(io.keys.begin(), io.keys.begin() + static_cast<long>(leading));
       st.backend->exists(refs_of(st, keys), [me, id](std::vector<bool> present) {
-        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}};
+        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -335,7 +345,8 @@ void start_backend(self_ptr self, uint64_t id) {
         into.push_back({reinterpret_cast<uint8_t*>(io.into[i].address), io.into[i].size});
       }
       st.backend->get(std::move(refs), std::move(into), [me, id](std::vector<bool> found) {
-        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {}};
+        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -352,7 +363,8 @@ void start_backend(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         refs.push_back({io.keys[i], io.hashes[i]});
       st.backend->put(std::move(refs), std::move(io.payloads), [me, id](std::vector<bool> stored) {
-        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}};
+        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -390,7 +402,13 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
   auto it = st.ios.find(d.io);
   KVTIER_ASSERT(it != st.ios.end());
   pending_io& io = it->second;
-  add_service_time(self, io);
+  // Real I/O ended when the backend answered, on its own thread; the wait for this actor to take
+  // the answer is not the media's time (the shadow model's is counted the same way).
+  int64_t done = -1;
+  if (d.done_at > 0 && st.backend->asynchronous())
+    done = std::min(now_of(self), st.options.clock.at(caf::actor_clock::time_point(
+                                    caf::actor_clock::duration_type(d.done_at))));
+  add_service_time(self, io, done);
   switch (io.what) {
     case pending_io::kind::exists: {
       uint32_t leading = 0;
