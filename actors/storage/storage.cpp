@@ -494,9 +494,11 @@ Promise begin_io(self_ptr self, pending_io io, Promise pending_io::*promise, uin
   io.requested_ns = now_of(self);
   Promise p = io.*promise;
   if (st.backend && st.backend->asynchronous()) {
-    if (io.what != pending_io::kind::exists) {
+    if (io.what != pending_io::kind::exists && !io.keys.empty()) {
       // The model serves the same request on its links, beside the real one: what it would have
-      // taken, measured against what it took (storage.modelled_*_service_s).
+      // taken, measured against what it took (storage.modelled_*_service_s). A put with nothing
+      // left to write (every key stored or in flight) is answered at once, without I/O: the model
+      // has no media time to compare it with.
       pending_io shadow;
       shadow.what = io.what;
       shadow.keys = io.keys;
