@@ -47,6 +47,9 @@ using request_id = uint64_t;
 struct handoff_order {
   bool active = false;
   uint32_t decode_has_blocks = 0;  ///< leading blocks D already holds: never sent (direct)
+  /// Times a decode instance dropped this request at preemption and the front end routed it
+  /// again (spec 7.3): its prompt is then the original prompt plus the tokens generated so far.
+  uint32_t reroutes = 0;
 };
 
 struct request_arrival {
@@ -67,6 +70,15 @@ struct request_done {
   // PD, from a decode instance
   int64_t decode_ready_ns = -1;  ///< its KV was in place (or recomputed): decoding could start
   bool recomputed = false;       ///< the handoff failed and D computed the prompt itself
+  /// Preempted on a decode instance and dropped there (spec 7.3): the front end routes it again
+  /// as a request of `resume_prompt` tokens (prompt and generated) over `resume_blocks` (its
+  /// listed blocks, with the generated blocks a save named), to generate `resume_output` more.
+  bool dropped = false;
+  int64_t dropped_ns = -1;          ///< when it was preempted (at_ns: after the optional write)
+  bool drop_saved = false;          ///< its blocks were written to storage first
+  uint32_t resume_prompt = 0;
+  uint32_t resume_output = 0;
+  std::vector<cache_block> resume_blocks;
 };
 
 // -- front end -> decode instance (PD) ------------------------------------------------------------
@@ -187,6 +199,9 @@ struct commit {
   std::vector<token_mark> preempted;
   std::vector<token_mark> grows;      ///< running requests: cover this many tokens
   std::vector<token_mark> admits;     ///< waiting requests to start, first come first
+  /// A decode instance drops its victims (spec 7.3): once their blocks are released (and saved,
+  /// by scheduler.preemption) the controller forgets them.
+  bool drop_preempted = false;
 };
 
 struct admit_result {
@@ -212,6 +227,11 @@ struct grant {
   /// Real backend: the grant comes before the step's swap-in lands; the step's compute waits for
   /// this transfer layer by layer on the device (0: none).
   uint64_t swap_in = 0;
+  /// With commit::drop_preempted: per victim, in the commit's order, how many storage keys its
+  /// save writes (`dropped_keys`, in block order), so the decode instance can wait until they
+  /// are visible before the request goes back to the router.
+  std::vector<uint32_t> dropped_key_counts;
+  std::vector<uint64_t> dropped_keys;
 };
 
 // -- scheduler -> GPU compute (real backend: the step's compute runs on the GPU) ----------------------
@@ -345,6 +365,7 @@ struct request_record {
   std::array<uint64_t, 3> first_hit_tokens{};
   uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
   uint32_t preemptions = 0;
+  uint32_t attempt = 0;                ///< PD: routings before this pass (handoff_order::reroutes)
   bool rejected = false;               ///< it could never fit on the device
   bool failed = false;                 ///< PD: its handoff failed (on_handoff_failure = error)
 };
@@ -367,6 +388,8 @@ struct front_end_report {
   uint64_t recomputed = 0;                  ///< failed handoffs D recomputed
   std::vector<int64_t> handoff_ns;          ///< per handed-off request: prefill end to decode ready
   std::vector<request_record> never_prefilled;  ///< failed before reaching a prefill instance
+  uint64_t rerouted = 0;        ///< decode instances dropped a preempted request: routed again
+  uint64_t rerouted_saved = 0;  ///< of which its blocks were written to storage first
 };
 
 struct scheduler_report {
@@ -400,6 +423,11 @@ struct scheduler_report {
   uint64_t preallocation_refusals = 0;  ///< decode: refused (waiting queue, slot, blocks)
   uint64_t output_cache_writes = 0;  ///< cache.output_caching: finished requests written
   uint64_t output_cache_blocks = 0;  ///< and their blocks
+  uint64_t decode_drops = 0;         ///< decode: victims dropped and sent back to the router
+  uint64_t decode_drop_writes = 0;   ///< of which written to storage first
+  uint64_t decode_drop_write_blocks = 0;  ///< blocks those writes waited for
+  uint64_t decode_drop_write_timeouts = 0;  ///< writes not all visible within the poll limit
+  int64_t decode_drop_write_wait_ns = 0;    ///< summed wait from preemption to all visible
 };
 
 /// One transfer as the engine ran it.
@@ -533,7 +561,8 @@ typename Inspector::result_type inspect(Inspector& f, request_arrival& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, handoff_order& x) {
-  return f(caf::meta::type_name("handoff_order"), x.active, x.decode_has_blocks);
+  return f(caf::meta::type_name("handoff_order"), x.active, x.decode_has_blocks,
+           x.reroutes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, preallocate_request& x) {
@@ -560,7 +589,9 @@ typename Inspector::result_type inspect(Inspector& f, preallocation_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_done& x) {
   return f(caf::meta::type_name("request_done"), x.req, x.at_ns, x.rejected, x.failed,
-           x.prefill_end_ns, x.first_token_ns, x.handoff_ok, x.decode_ready_ns, x.recomputed);
+           x.prefill_end_ns, x.first_token_ns, x.handoff_ok, x.decode_ready_ns, x.recomputed,
+           x.dropped, x.dropped_ns, x.drop_saved, x.resume_prompt, x.resume_output,
+           x.resume_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefix_lookup& x) {
@@ -576,7 +607,7 @@ typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
   return f(caf::meta::type_name("front_end_report"), x.read, x.pushed, x.finished, x.rejected,
            x.exhausted, x.per_instance, x.failed, x.preallocation_refusals,
            x.decode_resource_timeouts, x.handoff_failures, x.injected_failures, x.recomputed,
-           x.handoff_ns, x.never_prefilled);
+           x.handoff_ns, x.never_prefilled, x.rerouted, x.rerouted_saved);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, arrival& x) {
@@ -607,7 +638,7 @@ typename Inspector::result_type inspect(Inspector& f, token_mark& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, commit& x) {
   return f(caf::meta::type_name("commit"), x.step, x.computed, x.finished, x.preempted, x.grows,
-           x.admits);
+           x.admits, x.drop_preempted);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
@@ -617,7 +648,7 @@ typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   return f(caf::meta::type_name("grant"), x.step, x.admits, x.failed_grows, x.available_blocks,
-           x.layer_ready_ns, x.swap_in);
+           x.layer_ready_ns, x.swap_in, x.dropped_key_counts, x.dropped_keys);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compute_request& x) {
@@ -683,7 +714,7 @@ typename Inspector::result_type inspect(Inspector& f, request_record& x) {
   return f(caf::meta::type_name("request_record"), x.req, x.file, x.line, x.arrival_ns,
            x.ready_ns, x.admitted_ns, x.first_token_ns, x.finish_ns, x.input_tokens,
            x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.first_hit_blocks,
-           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.rejected, x.failed);
+           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.attempt, x.rejected, x.failed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
@@ -693,7 +724,8 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
            x.drained, x.restored_tokens, x.pd_link_bytes, x.pd_link_busy_ns, x.pd_link_messages,
            x.handoff_blocks_sent, x.handoff_blocks_skipped, x.handoff_reads,
            x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
-           x.output_cache_writes, x.output_cache_blocks);
+           x.output_cache_writes, x.output_cache_blocks, x.decode_drops, x.decode_drop_writes,
+           x.decode_drop_write_blocks, x.decode_drop_write_timeouts, x.decode_drop_write_wait_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {

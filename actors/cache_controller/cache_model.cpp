@@ -316,8 +316,10 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
 }
 
 bool cache_model::save_for_preemption(node_id id, bool store,
-                                      std::vector<transfer_order>& orders) {
+                                      std::vector<transfer_order>& orders, bool* writes) {
   const tree_node& x = tree_.node(id);
+  if (writes)
+    *writes = false;
   KVTIER_ASSERT(x.ref_count > 0 && x.ready(tier::device));
   if (x.ready(tier::host)) {
     // Under storage_write=always it was stored when its host copy became ready.
@@ -325,6 +327,8 @@ bool cache_model::save_for_preemption(node_id id, bool store,
       issue(transfer_kind::store, id, 0, x.block_in(tier::host), orders);
       ++counters_.stores;
       ++counters_.preemption_stores;
+      if (writes)
+        *writes = true;
     }
     return true;
   }
@@ -336,6 +340,8 @@ bool cache_model::save_for_preemption(node_id id, bool store,
             && (o.kind == transfer_kind::backup || o.kind == transfer_kind::write_back))
           store_after_fill_.insert(o.id);
       });
+    if (writes)
+      *writes = store;
     return true;
   }
   blocks_.clear();
@@ -344,6 +350,8 @@ bool cache_model::save_for_preemption(node_id id, bool store,
   transfer_order& o = issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
   if (store)
     store_after_fill_.insert(o.id);
+  if (writes)
+    *writes = store;
   tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
   ++counters_.backups;
   ++counters_.preemption_backups;

@@ -158,7 +158,10 @@ class cache_model {
   /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it
   /// has none, evicting host leaves as needed (D2H); with `store`, it is then written from host
   /// to storage. Returns false if the host tier had no room for it.
-  bool save_for_preemption(node_id id, bool store, std::vector<transfer_order>& orders);
+  /// `writes`, if given, is set when a store of the block is issued or follows its copy now
+  /// (not when an earlier store is relied on).
+  bool save_for_preemption(node_id id, bool store, std::vector<transfer_order>& orders,
+                           bool* writes = nullptr);
   /// Settles an order: unpins its blocks and marks its target copy ready (if the node still
   /// exists). May emit follow-up orders (a store after a host copy became ready).
   void complete(const transfer_order& order, std::vector<transfer_order>& orders);

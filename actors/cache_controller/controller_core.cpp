@@ -20,6 +20,12 @@ prefix_hit controller_core::lookup(const std::vector<cache_block>& blocks) {
 
 std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks) {
   block_event_batch batch(options_.events);
+  if (auto old = requests_.find(req); old != requests_.end()) {
+    // Routed here again (a decode instance dropped it) before the commit releasing its last
+    // pass here was sent: that pass's blocks go now.
+    release(old->second);
+    requests_.erase(old);
+  }
   request_state& r = requests_[req];
   r.blocks = std::move(blocks);
   r.layout = request_layout(r.blocks, options_.block_size);
@@ -194,7 +200,7 @@ void controller_core::release_protected_if_idle() {
 }
 
 void controller_core::preempt(request_id id, uint32_t computed_tokens,
-                              std::vector<transfer_order>& orders) {
+                              std::vector<transfer_order>& orders, std::vector<uint64_t>* written) {
   request_state& r = requests_.at(id);
   if (options_.preemption != preemption_mode::recompute && r.admitted) {
     // Its full generated (unlisted) blocks get names, so that it can find them again; they join
@@ -214,11 +220,14 @@ void controller_core::preempt(request_id id, uint32_t computed_tokens,
       if (!x.ready(tier::device))
         continue;
       size_t first = orders.size();
-      if (!model_.save_for_preemption(n, store, orders)) {
+      bool writes = false;
+      if (!model_.save_for_preemption(n, store, orders, &writes)) {
         ++preemption_.unsaved_blocks;
         continue;
       }
       ++preemption_.saved_blocks;
+      if (written && writes)
+        written->push_back(tracker_.storage_key_of(x.hash));
       for (size_t i = first; i < orders.size(); ++i)
         if (orders[i].kind == transfer_kind::backup && orders[i].node == n)
           preemption_reads_[orders[i].device_block] = orders[i].id;
@@ -342,8 +351,19 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
     release(requests_.at(id));
     requests_.erase(id);
   }
-  for (const token_mark& m : c.preempted)
-    preempt(m.req, m.tokens, orders);
+  std::vector<uint64_t> written;
+  for (const token_mark& m : c.preempted) {
+    if (!c.drop_preempted) {
+      preempt(m.req, m.tokens, orders);
+      continue;
+    }
+    // A decode instance's victim leaves it (spec 7.3): saved and released, then forgotten.
+    size_t before = written.size();
+    preempt(m.req, m.tokens, orders, &written);
+    g.dropped_key_counts.push_back(static_cast<uint32_t>(written.size() - before));
+    requests_.erase(m.req);
+  }
+  g.dropped_keys = std::move(written);
   release_protected_if_idle();
   for (const token_mark& m : c.grows)
     if (!grow(requests_.at(m.req), m.tokens, orders, inputs))

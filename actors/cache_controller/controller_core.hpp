@@ -164,7 +164,9 @@ class controller_core {
     bool protected_hold = false;          // prefetch_path held past landing, until admission
   };
   void release(request_state& r);
-  void preempt(request_id id, uint32_t computed_tokens, std::vector<transfer_order>& orders);
+  /// `written`, if given, gets the storage keys its save writes, in block order.
+  void preempt(request_id id, uint32_t computed_tokens, std::vector<transfer_order>& orders,
+               std::vector<uint64_t>* written = nullptr);
   void drop_prefetch_hold(request_state& r);
   void release_protected_if_idle();
   bool admit(request_id id, const token_mark& m, admit_result& res,

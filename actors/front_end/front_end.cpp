@@ -29,6 +29,7 @@ struct front_end_state {
     trace_request key;           // what the answers need (no block ids)
     int64_t deadline = -1;       // P gives up waiting for D's allocation then
     int64_t prefill_end = -1;
+    uint32_t reroutes = 0;       // times a decode instance dropped it
   };
   absl::flat_hash_map<request_id, handoff> handoffs;
   std::unique_ptr<router> route;
@@ -153,10 +154,42 @@ size_t least_busy_decoder(const front_end_state& st) {
   return best;
 }
 
+void route_waiting(self_ptr self);
+
+// A decode instance preempted it and dropped it (spec 7.3): it goes through the router again, as
+// a request whose prompt is its prompt and the tokens generated so far, to a prefill instance and
+// then a decode instance. It stays one request: counted once, finished once.
+void reroute(self_ptr self, request_id id, const request_done& done) {
+  auto& st = self->state;
+  auto it = st.handoffs.find(id);
+  request_arrival a;
+  a.req = it->second.key;
+  a.req.input_tokens = done.resume_prompt;
+  a.req.output_tokens = done.resume_output;
+  a.blocks = done.resume_blocks;
+  a.handoff.reroutes = it->second.reroutes + 1;
+  st.handoffs.erase(it);
+  ++st.report.rerouted;
+  st.report.rerouted_saved += done.drop_saved;
+  st.routing.push_back(std::move(a));
+  route_waiting(self);
+}
+
 void on_decoded(self_ptr self, request_id id, size_t d, const request_done& done) {
   auto& st = self->state;
   --st.decoding[d];
   const auto& h = st.handoffs.at(id);
+  if (done.dropped) {
+    // Its handoff went as for any request that reached decoding; then it goes round again.
+    if (done.recomputed) {
+      ++st.report.recomputed;
+      ++st.report.handoff_failures;
+    } else {
+      st.report.handoff_ns.push_back(done.decode_ready_ns - h.prefill_end);
+    }
+    reroute(self, id, done);
+    return;
+  }
   if (done.rejected) {
     ++st.report.rejected;
   } else if (done.failed) {
@@ -196,6 +229,12 @@ void on_prefilled(self_ptr self, request_id id, size_t d, const request_done& do
           [=](caf::error& e) { fail(self, std::move(e)); });
 }
 
+// A request a decode instance dropped is not failed for want of decode room: the deployment
+// took it in and chose to drop it, so it asks again until some decode instance has room.
+bool retries_decode_resource(const front_end_state& st, const front_end_state::handoff& h) {
+  return st.config.pd.retry_decode_resource || h.reroutes > 0;
+}
+
 void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_reply& r) {
   auto& st = self->state;
   auto& h = st.handoffs.at(id);
@@ -211,7 +250,7 @@ void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_r
     int64_t now = now_of(self);
     if (h.deadline < 0)
       h.deadline = time_add(now, st.config.pd.wait_decode_resource_ns);
-    int64_t next = st.config.pd.retry_decode_resource
+    int64_t next = retries_decode_resource(st, h)
                      ? time_add(now, st.config.pd.retry_interval_ns) : h.deadline;
     self->delayed_send(self, st.config.clock.until(self->clock(), next), handoff_atom_v, id);
     return;
@@ -242,7 +281,7 @@ void on_decoder_wait(self_ptr self, request_id id) {
   auto& st = self->state;
   if (st.failed || !st.handoffs.contains(id))
     return;
-  if (st.config.pd.retry_decode_resource) {
+  if (retries_decode_resource(st, st.handoffs.at(id))) {
     ask_decoder(self, id);
     return;
   }
@@ -256,6 +295,7 @@ void begin_handoff(self_ptr self, size_t prefill, request_arrival a) {
   front_end_state::handoff h;
   h.prefill = prefill;
   h.key = answer_key(a.req);
+  h.reroutes = a.handoff.reroutes;
   h.arrival = std::move(a);
   st.handoffs.emplace(id, std::move(h));
   ask_decoder(self, id);
@@ -264,7 +304,8 @@ void begin_handoff(self_ptr self, size_t prefill, request_arrival a) {
 
 void push(self_ptr self, size_t target, request_arrival a) {
   auto& st = self->state;
-  ++st.report.pushed;
+  if (a.handoff.reroutes == 0)
+    ++st.report.pushed;  // each request once, however often a decode instance dropped it
   st.route->pushed(target, a.req);
   if (st.config.disaggregated) {
     begin_handoff(self, target, std::move(a));

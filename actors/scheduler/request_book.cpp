@@ -5,8 +5,12 @@
 namespace kvtier {
 
 live_request& request_book::add(const trace_request& r, std::vector<cache_block> blocks,
-                                uint32_t block_size) {
-  KVTIER_ASSERT(!requests_.count(r.seq));  // each request once
+                                uint32_t block_size, uint32_t attempt) {
+  if (auto old = requests_.find(r.seq); old != requests_.end()) {
+    KVTIER_ASSERT(old->second.finished && !old->second.running && attempt > 0);
+    retired_.push_back(old->second.record);
+    requests_.erase(old);
+  }
   live_request& x = requests_[r.seq];
   x.trace = r;
   x.trace.ids.clear();
@@ -23,6 +27,7 @@ live_request& request_book::add(const trace_request& r, std::vector<cache_block>
   x.record.input_tokens = r.input_tokens;
   x.record.output_tokens = r.output_tokens;
   x.record.blocks = x.layout.listed();
+  x.record.attempt = attempt;
   return x;
 }
 

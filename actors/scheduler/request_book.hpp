@@ -51,8 +51,11 @@ struct live_request {
 class request_book {
  public:
   /// Adds a request. Ids are the trace's sequence numbers: dense over a whole cluster, sparse on
-  /// each of its instances, hence a map (references stay valid as requests are added).
-  live_request& add(const trace_request& r, std::vector<cache_block> blocks, uint32_t block_size);
+  /// each of its instances, hence a map (references stay valid as requests are added). A request
+  /// comes again only after it finished here (PD: a decode instance dropped it and the front end
+  /// routed it again); its earlier pass's record is kept in `retired()`.
+  live_request& add(const trace_request& r, std::vector<cache_block> blocks, uint32_t block_size,
+                    uint32_t attempt = 0);
   live_request& at(request_id id) { return requests_.at(id); }
   const live_request& at(request_id id) const { return requests_.at(id); }
   bool contains(request_id id) const { return requests_.count(id) > 0; }
@@ -62,9 +65,12 @@ class request_book {
 
   /// Every request ever added, in no particular order.
   const std::unordered_map<request_id, live_request>& all() const { return requests_; }
+  /// Records of earlier passes of requests that came again.
+  const std::vector<request_record>& retired() const { return retired_; }
 
  private:
   std::unordered_map<request_id, live_request> requests_;
+  std::vector<request_record> retired_;
 };
 
 }  // namespace kvtier

@@ -57,6 +57,14 @@ struct scheduler_state {
   absl::flat_hash_map<request_id, std::vector<uint64_t>> output_keys;
   uint64_t writing_outputs = 0;
   std::vector<request_id> decode_ready;  // decode: KV in place, joins running at the next plan
+  // decode: each preallocated request's blocks, which a dropped victim goes back to the router with
+  absl::flat_hash_map<request_id, std::vector<cache_block>> decode_blocks;
+  struct drop_write {
+    std::vector<uint64_t> keys;  // what its save writes, in block order
+    uint32_t polls = 0;
+    request_done done;           // the answer, once they are all visible
+  };
+  absl::flat_hash_map<request_id, drop_write> dropping;  // decode: victims whose save is writing
   uint64_t next_transfer = uint64_t{1} << 62;  // apart from the controller's transfer ids
   std::vector<int64_t> layer_ends;             // scratch
 };
@@ -112,6 +120,7 @@ void answer(self_ptr self, request_id id, request_done d) {
   KVTIER_ASSERT(it != st.answers.end());
   it->second.deliver(std::move(d));
   st.answers.erase(it);
+  st.decode_blocks.erase(id);
 }
 
 // -- PD, prefill side ------------------------------------------------------------------------------
@@ -295,7 +304,8 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
           return;
         }
         ++s.report.preallocations;
-        live_request& x = s.book.add(a.req, a.blocks, block_size);
+        live_request& x = s.book.add(a.req, a.blocks, block_size, a.handoff.reroutes);
+        s.decode_blocks[id] = a.blocks;
         x.covered_blocks = x.layout.blocks_for(x.prompt);
         x.record.admitted_ns = now_of(self);
         x.record.hit_blocks[0] = x.record.first_hit_blocks[0] = res.device_hit_blocks;
@@ -441,7 +451,12 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
   auto& st = self->state;
   int64_t now = now_of(self);
   request_id id = a.req.seq;
-  live_request& x = st.book.add(a.req, a.blocks, st.config.options.block_size);
+  if (a.handoff.reroutes > 0) {
+    // Its last pass here may not have been committed yet: the controller lets that pass's blocks
+    // go at this arrival instead (a later commit must not forget the new pass).
+    st.finished.erase(std::remove(st.finished.begin(), st.finished.end(), id), st.finished.end());
+  }
+  live_request& x = st.book.add(a.req, a.blocks, st.config.options.block_size, a.handoff.reroutes);
   if (a.handoff.active)
     x.output = x.record.output_tokens = 1;  // decoding is the decode instance's
   // Its KV at the last step covers the prompt and every generated token but the last one.
@@ -464,6 +479,107 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
 }
 
 void on_step_end(self_ptr self, uint64_t step);
+
+// -- PD, decode side: preemption drops the request (spec 7.3) --------------------------------------
+
+// FastDeploy's decode role drops a victim instead of queueing it again; the router sends it
+// through prefill once more. swap_to_host keeps it here: its host copies are this instance's, and
+// a dropped request would never swap them back (docs/preemption.md).
+bool drops_victims(const scheduler_state& st) {
+  return st.config.role == pd_role::decode
+         && st.config.options.preemption != preemption_mode::swap_to_host;
+}
+
+void finish_drop(self_ptr self, request_id id, bool timed_out) {
+  auto& st = self->state;
+  auto w = st.dropping.extract(id);
+  request_done d = std::move(w.mapped().done);
+  d.at_ns = now_of(self);
+  st.report.decode_drop_write_timeouts += timed_out;
+  st.report.decode_drop_write_wait_ns = time_add(st.report.decode_drop_write_wait_ns,
+                                                 d.at_ns - d.dropped_ns);
+  answer(self, id, std::move(d));
+}
+
+// The save is a two-phase put per block: the request goes back to the router once every block
+// it writes is visible, so that its next prefill can match them (FastDeploy writes before it
+// drops, holding its scheduler meanwhile; here only the victim waits). Storage is asked at once,
+// then after 1 us, and again after each wait doubled up to 1 ms, for at most 5 s in all: a
+// failed put never becomes visible, and the next prefill computes what it missed.
+constexpr int64_t drop_poll_first_ns = 1000;
+constexpr int64_t drop_poll_limit_ns = 5'000'000'000;
+
+void check_drop_written(self_ptr self, request_id id) {
+  auto& st = self->state;
+  self->request(st.config.storage, caf::infinite, exists_query{st.dropping.at(id).keys})
+    .then(
+      [=](const exists_reply& r) {
+        auto& s = self->state;
+        scheduler_state::drop_write& w = s.dropping.at(id);
+        int64_t now = now_of(self);
+        if (r.leading >= w.keys.size()) {
+          finish_drop(self, id, false);
+          return;
+        }
+        if (now - w.done.dropped_ns >= drop_poll_limit_ns) {
+          finish_drop(self, id, true);
+          return;
+        }
+        int64_t wait = std::min(visibility_poll_ns, drop_poll_first_ns << std::min(w.polls, 20u));
+        ++w.polls;
+        self->delayed_send(self, s.config.clock.until(self->clock(), time_add(now, wait)),
+                           handoff_atom_v, id);
+      },
+      [=](const caf::error& e) { fail(self, e); });
+}
+
+// The controller has saved (by scheduler.preemption) and released the victims' blocks and
+// forgotten them: each leaves with what its next pass needs.
+void drop_victims(self_ptr self, const grant& g) {
+  auto& st = self->state;
+  uint32_t block_size = st.config.options.block_size;
+  size_t key_at = 0;
+  for (size_t i = 0; i < st.plan.preempted.size(); ++i) {
+    request_id id = st.plan.preempted[i];
+    uint32_t keys = i < g.dropped_key_counts.size() ? g.dropped_key_counts[i] : 0;
+    KVTIER_ASSERT(key_at + keys <= g.dropped_keys.size());
+    live_request& r = st.book.at(id);
+    st.book.waiting.erase(std::find(st.book.waiting.begin(), st.book.waiting.end(), id));
+    r.finished = true;
+    request_done d = done_now(self, id);  // with how its handoff went
+    d.dropped = true;
+    d.dropped_ns = d.at_ns;
+    // Its next prefill covers the prompt and every token generated so far, and samples the next
+    // one (FastDeploy: need_prefill_tokens = num_total_tokens). One whose tokens are all there
+    // (a failed handoff it was recomputing on D) samples its last token again instead.
+    KVTIER_ASSERT(r.generated >= 1 && r.generated <= r.output);
+    uint32_t kept = r.generated < r.output ? r.generated : r.generated - 1;
+    d.resume_prompt = r.prompt + kept;
+    d.resume_output = r.output - kept;
+    auto blocks = st.decode_blocks.extract(id);
+    d.resume_blocks = std::move(blocks.mapped());
+    // The generated blocks the save named (apply_grant listed them as the controller did).
+    auto listed = static_cast<uint32_t>(d.resume_blocks.size());
+    if (r.layout.listed() > listed)
+      name_private_blocks(id, r.layout.listed() - listed, block_size, d.resume_blocks);
+    st.output_keys.erase(id);
+    ++st.report.decode_drops;
+    if (keys == 0) {
+      answer(self, id, std::move(d));
+      continue;
+    }
+    d.drop_saved = true;
+    ++st.report.decode_drop_writes;
+    st.report.decode_drop_write_blocks += keys;
+    scheduler_state::drop_write w;
+    w.keys.assign(g.dropped_keys.begin() + static_cast<long>(key_at),
+                  g.dropped_keys.begin() + static_cast<long>(key_at + keys));
+    key_at += keys;
+    w.done = std::move(d);
+    st.dropping.emplace(id, std::move(w));
+    check_drop_written(self, id);
+  }
+}
 
 // Tokens that re-admitted requests found cached, by tier: what a preemption mode restores.
 void note_restored(scheduler_state& st, const grant& g) {
@@ -511,6 +627,8 @@ void on_grant(self_ptr self, const grant& g) {
   if (!st.plan.preempted.empty()) {
     st.reserve->after_preemption();
     st.report.preemptions += st.plan.preempted.size();
+    if (drops_victims(st))
+      drop_victims(self, g);
   }
   if (st.items.empty()) {
     // Only bookkeeping or preemption happened: plan again, now that blocks were freed. The
@@ -592,6 +710,7 @@ void send_commit(self_ptr self) {
     c.preempted.push_back({id, static_cast<uint32_t>(st.book.at(id).computed)});
   c.grows = st.plan.grows;
   c.admits = st.plan.admits;
+  c.drop_preempted = !c.preempted.empty() && drops_victims(st);
   st.finished.clear();
   st.computed.clear();
   st.step_start = now_of(self);
@@ -691,7 +810,9 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
     [=](preallocate_request& p) { return on_preallocate(self, p); },
     [=](kv_handoff& k) { return on_kv_handoff(self, k); },
     [=](handoff_atom, uint64_t req) {
-      if (self->state.streams)
+      if (self->state.dropping.contains(req))
+        check_drop_written(self, req);      // a dropped victim's save: ask storage again
+      else if (self->state.streams)
         complete_handoff(self, req, true);  // the last layer has arrived
       else
         check_visible(self, req);           // ask storage again
@@ -703,11 +824,14 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
       r.drained = !s.busy && s.answers.empty() && s.awaiting_ready == 0
                   && s.book.running.empty() && s.book.waiting.empty() && s.finished.empty()
                   && s.awaiting_kv.empty() && s.decode_ready.empty() && s.handing_off.empty()
-                  && s.writing_outputs == 0;
+                  && s.writing_outputs == 0 && s.dropping.empty();
       for (const auto& [id, x] : s.book.all())
         r.requests.push_back(x.record);
+      r.requests.insert(r.requests.end(), s.book.retired().begin(), s.book.retired().end());
       std::sort(r.requests.begin(), r.requests.end(),
-                [](const request_record& a, const request_record& b) { return a.req < b.req; });
+                [](const request_record& a, const request_record& b) {
+                  return a.req != b.req ? a.req < b.req : a.attempt < b.attempt;
+                });
       if (s.streams) {
         r.pd_link_bytes = s.streams->link().bytes();
         r.pd_link_busy_ns = s.streams->link().busy_ns();

@@ -10,6 +10,7 @@
 #include "sim/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
+#include "sim/full/pd_end_checks.hpp"
 #include "sim/full/trace_feed.hpp"
 #include "sim/full/time_limits.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
@@ -242,6 +243,9 @@ replay_result replay_full(const replay_job& job) {
   std::vector<std::string> pool = fr.storage.invariant_messages;
   if (fr.drained)
     pool = storage_end_problems(fr.storage);
+  // A disaggregated run ends each request once, however often decode instances dropped it.
+  for (std::string& m : pd_end_problems(fr))
+    pool.push_back(std::move(m));  // reported with the pool's: both are end-of-run checks
   result.invariant_violations += pool.size();
   if (!pool.empty() && result.first_violation.empty())
     result.first_violation = pool.front();

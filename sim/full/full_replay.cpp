@@ -81,17 +81,40 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.preallocation_refusals += x.preallocation_refusals;
   sum.output_cache_writes += x.output_cache_writes;
   sum.output_cache_blocks += x.output_cache_blocks;
+  sum.decode_drops += x.decode_drops;
+  sum.decode_drop_writes += x.decode_drop_writes;
+  sum.decode_drop_write_blocks += x.decode_drop_write_blocks;
+  sum.decode_drop_write_timeouts += x.decode_drop_write_timeouts;
+  sum.decode_drop_write_wait_ns += x.decode_drop_write_wait_ns;
 }
 
 // PD: one record per request from its prefill record and its decode record; requests that never
-// reached a prefill instance from the front end's.
+// reached a prefill instance from the front end's. A request a decode instance dropped has a
+// record per pass on each side (records come in pass order): the first prefill pass gives its
+// arrival, admission, hits and first token; the last decode pass its finish; work and
+// preemptions add up over every pass.
 std::vector<request_record> join_handoffs(const std::vector<instance_result>& instances,
                                           const front_end_report& front) {
   std::map<request_id, request_record> joined;
   for (const instance_result& x : instances)
     if (x.role == pd_role::prefill)
       for (const request_record& q : x.scheduler.requests)
-        joined[q.req] = q;
+        if (q.attempt == 0)
+          joined[q.req] = q;
+  for (const instance_result& x : instances)
+    if (x.role == pd_role::prefill)
+      for (const request_record& q : x.scheduler.requests) {
+        auto it = joined.find(q.req);
+        if (q.attempt == 0 || it == joined.end())
+          continue;
+        it->second.computed_tokens += q.computed_tokens;
+        it->second.preemptions += q.preemptions;
+      }
+  std::map<request_id, uint32_t> last_pass;
+  for (const instance_result& x : instances)
+    if (x.role == pd_role::decode)
+      for (const request_record& q : x.scheduler.requests)
+        last_pass[q.req] = std::max(last_pass[q.req], q.attempt);
   for (const instance_result& x : instances) {
     if (x.role != pd_role::decode)
       continue;
@@ -100,16 +123,27 @@ std::vector<request_record> join_handoffs(const std::vector<instance_result>& in
       if (it == joined.end())
         continue;  // preallocated, then rejected by the prefill instance
       request_record& r = it->second;
-      r.output_tokens = q.output_tokens;
-      r.first_token_ns = q.first_token_ns;
-      r.finish_ns = q.finish_ns;
-      r.failed = q.failed;
+      if (q.attempt == 0) {
+        r.output_tokens = q.output_tokens;
+        r.first_token_ns = q.first_token_ns;
+      }
+      if (q.attempt == last_pass[q.req]) {
+        r.finish_ns = q.finish_ns;
+        r.failed = q.failed;
+      }
       r.preemptions += q.preemptions;
       r.computed_tokens += q.computed_tokens;  // a failed handoff D recomputed
     }
   }
-  for (const request_record& q : front.never_prefilled)
-    joined[q.req] = q;
+  for (const request_record& q : front.never_prefilled) {
+    auto it = joined.find(q.req);
+    if (it == joined.end()) {
+      joined[q.req] = q;
+      continue;
+    }
+    it->second.finish_ns = -1;  // its next pass never reached a prefill instance
+    it->second.failed = true;
+  }
   std::vector<request_record> out;
   out.reserve(joined.size());
   for (auto& [id, r] : joined)
@@ -182,7 +216,9 @@ void sum_instances(full_result& r) {
     add_to(r.engine, x.engine);
   }
   std::sort(r.scheduler.requests.begin(), r.scheduler.requests.end(),
-            [](const request_record& a, const request_record& b) { return a.req < b.req; });
+            [](const request_record& a, const request_record& b) {
+              return a.req != b.req ? a.req < b.req : a.attempt < b.attempt;
+            });
   if (r.disaggregated)
     r.scheduler.requests = join_handoffs(r.instances, r.front_end);
 }

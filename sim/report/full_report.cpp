@@ -77,14 +77,28 @@ json pd_summary(const full_result& r) {
   std::vector<double> handoff, ttft, tpot;
   for (int64_t ns : f.handoff_ns)
     handoff.push_back(static_cast<double>(ns) / 1e6);
+  // Later passes of a request a decode instance dropped re-prefill it: its first token came
+  // from the first pass, and its TPOT spans every pass (the joined records).
+  uint64_t passes = 0, reprefilled = 0;
+  std::array<uint64_t, 3> restored{};
   for (const instance_result& x : r.instances)
     for (const request_record& q : x.scheduler.requests) {
-      if (x.role == pd_role::prefill && q.first_token_ns >= 0)
-        ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
-      if (x.role == pd_role::decode && q.finish_ns >= 0 && q.output_tokens > 1)
-        tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6
-                       / static_cast<double>(q.output_tokens - 1));
+      if (x.role != pd_role::prefill)
+        continue;
+      if (q.attempt == 0) {
+        if (q.first_token_ns >= 0)
+          ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
+        continue;
+      }
+      ++passes;
+      reprefilled += q.computed_tokens;
+      for (int t = 0; t < 3; ++t)
+        restored[t] += q.first_hit_tokens[t];
     }
+  for (const request_record& q : s.requests)
+    if (q.finish_ns >= 0 && q.output_tokens > 1)
+      tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6
+                     / static_cast<double>(q.output_tokens - 1));
   uint64_t nic = 0, media_read = 0, media_written = 0;
   for (const link_report& l : r.engine.links)
     if (l.name == "nic")
@@ -93,7 +107,7 @@ json pd_summary(const full_result& r) {
     bool read = l.name.size() > 5 && l.name.compare(l.name.size() - 5, 5, ".read") == 0;
     (read ? media_read : media_written) += l.bytes;
   }
-  return {
+  json out = {
     {"transfer", to_string(r.pd_mode)},
     {"handoffs", f.handoff_ns.size() + f.handoff_failures},
     {"handoff_latency_ms", distribution(handoff)},
@@ -112,6 +126,21 @@ json pd_summary(const full_result& r) {
     {"latency_ms", {{"prefill", {{"ttft", distribution(ttft)}}},
                     {"decode", {{"tpot", distribution(tpot)}}}}},
   };
+  if (s.decode_drops == 0 && f.rerouted == 0)
+    return out;  // only runs where a decode instance dropped a request carry the section
+  out["decode_drops"] = {
+    {"dropped", s.decode_drops},
+    {"rerouted", f.rerouted},
+    {"saved", f.rerouted_saved},
+    {"saved_blocks", s.decode_drop_write_blocks},
+    {"write_timeouts", s.decode_drop_write_timeouts},
+    {"write_wait_s", round6(static_cast<double>(s.decode_drop_write_wait_ns) / 1e9)},
+    {"reprefills", passes},
+    {"reprefill_computed_tokens", reprefilled},
+    {"reprefill_restored_tokens",
+     {{"device", restored[0]}, {"host", restored[1]}, {"storage", restored[2]}}},
+  };
+  return out;
 }
 
 }  // namespace

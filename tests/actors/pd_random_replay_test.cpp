@@ -1,13 +1,18 @@
 // Seeded random PD deployments: the prefill and decode counts, pools, router policy, handoff
-// mode, failure rule, failure rate, preallocation wait or retry and output caching all come
-// from the seed. Every run must drain with every invariant checked after every commit (block
-// conservation and no block held at the end on every instance), and every request must finish,
-// be rejected (it can never fit), or fail by the configured rule.
+// mode, failure rule, failure rate, preallocation wait or retry, output caching and preemption
+// mode all come from the seed. Every run must drain with every invariant checked after every
+// commit (block conservation and no block held at the end on every instance), and every request
+// must finish, be rejected (it can never fit), or fail by the configured rule, once, however
+// often a decode instance dropped it. One seed alone: KVTIER_PD_SEED=N kvtier_actor_tests
+// "pd replay: random deployments drain*" (a failing seed prints this command).
 
+#include <cstdlib>
 #include <random>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 
+#include "sim/full/pd_end_checks.hpp"
 #include "tests/actors/scenario.hpp"
 
 using namespace kvtier;
@@ -69,6 +74,24 @@ pd_run make_pd_run(uint64_t seed) {
   t.router.session_affinity = pick(2);
   bool output_caching = storage && pick(2);
   size_t prefill = 1 + pick(3), decode = 1 + pick(2);
+  // Decode preemption (drawn apart, so that the draws above stay as they were): save_to_storage
+  // where there is a pool and a host tier (its storage tier is then on), swap_to_host where a
+  // host tier is; a third of the
+  // seeds generate long outputs, so decoding requests grow into each other.
+  std::mt19937_64 more(seed * 0x9E3779B97F4A7C15ULL + 7);
+  auto pick_more = [&](uint64_t n) { return more() % n; };
+  preemption_mode mode = preemption_mode::recompute;
+  uint64_t m = pick_more(3);
+  if (m == 1 && storage && host > 0) {
+    mode = preemption_mode::save_to_storage;
+    t.cache.storage_tier = true;  // somewhere to write victims to
+    t.controller.storage = true;
+  }
+  else if (m == 2 && host > 0)
+    mode = preemption_mode::swap_to_host;
+  t.scheduler.options.preemption = mode;
+  t.controller.preemption = mode;
+  bool long_outputs = pick_more(3) == 0;
   for (size_t i = 0; i < prefill + decode; ++i) {
     pd_role role = i < prefill ? pd_role::prefill : pd_role::decode;
     instance_config ic;
@@ -105,6 +128,8 @@ pd_run make_pd_run(uint64_t seed) {
       ids.push_back(next_id++);
     past.push_back(ids);
     trace_request r = request(seq, at, ids, static_cast<uint32_t>(1 + pick(30)));
+    if (long_outputs)
+      r.output_tokens += static_cast<uint32_t>(pick_more(150));
     if (pick(3) == 0)
       r.input_tokens -= static_cast<uint32_t>(pick(15));  // a partial last block
     run.requests.push_back(std::move(r));
@@ -112,18 +137,31 @@ pd_run make_pd_run(uint64_t seed) {
   return run;
 }
 
+std::string rerun_command(uint64_t seed) {
+  std::ostringstream o;
+  o << "KVTIER_PD_SEED=" << seed << " build-cpu/tests/kvtier_actor_tests "
+    << "\"pd replay: random deployments drain*\"";
+  return o.str();
+}
+
 }  // namespace
 
 TEST_CASE("pd replay: random deployments drain, and requests end only by the rules",
           "[actors][replay][pd][fuzz]") {
   uint64_t handoffs = 0, failures = 0, recomputed = 0, timeouts = 0, storage_runs = 0;
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  uint64_t drops = 0, saved_drops = 0, drop_runs = 0, swap_runs = 0;
+  uint64_t first = 1, last = 200;
+  if (const char* one = std::getenv("KVTIER_PD_SEED"))
+    first = last = std::strtoull(one, nullptr, 10);
+  for (uint64_t seed = first; seed <= last; ++seed) {
     pd_run run = make_pd_run(seed);
     const timed_config& c = run.config;
+    INFO("seed " << seed << " failed; rerun it alone: " << rerun_command(seed));
     INFO("seed " << seed << ": " << c.instances.size() << " instances, transfer "
                  << to_string(c.pd.transfer) << ", on failure " << to_string(c.pd.on_failure)
                  << ", failure rate " << c.pd.failure_rate << ", retry "
-                 << c.pd.retry_decode_resource);
+                 << c.pd.retry_decode_resource << ", preemption "
+                 << to_string(c.scheduler.options.preemption));
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
@@ -153,17 +191,50 @@ TEST_CASE("pd replay: random deployments drain, and requests end only by the rul
     }
     REQUIRE(finished == f.finished);
     REQUIRE(failed == f.failed);
+    REQUIRE(f.pushed == requests);  // a dropped request is routed again, not pushed again
+    uint64_t dropped = 0, written = 0;
     for (const instance_result& i : r.instances) {
       INFO(i.name);
       REQUIRE(i.scheduler.drained);
       REQUIRE(i.controller.invariant_violations == 0);
+      if (i.role != pd_role::decode)
+        REQUIRE(i.scheduler.decode_drops == 0);
+      dropped += i.scheduler.decode_drops;
+      written += i.scheduler.decode_drop_writes;
+      // Every pass of a request on one instance is a record of its own, in pass order.
+      for (size_t k = 1; k < i.scheduler.requests.size(); ++k) {
+        const request_record& x = i.scheduler.requests[k - 1];
+        const request_record& y = i.scheduler.requests[k];
+        REQUIRE((x.req < y.req || (x.req == y.req && x.attempt < y.attempt)));
+      }
     }
+    REQUIRE(dropped == f.rerouted);
+    std::vector<std::string> end = pd_end_problems(r);
+    INFO((end.empty() ? std::string{} : end.front()));
+    REQUIRE(end.empty());
+    REQUIRE(written == f.rerouted_saved);
+    if (c.scheduler.options.preemption == preemption_mode::swap_to_host)
+      REQUIRE(dropped == 0);  // kept on its decode instance
+    if (c.scheduler.options.preemption != preemption_mode::save_to_storage)
+      REQUIRE(written == 0);
+    drops += dropped;
+    saved_drops += written;
+    drop_runs += dropped > 0;
+    swap_runs += c.scheduler.options.preemption == preemption_mode::swap_to_host;
     handoffs += f.handoff_ns.size() + f.handoff_failures;
     failures += f.handoff_failures;
     recomputed += f.recomputed;
     timeouts += f.decode_resource_timeouts;
     storage_runs += c.pd.transfer == pd_transfer::storage;
   }
+  if (first == last)
+    return;  // one seed: the totals below are over all 200
+  WARN("200 seeds: " << drops << " decode drops (" << saved_drops << " written first) in "
+                     << drop_runs << " runs; " << swap_runs << " swap_to_host runs");
+  CHECK(drops > 100);
+  CHECK(saved_drops > 20);
+  CHECK(drop_runs > 20);
+  CHECK(swap_runs > 10);
   // The draws reach every outcome.
   CHECK(handoffs > 2000);
   CHECK(failures > 100);

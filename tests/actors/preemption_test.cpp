@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/cache_controller/controller_core.hpp"
+#include "actors/storage/storage_index.hpp"
 #include "tests/actors/scenario.hpp"
 
 using namespace kvtier;
@@ -396,4 +397,67 @@ TEST_CASE("prefetch: a protected prefetch keeps its blocks until admission, up t
     core.check(false);
     CHECK(core.report().invariant_violations == 0);
   }
+}
+
+TEST_CASE("preemption: a decode instance's victim is saved, released and forgotten in one commit",
+          "[actors][controller][preemption][pd]") {
+  core_rig rig(small_cache(8, 8, write_policy::write_through_selective),
+               core_options(preemption_mode::save_to_storage));
+  controller_core& core = rig.core;
+  uint32_t free_at_start = core.model().device_available();
+  core.on_arrival(1, blocks_of({1, 2}));
+  // 32 prompt tokens and 24 generated with KV: block 3 (tokens 32..47) is a full generated block
+  // and gets a name; the partial 4th is not saved.
+  rig.commit_step(commit{0, {}, {}, {}, {}, {{1, 56}}});
+  commit drop{0, {{1, 56}}, {}, {{1, 56}}, {}, {}};
+  drop.drop_preempted = true;
+  grant g = rig.commit_step(drop);
+  CHECK(core.report().preemption.named_blocks == 1);
+  CHECK(core.report().preemption.saved_blocks == 3);
+  // The keys its save writes, in block order: what the decode instance waits to see in storage.
+  REQUIRE(g.dropped_key_counts == std::vector<uint32_t>{3});
+  std::vector<cache_block> named = blocks_of({1, 2});
+  name_private_blocks(1, 1, 16, named);
+  REQUIRE(g.dropped_keys.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(g.dropped_keys[i] == make_storage_key(core.options().storage_namespace, named[i].hash));
+  // Nothing is held for it (its blocks are evictable copies), and it is forgotten: the controller
+  // is idle once the copies are done, and the same id may come again.
+  rig.settle();
+  CHECK(core.idle());
+  CHECK(core.model().device_available() == free_at_start);
+  core.check(true);
+  CHECK(core.report().invariant_violations == 0);
+  core.on_arrival(1, named);
+  grant again = rig.commit_step(commit{0, {}, {}, {}, {}, {{1, 57}}});
+  REQUIRE(again.admits.at(0).admitted);
+  CHECK(again.admits[0].device_blocks == 3);  // its own blocks, the named one included
+  rig.commit_step(commit{0, {{1, 57}}, {1}, {}, {}, {}});
+  rig.settle();
+  core.check(true);
+  CHECK(core.report().invariant_violations == 0);
+  CHECK(core.idle());
+}
+
+TEST_CASE("controller: a request arriving again before its last pass's release lets that pass go",
+          "[actors][controller][pd]") {
+  // A prefill instance may see a dropped request again before the commit releasing its previous
+  // pass was sent: the arrival releases that pass's blocks, and nothing leaks.
+  core_rig rig(small_cache(4, 0, write_policy::write_through_selective),
+               core_options(preemption_mode::recompute));
+  controller_core& core = rig.core;
+  core.on_arrival(1, blocks_of({1, 2}));
+  rig.commit_step(commit{0, {}, {}, {}, {}, {{1, 32}}});
+  rig.commit_step(commit{0, {{1, 32}}, {}, {}, {}, {}});
+  CHECK(core.model().device_available() == 2);  // held by the first pass
+  core.on_arrival(1, blocks_of({1, 2, 3}));
+  CHECK(core.model().device_available() == 4);  // released: evictable copies
+  grant g = rig.commit_step(commit{0, {}, {}, {}, {}, {{1, 48}}});
+  REQUIRE(g.admits.at(0).admitted);
+  CHECK(g.admits[0].device_blocks == 2);
+  rig.commit_step(commit{0, {{1, 48}}, {1}, {}, {}, {}});
+  rig.settle();
+  core.check(true);
+  CHECK(core.report().invariant_violations == 0);
+  CHECK(core.idle());
 }
