@@ -20,8 +20,9 @@
 // the scheduler runs layer i's compute as soon as layer i is there.
 //
 // Every message is a plain struct of ids and integers with an inspect(), so it can cross a
-// process boundary (registered in the kvtier type-ID block at the end of this file). Times are
-// virtual nanoseconds since the start of the replay (sim_clock.hpp).
+// process boundary (registered in the kvtier type-ID block at the end of this file); the one
+// exception is a storage get's destination (payload_destination), an address in this process.
+// Times are virtual nanoseconds since the start of the replay (sim_clock.hpp).
 
 #include <array>
 #include <cstdint>
@@ -296,31 +297,46 @@ struct transfer_done {
 
 // -- transfer engine -> storage ------------------------------------------------------------------------
 
+/// Where a get puts one block's bytes: `size` bytes of memory that the asking actor owns (a
+/// host-tier block, a buffer of its own) and leaves alone until the get's reply. The one field of
+/// the protocol that is not plain data: an address in this process, so storage requests that read
+/// bytes never cross a process boundary (the storage actor runs beside the transfer engines that
+/// ask it). It lets the backend read straight into the bytes' final place: no buffer per block is
+/// allocated, filled, carried and copied again.
+struct payload_destination {
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
 /// Reads (get) or writes (put) blocks of `bytes_each` bytes; storage answers after its service
 /// time. A get leases its keys until `storage_release`. With a byte-carrying storage backend
-/// (storage.backend = memory | redis | file) `hashes` names each block in the backend and a put
-/// carries each block's bytes in `payloads`; with the modelled one both stay empty.
+/// (storage.backend = memory | redis | file) `hashes` names each block in the backend, a put
+/// carries each block's bytes in `payloads` and a get names where each block's bytes go in
+/// `into`; with the modelled one all three stay empty.
 struct storage_io {
   std::vector<uint64_t> keys;
   uint64_t bytes_each = 0;
   std::vector<uint64_t> hashes;                ///< block hash of each key
   std::vector<std::vector<uint8_t>> payloads;  ///< put: the bytes of each block
+  std::vector<payload_destination> into;       ///< get: where each block's bytes go
 };
 
 struct storage_io_reply {
   uint32_t done = 0;   ///< keys found (get) or stored (put)
   uint64_t lease = 0;  ///< get: names the keys it leased, for storage_release
-  /// get with a byte-carrying backend: each key's bytes, empty where the key was not found.
-  std::vector<std::vector<uint8_t>> payloads;
+  /// get with a byte-carrying backend: per key, whether its bytes are in its `into` (exactly
+  /// `into[i].size` of them); after a miss that memory holds nothing meaningful.
+  std::vector<uint8_t> found;
 };
 
 /// A backend's answer to one storage request, as the storage actor posts it to itself.
 struct storage_backend_done {
   uint64_t io = 0;
-  std::vector<uint8_t> ok;                     ///< exists: present; put: stored (per block)
-  std::vector<std::vector<uint8_t>> payloads;  ///< get: bytes per block (empty: missing)
-  std::vector<uint8_t> found;                  ///< get: per block
-  std::vector<uint64_t> listed;                ///< rebuild: the block hashes the backend holds
+  std::vector<uint8_t> ok;       ///< exists: present; put: stored; get: read (per block)
+  std::vector<uint64_t> listed;  ///< rebuild: the block hashes the backend holds
+  /// When the backend finished, on the actor clock (its clock_type's ticks since its epoch);
+  /// 0: not recorded.
+  int64_t done_at = 0;
 };
 
 struct storage_release {
@@ -674,17 +690,20 @@ typename Inspector::result_type inspect(Inspector& f, transfer_done& x) {
            x.error);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, payload_destination& x) {
+  return f(caf::meta::type_name("payload_destination"), x.address, x.size);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_io& x) {
-  return f(caf::meta::type_name("storage_io"), x.keys, x.bytes_each, x.hashes, x.payloads);
+  return f(caf::meta::type_name("storage_io"), x.keys, x.bytes_each, x.hashes, x.payloads, x.into);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_io_reply& x) {
-  return f(caf::meta::type_name("storage_io_reply"), x.done, x.lease, x.payloads);
+  return f(caf::meta::type_name("storage_io_reply"), x.done, x.lease, x.found);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_backend_done& x) {
-  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.payloads, x.found,
-           x.listed);
+  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.listed, x.done_at);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_release& x) {

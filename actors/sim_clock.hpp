@@ -30,8 +30,12 @@ class sim_clock {
   bool on_wall() const { return kind_ == kind::wall; }
 
   /// Virtual nanoseconds since the start.
-  int64_t now(const caf::actor_clock& clock) const {
-    auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now() - epoch_);
+  int64_t now(const caf::actor_clock& clock) const { return at(clock.now()); }
+
+  /// Virtual nanoseconds at wall instant `t` (a wall-clock run's: another thread's reading of the
+  /// actor clock, turned into the actors' time).
+  int64_t at(caf::actor_clock::time_point t) const {
+    auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(t - epoch_);
     return speed_ == 1.0 ? wall.count() : time_from(static_cast<double>(wall.count()) * speed_);
   }
 

@@ -235,16 +235,17 @@ std::vector<uint8_t> cuda_device::host_payload(uint32_t host_block) {
   return std::vector<uint8_t>(p, p + block_bytes());
 }
 
-std::string cuda_device::restore_payload(const block_move& b, const std::vector<uint8_t>& payload) {
-  if (payload.size() != block_bytes())
-    return "verify: storage returned " + std::to_string(payload.size()) + " bytes for block "
-           + std::to_string(b.hash) + " of " + std::to_string(block_bytes());
+payload_destination cuda_device::host_destination(uint32_t host_block) {
   std::lock_guard<std::mutex> guard(mutex_);
-  std::byte* host = cache_->host_block(b.host_block);
-  std::memcpy(host, payload.data(), payload.size());
+  return {reinterpret_cast<uint64_t>(cache_->host_block(host_block)), block_bytes()};
+}
+
+std::string cuda_device::check_loaded(const block_move& b) {
   if (!options_.verify)
     return {};
-  if (auto bad = gpu::check_host_block(host, options_.shape, b.hash, b.host_block))
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (auto bad = gpu::check_host_block(cache_->host_block(b.host_block), options_.shape, b.hash,
+                                       b.host_block))
     return "after a storage read: " + to_string(*bad);
   return {};
 }

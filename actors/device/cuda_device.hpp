@@ -102,10 +102,13 @@ class cuda_device : public compute_device {
   std::string keep(const transfer& t);
   /// A load wrote these host blocks: put the kept bytes there and check them (--verify).
   std::string restore(const transfer& t);
-  /// A byte-carrying storage pool keeps the bytes instead: a copy of a host block for a put,
-  /// and a get's bytes written into the host block (checked against its pattern with --verify).
+  /// A byte-carrying storage pool keeps the bytes instead: a copy of a host block for a put;
+  /// a get reads into the host block itself (host_destination), which is then checked against
+  /// its pattern with --verify (check_loaded). The host block belongs to that load until it
+  /// ends, so the storage backend's thread writes it without this lock.
   std::vector<uint8_t> host_payload(uint32_t host_block);
-  std::string restore_payload(const block_move& b, const std::vector<uint8_t>& payload);
+  payload_destination host_destination(uint32_t host_block);
+  std::string check_loaded(const block_move& b);
   /// The copy op completed: its measured duration; the op is released when nothing waits on it.
   int64_t copy_completed(uint64_t op);
 

@@ -11,9 +11,11 @@
 // A block is written to a temporary name in the same directory and renamed over its final name
 // once every byte is written, so a reader never sees a torn block; its header records the payload
 // length and an XXH3 checksum, checked on every read, so a file cut short by a crash (rename
-// without fsync) reads as a miss, never as data. Leftover temporary files are removed at start.
+// without fsync) reads as a miss, never as data. A read goes straight into the caller's span, in
+// chunks that are checksummed while they are still in the CPU's cache: one pass over memory. Leftover temporary files are removed at start.
 // Writes and reads run on small thread pools of their own (io_pool.hpp); with `file_direct` they bypass the
-// page cache (O_DIRECT, 4 KiB-aligned buffers and sizes).
+// page cache (O_DIRECT, 4 KiB-aligned buffers and sizes; a read lands in the caller's span
+// directly when it is 4 KiB-aligned, through an aligned bounce buffer otherwise).
 //
 // Capacity is the pool's: the storage index evicts and the actor removes the victims' files. A
 // write that fails (ENOSPC: a full disk, or the test hook `file_quota_bytes`) removes its
@@ -35,7 +37,7 @@ class file_backend final : public storage_backend {
   std::string name() const override { return "file"; }
   bool asynchronous() const override { return true; }
   void exists(std::vector<block_ref> blocks, exists_done done) override;
-  void get(std::vector<block_ref> blocks, get_done done) override;
+  void get(std::vector<block_ref> blocks, std::vector<block_span> into, get_done done) override;
   void put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
            put_done done) override;
   void remove(std::vector<block_ref> blocks, remove_done done) override;
@@ -49,7 +51,7 @@ class file_backend final : public storage_backend {
   struct node_dir;
   std::string path_of(const block_ref& b) const;
   bool write_block(const block_ref& b, const block_bytes_t& payload);
-  std::optional<block_bytes_t> read_block(const block_ref& b);
+  bool read_block(const block_ref& b, block_span into);
   std::vector<uint64_t> list_blocks() const;
 
   backend_options options_;

@@ -1,5 +1,7 @@
 #include "actors/storage/memory_backend.hpp"
 
+#include <cstring>
+
 namespace kvtier {
 
 memory_backend::memory_backend(uint32_t nodes) : storage_backend(nodes), nodes_(nodes) {}
@@ -15,18 +17,21 @@ void memory_backend::exists(std::vector<block_ref> blocks, exists_done done) {
   done(std::move(out));
 }
 
-void memory_backend::get(std::vector<block_ref> blocks, get_done done) {
-  std::vector<std::optional<block_bytes_t>> out(blocks.size());
+void memory_backend::get(std::vector<block_ref> blocks, std::vector<block_span> into,
+                         get_done done) {
+  std::vector<bool> out(blocks.size());
   {
     std::lock_guard<std::mutex> guard(mutex_);
     for (size_t i = 0; i < blocks.size(); ++i) {
       auto& node = nodes_[node_of_key(blocks[i].key, nodes())];
       auto it = node.find(blocks[i].hash);
-      if (it == node.end()) {
+      if (it == node.end() || it->second.size() != into[i].size) {
+        counters_.corrupt += it != node.end();
         ++counters_.gets_missed;
         continue;
       }
-      out[i] = it->second;
+      std::memcpy(into[i].data, it->second.data(), it->second.size());
+      out[i] = true;
       ++counters_.gets_hit;
       counters_.bytes_read += it->second.size();
     }

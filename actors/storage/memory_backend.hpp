@@ -19,7 +19,7 @@ class memory_backend final : public storage_backend {
   std::string name() const override { return "memory"; }
   bool asynchronous() const override { return false; }
   void exists(std::vector<block_ref> blocks, exists_done done) override;
-  void get(std::vector<block_ref> blocks, get_done done) override;
+  void get(std::vector<block_ref> blocks, std::vector<block_span> into, get_done done) override;
   void put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
            put_done done) override;
   void remove(std::vector<block_ref> blocks, remove_done done) override;

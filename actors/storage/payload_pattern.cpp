@@ -29,16 +29,21 @@ std::vector<uint8_t> pattern_payload(uint64_t hash, uint64_t bytes) {
 
 std::string check_pattern_payload(uint64_t hash, uint64_t bytes,
                                   const std::vector<uint8_t>& payload) {
+  return check_pattern_payload(hash, bytes, payload.data(), payload.size());
+}
+
+std::string check_pattern_payload(uint64_t hash, uint64_t bytes, const uint8_t* data,
+                                  uint64_t size) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
-  if (payload.size() != bytes)
-    return "verify: storage returned " + std::to_string(payload.size()) + " bytes for block " +
-           hex + ", which was stored with " + std::to_string(bytes);
+  if (size != bytes)
+    return "verify: storage returned " + std::to_string(size) + " bytes for block " + hex +
+           ", which was stored with " + std::to_string(bytes);
   std::vector<uint8_t> want = pattern_payload(hash, bytes);
-  if (std::memcmp(want.data(), payload.data(), bytes) == 0)
+  if (std::memcmp(want.data(), data, bytes) == 0)
     return {};
   uint64_t at = 0;
-  while (want[at] == payload[at])
+  while (want[at] == data[at])
     ++at;
   return "verify: storage block " + std::string(hex) + " differs from what was stored at byte " +
          std::to_string(at);

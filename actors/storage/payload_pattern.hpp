@@ -16,5 +16,7 @@ std::vector<uint8_t> pattern_payload(uint64_t hash, uint64_t bytes);
 
 /// Empty if `payload` is exactly pattern_payload(hash, bytes), else what differs.
 std::string check_pattern_payload(uint64_t hash, uint64_t bytes, const std::vector<uint8_t>& payload);
+/// The same for `size` bytes at `data`.
+std::string check_pattern_payload(uint64_t hash, uint64_t bytes, const uint8_t* data, uint64_t size);
 
 }  // namespace kvtier

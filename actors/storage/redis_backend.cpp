@@ -1,6 +1,7 @@
 #include "actors/storage/redis_backend.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -9,12 +10,16 @@
 #include <hiredis/sds.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
 
 #include <absl/container/flat_hash_map.h>
+
+#include "core/check.hpp"
 
 namespace kvtier {
 
@@ -45,8 +50,8 @@ struct batch {
   storage_backend::remove_done on_remove;
   // results
   std::vector<uint8_t> parts_ok, parts_done;  // put: per block
-  std::vector<bool> present;                  // exists
-  std::vector<std::optional<block_bytes_t>> got;
+  std::vector<bool> present;                  // exists; get: found
+  std::vector<block_span> into;               // get: where each block's bytes go
   size_t remaining = 0;  // commands without a reply
   int64_t started_ns = 0;
 };
@@ -93,6 +98,7 @@ struct redis_backend::loop {
     uint32_t block;
     uint8_t part;  // put: which part
     node* n;
+    uint64_t first_part_len = 0;  // get: the ":k" part's length, once the reader has seen it
   };
 
   const backend_options& options;
@@ -105,7 +111,8 @@ struct redis_backend::loop {
 
   // counters (read from any thread)
   std::atomic<uint64_t> puts_ok{0}, puts_failed{0}, gets_hit{0}, gets_missed{0}, rollbacks{0},
-    bytes_written{0}, bytes_read{0}, removed{0}, node_downs{0}, reconnects{0}, batches{0};
+    bytes_written{0}, bytes_read{0}, removed{0}, node_downs{0}, reconnects{0}, batches{0},
+    corrupt{0};
   std::atomic<int64_t> busy_ns{0};
 
   explicit loop(const backend_options& o) : options(o) {
@@ -189,15 +196,121 @@ struct redis_backend::loop {
     c->ev.addWrite = add_write;
     c->ev.delWrite = del_write;
     c->ev.cleanup = cleanup;
+    c->c.reader->fn = &reader_functions;
+    c->c.reader->maxbuf = 0;  // keep the input buffer: it grows to a part's size once, not per part
     redisAsyncSetConnectCallback(c, on_connect);  // after the hooks: it asks for a write event
     redisAsyncSetDisconnectCallback(c, on_disconnect);
   }
+
+  // -- the reply reader ---------------------------------------------------------------------
+  // hiredis's own reader copies every string reply out of its input buffer into an object of
+  // its own; a get's parts would then be copied once more into the block's span. This reader
+  // builds the same redisReply objects, except that a get's parts are copied from the input
+  // buffer straight into the span (their reply strings stay null): one copy, as a plain GET
+  // has. The reply being read answers the first callback waiting on its connection (replies come
+  // in command order), which names the batch and block; the connection being read is the one
+  // the I/O thread is handling now (`reading`).
+  static inline thread_local node* reading = nullptr;
+
+  static redisReply* new_reply(const redisReadTask* task, int type) {
+    auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
+    if (!r)
+      return nullptr;
+    r->type = type;
+    if (task->parent) {
+      auto* parent = static_cast<redisReply*>(task->parent->obj);
+      parent->element[task->idx] = r;
+    }
+    return r;
+  }
+
+  // Where a string the reader has just completed goes: a get part's place in its block's span,
+  // or null (an ordinary reply string).
+  static uint8_t* span_for(const redisReadTask* task, size_t len) {
+    node* n = reading;
+    if (!n || !n->ctx || task->type != REDIS_REPLY_STRING || !task->parent || task->idx > 1)
+      return nullptr;
+    redisCallback* cb = n->ctx->replies.head;
+    if (!cb || cb->fn != on_reply || !cb->privdata)
+      return nullptr;
+    auto* to = static_cast<reply_to*>(cb->privdata);
+    if (to->b->what != op_kind::get)
+      return nullptr;
+    block_span into = to->b->into[to->block];
+    uint64_t offset = task->idx == 0 ? 0 : to->first_part_len;
+    if (task->idx == 0)
+      to->first_part_len = len;
+    if (offset + len > into.size)
+      return nullptr;  // not this block's length: kept as a string, answered as a miss
+    return into.data + offset;
+  }
+
+  static void* reader_string(const redisReadTask* task, char* str, size_t len) {
+    redisReply* r = new_reply(task, task->type);
+    if (!r)
+      return nullptr;
+    r->len = len;
+    if (uint8_t* into = span_for(task, len)) {
+      std::memcpy(into, str, len);
+      return r;
+    }
+    r->str = static_cast<char*>(std::malloc(len + 1));
+    if (!r->str) {
+      std::free(r);
+      return nullptr;
+    }
+    std::memcpy(r->str, str, len);
+    r->str[len] = '\0';
+    return r;
+  }
+  static void* reader_array(const redisReadTask* task, int elements) {
+    redisReply* r = new_reply(task, REDIS_REPLY_ARRAY);
+    if (!r || elements <= 0)
+      return r;
+    r->element = static_cast<redisReply**>(std::calloc(static_cast<size_t>(elements),
+                                                       sizeof(redisReply*)));
+    if (!r->element) {
+      std::free(r);
+      return nullptr;
+    }
+    r->elements = static_cast<size_t>(elements);
+    return r;
+  }
+  static void* reader_integer(const redisReadTask* task, long long value) {
+    redisReply* r = new_reply(task, REDIS_REPLY_INTEGER);
+    if (r)
+      r->integer = value;
+    return r;
+  }
+  static void* reader_nil(const redisReadTask* task) { return new_reply(task, REDIS_REPLY_NIL); }
+  static inline redisReplyObjectFunctions reader_functions = {
+    reader_string, reader_array, reader_integer, reader_nil, freeReplyObject};
 
   // -- replies -------------------------------------------------------------------------------
   static void on_reply(redisAsyncContext*, void* r, void* priv) {
     auto* to = static_cast<reply_to*>(priv);
     to->owner->settle(*to, static_cast<redisReply*>(r));
     delete to;
+  }
+
+  // An MGET of a block's two parts: whether both came and fill the block's span exactly. The
+  // parts are copied in here unless the reader already wrote them there (reply_into).
+  bool landed_whole(redisReply* r, block_span into) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+      return false;
+    redisReply* k = r->element[0];
+    redisReply* v = r->element[1];
+    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+      return false;
+    if (k->len + v->len != into.size) {
+      ++corrupt;
+      return false;
+    }
+    if (k->str)
+      std::memcpy(into.data, k->str, k->len);
+    if (v->str)
+      std::memcpy(into.data + k->len, v->str, v->len);
+    return true;
   }
 
   void settle(reply_to& to, redisReply* r) {
@@ -210,14 +323,7 @@ struct redis_backend::loop {
         b.present[to.block] = r && r->type == REDIS_REPLY_INTEGER && r->integer == 2;
         break;
       case op_kind::get:
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-          block_bytes_t bytes;
-          bytes.reserve(r->element[0]->len + r->element[1]->len);
-          bytes.insert(bytes.end(), r->element[0]->str, r->element[0]->str + r->element[0]->len);
-          bytes.insert(bytes.end(), r->element[1]->str, r->element[1]->str + r->element[1]->len);
-          b.got[to.block] = std::move(bytes);
-        }
+        b.present[to.block] = r && landed_whole(r, b.into[to.block]);
         break;
       case op_kind::put: {
         bool ok = r && r->type == REDIS_REPLY_STATUS;
@@ -250,15 +356,15 @@ struct redis_backend::loop {
         b.on_exists(std::move(b.present));
         break;
       case op_kind::get:
-        for (auto& g : b.got) {
-          if (g) {
+        for (size_t i = 0; i < b.present.size(); ++i) {
+          if (b.present[i]) {
             ++gets_hit;
-            bytes_read += g->size();
+            bytes_read += b.into[i].size;
           } else {
             ++gets_missed;
           }
         }
-        b.on_get(std::move(b.got));
+        b.on_get(std::move(b.present));
         break;
       case op_kind::put: {
         std::vector<bool> stored(b.blocks.size());
@@ -350,7 +456,6 @@ struct redis_backend::loop {
     size_t n_blocks = b.blocks.size();
     b.started_ns = now_ns();
     b.present.assign(n_blocks, false);
-    b.got.resize(n_blocks);
     b.parts_ok.assign(n_blocks, 0);
     b.parts_done.assign(n_blocks, 0);
     size_t issued = 0;
@@ -402,6 +507,19 @@ struct redis_backend::loop {
       answer(bp);
   }
 
+  // hiredis reads at most 16 KiB per call: while more has arrived, read on rather than poll again
+  // for each 16 KiB of a megabyte reply.
+  void read_available(node& n) {
+    reading = &n;
+    for (int round = 0; round < 1024 && n.ctx; ++round) {
+      redisAsyncHandleRead(n.ctx);
+      int queued = 0;
+      if (!n.ctx || ::ioctl(n.ctx->c.fd, FIONREAD, &queued) != 0 || queued <= 0)
+        break;
+    }
+    reading = nullptr;
+  }
+
   // -- the I/O thread ---------------------------------------------------------------------------
   void run() {
     std::vector<pollfd> fds;
@@ -450,7 +568,7 @@ struct redis_backend::loop {
         node* n = polled[i - 1];
         short re = fds[i].revents;
         if (n->ctx && (re & (POLLIN | POLLERR | POLLHUP)))
-          redisAsyncHandleRead(n->ctx);
+          read_available(*n);
         if (n->ctx && (re & POLLOUT))
           redisAsyncHandleWrite(n->ctx);
         pump(*n);
@@ -544,10 +662,13 @@ void redis_backend::exists(std::vector<block_ref> blocks, exists_done done) {
   loop_->submit(std::move(b));
 }
 
-void redis_backend::get(std::vector<block_ref> blocks, get_done done) {
+void redis_backend::get(std::vector<block_ref> blocks, std::vector<block_span> into,
+                        get_done done) {
+  KVTIER_ASSERT(into.size() == blocks.size());
   auto b = std::make_shared<batch>();
   b->what = op_kind::get;
   b->blocks = std::move(blocks);
+  b->into = std::move(into);
   b->on_get = std::move(done);
   loop_->submit(std::move(b));
 }
@@ -632,6 +753,7 @@ backend_counters redis_backend::counters() const {
   c.reconnects = l.reconnects;
   c.busy_ns = l.busy_ns;
   c.batches = l.batches;
+  c.corrupt = l.corrupt;
   return c;
 }
 

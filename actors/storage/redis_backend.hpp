@@ -38,7 +38,7 @@ class redis_backend final : public storage_backend {
   std::string name() const override { return "redis"; }
   bool asynchronous() const override { return true; }
   void exists(std::vector<block_ref> blocks, exists_done done) override;
-  void get(std::vector<block_ref> blocks, get_done done) override;
+  void get(std::vector<block_ref> blocks, std::vector<block_span> into, get_done done) override;
   void put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
            put_done done) override;
   void remove(std::vector<block_ref> blocks, remove_done done) override;

@@ -23,7 +23,8 @@ struct pending_io {
   bool shadow = false;  // the model's timing of a request a real backend serves (no reply)
   // byte-carrying backends
   std::vector<uint64_t> hashes;
-  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<std::vector<uint8_t>> payloads;  // put
+  std::vector<payload_destination> into;       // get: where each key's bytes go
   std::vector<uint8_t> leased;  // get: which keys it leased before reading
   // put: per key written, whether an injected fault fails it, and its node's loss count when the
   // write began (a loss since then means the write went with the node)
@@ -121,21 +122,25 @@ void grant_exists_leases(storage_state& st, const std::vector<uint64_t>& keys, s
   st.report.exists_leases += leading;
 }
 
-void add_service_time(self_ptr self, const pending_io& io) {
+// A request's service time, from its arrival to `done` (by default: now, when it is answered).
+void add_service_time(self_ptr self, const pending_io& io, int64_t done = -1) {
   auto& st = self->state;
-  int64_t took = now_of(self) - io.requested_ns;
+  int64_t took = (done >= 0 ? done : now_of(self)) - io.requested_ns;
   if (io.what == pending_io::kind::get)
     st.report.read_service_ns += took;
   else if (io.what == pending_io::kind::put)
     st.report.write_service_ns += took;
 }
 
-void finish_io(self_ptr self, uint64_t id) {
+// `at`: the instant the request's last flow ended on the links.
+void finish_io(self_ptr self, uint64_t id, int64_t at) {
   auto& st = self->state;
   auto it = st.ios.find(id);
   pending_io& io = it->second;
   if (io.shadow) {
-    int64_t took = now_of(self) - io.requested_ns;
+    // The model's time is when its flows ended, not when this actor next looked: on a busy host
+    // that can be a timer's lateness later, which is no part of the modelled media's time.
+    int64_t took = at - io.requested_ns;
     (io.what == pending_io::kind::get ? st.report.modelled_read_service_ns
                                       : st.report.modelled_write_service_ns) += took;
     st.ios.erase(it);
@@ -161,7 +166,8 @@ void finish_io(self_ptr self, uint64_t id) {
       st.report.keys_found += leased.size();
       uint64_t lease = st.next_io++;
       st.leases.emplace(lease, std::move(leased));
-      io.io_promise.deliver(storage_io_reply{static_cast<uint32_t>(st.leases[lease].size()), lease});
+      io.io_promise.deliver(
+        storage_io_reply{static_cast<uint32_t>(st.leases[lease].size()), lease, {}});
       break;
     }
     case pending_io::kind::put: {
@@ -169,7 +175,7 @@ void finish_io(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         stored += st.index->end_put(io.keys[i], write_survived(st, io, i));
       st.report.keys_stored += stored;
-      io.io_promise.deliver(storage_io_reply{stored});
+      io.io_promise.deliver(storage_io_reply{stored, 0, {}});
       break;
     }
   }
@@ -188,7 +194,7 @@ void settle_links(self_ptr self, int64_t t) {
     uint64_t id = it->second;
     st.flow_to_io.erase(it);
     if (--st.ios.at(id).flows == 0)
-      finish_io(self, id);
+      finish_io(self, id, d.at);
   }
 }
 
@@ -302,6 +308,11 @@ void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   st.backend->remove(std::move(refs), [] {});
 }
 
+// When a backend's completion ran: the actor clock's time since its epoch (storage_backend_done).
+int64_t backend_clock_now() {
+  return caf::actor_clock::clock_type::now().time_since_epoch().count();
+}
+
 // Asks the backend for a request's bytes; its answer comes back as a storage_backend_done.
 void start_backend(self_ptr self, uint64_t id) {
   auto& st = self->state;
@@ -313,14 +324,17 @@ void start_backend(self_ptr self, uint64_t id) {
       size_t leading = st.index->leading_run(io.keys.data(), io.keys.size());
       std::vector<uint64_t> keys(io.keys.begin(), io.keys.begin() + static_cast<long>(leading));
       st.backend->exists(refs_of(st, keys), [me, id](std::vector<bool> present) {
-        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}, {}, {}};
+        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
     }
     case pending_io::kind::get: {
+      KVTIER_ASSERT(io.into.size() == io.keys.size());
       io.leased.assign(io.keys.size(), 0);
       std::vector<block_ref> refs;
+      std::vector<block_span> into;
       for (size_t i = 0; i < io.keys.size(); ++i) {
         if (!st.index->contains(io.keys[i]) || get_fails(st) || !st.index->lease(io.keys[i]))
           continue;
@@ -328,16 +342,11 @@ void start_backend(self_ptr self, uint64_t id) {
         uint64_t hash = i < io.hashes.size() ? io.hashes[i] : 0;
         auto it = st.hash_of.find(io.keys[i]);
         refs.push_back({io.keys[i], it != st.hash_of.end() ? it->second : hash});
+        into.push_back({reinterpret_cast<uint8_t*>(io.into[i].address), io.into[i].size});
       }
-      st.backend->get(std::move(refs), [me, id](std::vector<std::optional<block_bytes_t>> got) {
-        storage_backend_done d;
-        d.io = id;
-        d.found.reserve(got.size());
-        d.payloads.reserve(got.size());
-        for (auto& g : got) {
-          d.found.push_back(g.has_value());
-          d.payloads.push_back(g ? std::move(*g) : block_bytes_t{});
-        }
+      st.backend->get(std::move(refs), std::move(into), [me, id](std::vector<bool> found) {
+        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -354,7 +363,8 @@ void start_backend(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         refs.push_back({io.keys[i], io.hashes[i]});
       st.backend->put(std::move(refs), std::move(io.payloads), [me, id](std::vector<bool> stored) {
-        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}, {}, {}};
+        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {},
+                               backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
       return;
@@ -392,7 +402,13 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
   auto it = st.ios.find(d.io);
   KVTIER_ASSERT(it != st.ios.end());
   pending_io& io = it->second;
-  add_service_time(self, io);
+  // Real I/O ended when the backend answered, on its own thread; the wait for this actor to take
+  // the answer is not the media's time (the shadow model's is counted the same way).
+  int64_t done = -1;
+  if (d.done_at > 0 && st.backend->asynchronous())
+    done = std::min(now_of(self), st.options.clock.at(caf::actor_clock::time_point(
+                                    caf::actor_clock::duration_type(d.done_at))));
+  add_service_time(self, io, done);
   switch (io.what) {
     case pending_io::kind::exists: {
       uint32_t leading = 0;
@@ -411,15 +427,15 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
     }
     case pending_io::kind::get: {
       storage_io_reply reply;
-      reply.payloads.resize(io.keys.size());
+      reply.found.assign(io.keys.size(), 0);
       std::vector<uint64_t> leased;
       size_t next = 0;  // the backend answered for the leased keys, in order
       for (size_t i = 0; i < io.keys.size(); ++i) {
         if (!io.leased[i])
           continue;
         size_t j = next++;
-        if (d.found[j]) {
-          reply.payloads[i] = std::move(d.payloads[j]);
+        if (d.ok[j]) {
+          reply.found[i] = 1;
           leased.push_back(io.keys[i]);
           continue;
         }
@@ -478,9 +494,11 @@ Promise begin_io(self_ptr self, pending_io io, Promise pending_io::*promise, uin
   io.requested_ns = now_of(self);
   Promise p = io.*promise;
   if (st.backend && st.backend->asynchronous()) {
-    if (io.what != pending_io::kind::exists) {
+    if (io.what != pending_io::kind::exists && !io.keys.empty()) {
       // The model serves the same request on its links, beside the real one: what it would have
-      // taken, measured against what it took (storage.modelled_*_service_s).
+      // taken, measured against what it took (storage.modelled_*_service_s). A put with nothing
+      // left to write (every key stored or in flight) is answered at once, without I/O: the model
+      // has no media time to compare it with.
       pending_io shadow;
       shadow.what = io.what;
       shadow.keys = io.keys;
@@ -531,6 +549,7 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
       io.what = pending_io::kind::get;
       io.keys = std::move(req.keys);
       io.hashes = std::move(req.hashes);
+      io.into = std::move(req.into);
       io.io_promise = self->make_response_promise<storage_io_reply>();
       return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, false);
     },

@@ -7,8 +7,9 @@
 // with the other requests on that node. A get leases its keys (they cannot be evicted) until the
 // transfer engine releases them.
 //
-// With a byte-carrying backend (storage_backend.hpp) the bytes travel in the messages and the
-// backend keeps them: `memory` still pays the modelled media time (it completes inline, so virtual
+// With a byte-carrying backend (storage_backend.hpp) a put's bytes travel in its message and the
+// backend keeps them; a get's bytes are read straight into the memory its request names
+// (storage_io::into, owned by the asker until the reply): `memory` still pays the modelled media time (it completes inline, so virtual
 // time stays exact) and then stores or reads; `redis` and `file` do real I/O on their own threads
 // (wall clock only) and their completions come back as messages, so the actor never waits. The
 // index stays the pool's metadata either way: a put indexes what the backend stored and deletes

@@ -15,7 +15,8 @@
 // Invariants every backend keeps:
 // - a block is visible (exists, get) only once all of its bytes are written: no torn block is
 //   ever returned;
-// - a get returns exactly the bytes a put stored, or nothing;
+// - a get returns exactly the bytes a put stored, or nothing: it writes them into memory its
+//   caller owns (block_span), and a block whose stored length is not the span's is a miss;
 // - a put that fails leaves the block absent (parts already written are rolled back);
 // - a node that cannot be reached answers as empty: gets miss, puts fail (and are counted).
 
@@ -29,6 +30,16 @@
 namespace kvtier {
 
 using block_bytes_t = std::vector<uint8_t>;
+
+/// Where a get puts one block's bytes: `size` bytes the caller owns (a host-tier block, a buffer
+/// of a pool), written by the backend, possibly on its I/O thread, and neither read nor freed by
+/// the caller until the get's completion has run. After a miss its contents are unspecified.
+/// Reading into the caller's memory is what keeps a get to one pass over the bytes: no buffer per
+/// block is allocated, zeroed, handed over and copied again into the place it was needed.
+struct block_span {
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
 
 /// A block as the storage layer addresses it: its storage key (routing, index) and its block hash
 /// (the name it has in a backend).
@@ -65,7 +76,8 @@ struct backend_counters {
   uint64_t bytes_written = 0;
   uint64_t bytes_read = 0;
   uint64_t removed = 0;
-  uint64_t corrupt = 0;          ///< blocks read back damaged (checksum, length): counted as misses
+  uint64_t corrupt = 0;          ///< blocks read back damaged (checksum, length) or of another
+                                 ///< length than the get's span: counted as misses
   uint64_t node_downs = 0;       ///< times a node was found unreachable
   uint64_t reconnects = 0;       ///< times a node came back
   int64_t busy_ns = 0;           ///< sum over batches of their service time (issue to answer)
@@ -75,7 +87,8 @@ struct backend_counters {
 class storage_backend {
  public:
   using exists_done = std::function<void(std::vector<bool> present)>;
-  using get_done = std::function<void(std::vector<std::optional<block_bytes_t>> payloads)>;
+  /// found[i]: block i's bytes, exactly `into[i].size` of them, are in `into[i]`.
+  using get_done = std::function<void(std::vector<bool> found)>;
   using put_done = std::function<void(std::vector<bool> stored)>;
   using remove_done = std::function<void()>;
   using list_done = std::function<void(std::vector<uint64_t> hashes)>;
@@ -88,7 +101,8 @@ class storage_backend {
   uint32_t nodes() const { return nodes_; }
 
   virtual void exists(std::vector<block_ref> blocks, exists_done done) = 0;
-  virtual void get(std::vector<block_ref> blocks, get_done done) = 0;
+  /// Reads block i into `into[i]` (one span per block).
+  virtual void get(std::vector<block_ref> blocks, std::vector<block_span> into, get_done done) = 0;
   /// `payloads[i]` is the whole of block i.
   virtual void put(std::vector<block_ref> blocks, std::vector<block_bytes_t> payloads,
                    put_done done) = 0;

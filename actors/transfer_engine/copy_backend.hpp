@@ -10,8 +10,8 @@
 //
 // Storage payloads pass through host memory. When storage keeps bytes (storage.backend is not
 // `model`), a store carries each block's bytes from the copy backend (the host block on the GPU,
-// the block's hash pattern when modelled) and a load hands them back to it to check (and, on the
-// GPU, to write into the host block). When storage is modelled, the GPU backend keeps the bytes
+// the block's hash pattern when modelled) and a load's bytes are read straight into memory the
+// copy backend names (the host block on the GPU, a reused buffer when modelled) and checked there. When storage is modelled, the GPU backend keeps the bytes
 // a store read itself and puts them back at the load (before_store / after_load, --verify).
 
 #include <cstdint>
@@ -51,9 +51,14 @@ class copy_backend {
   virtual std::string after_load(const transfer& t) = 0;
   /// Storage keeps bytes: the `bytes` of block `b` that a store sends.
   virtual std::vector<uint8_t> storage_payload(const block_move& b, uint64_t bytes) = 0;
-  /// A load brought `payload` for block `b`: "" if it is what was stored, else what is wrong.
-  virtual std::string accept_payload(const block_move& b, uint64_t bytes,
-                                     const std::vector<uint8_t>& payload) = 0;
+  /// Storage keeps bytes: where load `t`'s bytes are read to, one destination of `bytes` per
+  /// block (the host blocks on the GPU, buffers of the backend's own when modelled), left alone
+  /// until loaded(t).
+  virtual std::vector<payload_destination> load_destinations(const transfer& t,
+                                                             uint64_t bytes) = 0;
+  /// Load `t` is over; `found`: every block's bytes came. Returns "" or what is wrong with them
+  /// (checked only when found). Either way its destinations are the backend's again.
+  virtual std::string loaded(const transfer& t, uint64_t bytes, bool found) = 0;
   /// A completion from the device (op, layer; -1: the whole op) reached the engine.
   virtual void on_device_event(uint64_t op, int32_t layer, copy_events& events) = 0;
 };

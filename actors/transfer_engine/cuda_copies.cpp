@@ -28,4 +28,21 @@ void cuda_copies::on_device_event(uint64_t op, int32_t layer, copy_events& event
   events.copy_done(t.id, took, swap_in ? device_->check_arrived(t) : std::string{});
 }
 
+std::vector<payload_destination> cuda_copies::load_destinations(const transfer& t, uint64_t bytes) {
+  KVTIER_ASSERT(bytes == device_->block_bytes());  // storage carries whole host blocks
+  std::vector<payload_destination> out;
+  for (const block_move& b : t.blocks)
+    out.push_back(device_->host_destination(b.host_block));
+  return out;
+}
+
+std::string cuda_copies::loaded(const transfer& t, uint64_t, bool found) {
+  if (!found)
+    return {};
+  for (const block_move& b : t.blocks)
+    if (std::string bad = device_->check_loaded(b); !bad.empty())
+      return bad;
+  return {};
+}
+
 }  // namespace kvtier

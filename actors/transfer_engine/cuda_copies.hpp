@@ -29,10 +29,9 @@ class cuda_copies : public copy_backend {
   std::vector<uint8_t> storage_payload(const block_move& b, uint64_t) override {
     return device_->host_payload(b.host_block);
   }
-  std::string accept_payload(const block_move& b, uint64_t,
-                             const std::vector<uint8_t>& payload) override {
-    return device_->restore_payload(b, payload);
-  }
+  /// A load's bytes are read straight into its host blocks and checked there.
+  std::vector<payload_destination> load_destinations(const transfer& t, uint64_t) override;
+  std::string loaded(const transfer& t, uint64_t bytes, bool found) override;
 
  private:
   std::shared_ptr<cuda_device> device_;

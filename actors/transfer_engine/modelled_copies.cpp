@@ -33,9 +33,35 @@ std::vector<uint8_t> modelled_copies::storage_payload(const block_move& b, uint6
   return pattern_payload(b.hash, bytes);
 }
 
-std::string modelled_copies::accept_payload(const block_move& b, uint64_t bytes,
-                                            const std::vector<uint8_t>& payload) {
-  return check_pattern_payload(b.hash, bytes, payload);
+std::vector<payload_destination> modelled_copies::load_destinations(const transfer& t,
+                                                                    uint64_t bytes) {
+  auto& buffers = loading_[t.id];
+  std::vector<payload_destination> out;
+  for (size_t i = 0; i < t.blocks.size(); ++i) {
+    if (spare_.empty() || spare_.back().size() != bytes) {
+      buffers.emplace_back(bytes);
+    } else {
+      buffers.push_back(std::move(spare_.back()));
+      spare_.pop_back();
+    }
+    out.push_back({reinterpret_cast<uint64_t>(buffers.back().data()), bytes});
+  }
+  return out;
+}
+
+std::string modelled_copies::loaded(const transfer& t, uint64_t bytes, bool found) {
+  auto it = loading_.find(t.id);
+  KVTIER_ASSERT(it != loading_.end() && it->second.size() == t.blocks.size());
+  std::string bad;
+  for (size_t i = 0; found && bad.empty() && i < t.blocks.size(); ++i)
+    bad = check_pattern_payload(t.blocks[i].hash, bytes, it->second[i]);
+  // Kept for the next loads, up to what a burst of them needs again.
+  constexpr size_t keep = 64;
+  for (auto& b : it->second)
+    if (spare_.size() < keep)
+      spare_.push_back(std::move(b));
+  loading_.erase(it);
+  return bad;
 }
 
 }  // namespace kvtier

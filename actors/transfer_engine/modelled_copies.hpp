@@ -8,6 +8,7 @@
 // D2H is one operation for all layers. The engine's link timers complete them.
 
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "actors/transfer_engine/copy_backend.hpp"
@@ -34,8 +35,9 @@ class modelled_copies : public copy_backend {
   void on_device_event(uint64_t, int32_t, copy_events&) override {}
   /// No device bytes: a stored block is its hash pattern, checked when it comes back.
   std::vector<uint8_t> storage_payload(const block_move& b, uint64_t bytes) override;
-  std::string accept_payload(const block_move& b, uint64_t bytes,
-                             const std::vector<uint8_t>& payload) override;
+  /// A load's bytes land in buffers kept for reuse (allocated once, not per load).
+  std::vector<payload_destination> load_destinations(const transfer& t, uint64_t bytes) override;
+  std::string loaded(const transfer& t, uint64_t bytes, bool found) override;
 
  private:
   link_options links_;
@@ -43,6 +45,8 @@ class modelled_copies : public copy_backend {
   uint64_t block_bytes_;
   flow_starter start_flow_;
   link_model::link_id h2d_ = 0, d2h_ = 0, pcie_ = 0;
+  std::vector<std::vector<uint8_t>> spare_;                       // load buffers not in use
+  std::map<uint64_t, std::vector<std::vector<uint8_t>>> loading_;  // by transfer
 };
 
 }  // namespace kvtier

@@ -71,21 +71,12 @@ void add_storage_payloads(engine_state& st, const transfer& t, storage_io& io) {
   }
 }
 
-// A load's bytes, handed to the copy backend block by block: empty if every one is what was
-// stored.
-std::string check_storage_payloads(engine_state& st, const transfer& t, const storage_io_reply& r) {
+// A load's bytes, read into the copy backend's destinations: "" if every one is what was stored
+// (or storage keeps no bytes). Hands the destinations back either way.
+std::string settle_storage_payloads(engine_state& st, const transfer& t, bool found) {
   if (st.options.storage_payload_bytes == 0)
     return {};
-  if (r.payloads.size() != t.blocks.size())
-    return "verify: storage answered " + std::to_string(r.payloads.size()) + " payloads for "
-           + std::to_string(t.blocks.size()) + " blocks";
-  for (size_t i = 0; i < t.blocks.size(); ++i) {
-    std::string bad =
-      st.copies->accept_payload(t.blocks[i], st.options.storage_payload_bytes, r.payloads[i]);
-    if (!bad.empty())
-      return bad;
-  }
-  return {};
+  return st.copies->loaded(t, st.options.storage_payload_bytes, found);
 }
 
 void start(self_ptr self, uint64_t id) {
@@ -113,9 +104,11 @@ void start(self_ptr self, uint64_t id) {
       for (const auto& b : t.blocks)
         io.keys.push_back(b.storage_key);
       io.bytes_each = st.options.block_bytes;
-      if (st.options.storage_payload_bytes > 0)
+      if (st.options.storage_payload_bytes > 0) {
         for (const auto& b : t.blocks)
           io.hashes.push_back(b.hash);
+        io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
+      }
       self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
         .then(
           [=](const storage_io_reply& reply) {
@@ -126,12 +119,13 @@ void start(self_ptr self, uint64_t id) {
             if (reply.done < rt.msg.blocks.size()) {
               // Evicted (or lost with its node) since the controller looked: the load fails and
               // the controller drops it.
+              settle_storage_payloads(s, rt.msg, false);
               self->send(s.storage, storage_release{reply.lease});
               rt.lease = 0;
               finish(self, id);
               return;
             }
-            if (std::string bad = check_storage_payloads(s, rt.msg, reply); !bad.empty()) {
+            if (std::string bad = settle_storage_payloads(s, rt.msg, true); !bad.empty()) {
               ++s.report.payload_errors;
               self->send(s.storage, storage_release{reply.lease});
               rt.lease = 0;
@@ -141,6 +135,8 @@ void start(self_ptr self, uint64_t id) {
             start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
           },
           [=](const caf::error& e) {
+            // The destinations are not handed back: without storage's answer, its backend may
+            // still write them.
             sync(self);
             self->state.transfers.at(id).lease = 0;
             deliver(self, id, false, "storage get failed: " + caf::to_string(e));

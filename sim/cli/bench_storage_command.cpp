@@ -1,8 +1,10 @@
 // `kvtier bench storage`: put and get throughput and per-batch latency of the byte-carrying storage
 // backends (storage_backend.hpp) for blocks of the configured model and block size, each against
 // a same-run baseline of the plainest way to move the same bytes to the same place: one memcpy
-// (memory), SET/GET of whole blocks over one blocking connection (redis), one sequential file
-// written and read in block-sized chunks (file). --emit-calibration writes the figures the
+// per block from blocks of their own (memory), SET/GET of whole blocks over one blocking
+// connection (redis), one sequential file written and read in block-sized chunks (file). Gets,
+// and the memory and file baselines' reads, land in one batch's worth of reused buffers, as a
+// transfer engine's loads land in its host blocks. --emit-calibration writes the figures the
 // modelled storage uses (storage.read_gbps, write_gbps, op_latency_us; load with
 // --set storage.calibration=FILE).
 
@@ -87,21 +89,27 @@ figures run_backend(storage_backend& b, uint64_t bytes, uint32_t batch, uint32_t
     if (stored != batch)
       error = "put stored " + std::to_string(stored) + " of " + std::to_string(batch) + " blocks";
   }
+  // Gets read into one batch's worth of buffers, reused batch after batch, as a transfer engine
+  // reads into its host blocks: allocated and touched before the clock starts.
+  std::vector<block_bytes_t> into(batch, block_bytes_t(bytes));
+  std::vector<block_span> spans;
+  for (auto& buffer : into)
+    spans.push_back({buffer.data(), bytes});
   for (uint32_t i = 0; i < batches; ++i) {
-    std::vector<std::optional<block_bytes_t>> got;
+    std::vector<bool> found;
     auto t0 = clock_type::now();
     wait_for([&](auto done) {
-      b.get(refs[i], [&, done](std::vector<std::optional<block_bytes_t>> g) {
-        got = std::move(g);
+      b.get(refs[i], spans, [&, done](std::vector<bool> f) {
+        found = std::move(f);
         done();
       });
     });
     double s = seconds_since(t0);
     get_s += s;
     get_ms.push_back(s * 1e3);
-    for (size_t j = 0; j < got.size(); ++j) {  // checked after the clock stops
-      std::string bad = got[j] ? check_pattern_payload(refs[i][j].hash, bytes, *got[j])
-                               : "get missed a block it had stored";
+    for (size_t j = 0; j < found.size(); ++j) {  // checked after the clock stops
+      std::string bad = found[j] ? check_pattern_payload(refs[i][j].hash, bytes, into[j])
+                                 : "get missed a block it had stored";
       if (!bad.empty())
         error = bad;
     }
@@ -126,14 +134,18 @@ figures run_backend(storage_backend& b, uint64_t bytes, uint32_t batch, uint32_t
   return f;
 }
 
-// Baselines: the same bytes, the plainest way.
-figures baseline_memory(uint64_t bytes, uint32_t blocks) {
+// Baselines: the same bytes, the plainest way. Memory: `blocks` blocks, each in memory of its own
+// (as the backend holds them), copied into one batch's worth of reused buffers (as the backend's
+// get copies them into the bench's): the same sources, destinations and sizes, one memcpy each.
+figures baseline_memory(uint64_t bytes, uint32_t blocks, uint32_t batch) {
   figures f;
-  block_bytes_t src = pattern_payload(1, bytes);
-  std::vector<block_bytes_t> dst(blocks, block_bytes_t(bytes));
+  std::vector<block_bytes_t> src;
+  for (uint32_t i = 0; i < blocks; ++i)
+    src.emplace_back(bytes, static_cast<uint8_t>(i));
+  std::vector<block_bytes_t> dst(batch, block_bytes_t(bytes));
   auto t0 = clock_type::now();
-  for (auto& d : dst)
-    std::memcpy(d.data(), src.data(), bytes);
+  for (uint32_t i = 0; i < blocks; ++i)
+    std::memcpy(dst[i % batch].data(), src[i].data(), bytes);
   f.put_gbps = f.get_gbps = double(bytes) * blocks / seconds_since(t0) / 1e9;
   return f;
 }
@@ -188,7 +200,11 @@ figures baseline_redis(const std::string& address, uint64_t bytes, uint32_t bloc
   return f;
 }
 
-figures baseline_file(const std::string& dir, uint64_t bytes, uint32_t blocks, std::string& error) {
+// Files: one file written, then read, sequentially in block-sized calls (dd's way); the reads land
+// in one batch's worth of reused buffers, as the backend's gets do, not in one buffer that stays
+// in the CPU's cache.
+figures baseline_file(const std::string& dir, uint64_t bytes, uint32_t blocks, uint32_t batch,
+                      std::string& error) {
   figures f;
   std::string path = dir + "/kvtier-bench-baseline.dat";
   block_bytes_t payload = pattern_payload(3, bytes);
@@ -204,10 +220,10 @@ figures baseline_file(const std::string& dir, uint64_t bytes, uint32_t blocks, s
   ::close(fd);
   f.put_gbps = double(bytes) * blocks / seconds_since(t0) / 1e9;
   fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  block_bytes_t in(bytes);
+  std::vector<block_bytes_t> in(batch, block_bytes_t(bytes));
   t0 = clock_type::now();
   for (uint32_t i = 0; i < blocks; ++i)
-    if (::read(fd, in.data(), bytes) != static_cast<ssize_t>(bytes))
+    if (::read(fd, in[i % batch].data(), bytes) != static_cast<ssize_t>(bytes))
       error = "baseline: short read of " + path;
   ::close(fd);
   f.get_gbps = double(bytes) * blocks / seconds_since(t0) / 1e9;
@@ -275,9 +291,9 @@ int run_bench_storage(const bench_storage_args& args) {
       o.file_dirs = {list[0]};
       o.file_direct = cfg.boolean("storage.file_direct");
       auto backend = make_storage_backend(o);  // makes the directory
-      base = baseline_file(list[0], bytes, blocks, error);
+      base = baseline_file(list[0], bytes, blocks, args.batch, error);
     } else if (kind == "memory") {
-      base = baseline_memory(bytes, blocks);
+      base = baseline_memory(bytes, blocks, args.batch);
     } else {
       throw config_error("bench storage: --backends: unknown backend '" + kind +
                          "'; expected memory, redis or file");
@@ -292,9 +308,9 @@ int run_bench_storage(const bench_storage_args& args) {
     if (kind == "redis")
       base = best_of(base, baseline_redis(o.redis[0], bytes, blocks, error));
     else if (kind == "file")
-      base = best_of(base, baseline_file(o.file_dirs[0], bytes, blocks, error));
+      base = best_of(base, baseline_file(o.file_dirs[0], bytes, blocks, args.batch, error));
     else
-      base = best_of(base, baseline_memory(bytes, blocks));
+      base = best_of(base, baseline_memory(bytes, blocks, args.batch));
     double put_ratio = base.put_gbps > 0 ? f.put_gbps / base.put_gbps : 0;
     double get_ratio = base.get_gbps > 0 ? f.get_gbps / base.get_gbps : 0;
     std::printf("%-8s %10.3f %10.3f %10.3f %10.3f %12.2f %12.2f %8.0f%% %8.0f%% %10.1f\n",

@@ -15,12 +15,33 @@ inline std::vector<bool> exists_now(storage_backend& b, std::vector<block_ref> b
   return f.get();
 }
 
+/// Gets block i into a buffer of `sizes[i]` bytes: its bytes where found, nullopt where missed.
 inline std::vector<std::optional<block_bytes_t>> get_now(storage_backend& b,
-                                                         std::vector<block_ref> blocks) {
-  std::promise<std::vector<std::optional<block_bytes_t>>> p;
+                                                         std::vector<block_ref> blocks,
+                                                         const std::vector<uint64_t>& sizes) {
+  std::vector<block_bytes_t> buffers;
+  std::vector<block_span> into;
+  for (uint64_t size : sizes)
+    buffers.emplace_back(size);
+  for (auto& buffer : buffers)
+    into.push_back({buffer.data(), buffer.size()});
+  std::promise<std::vector<bool>> p;
   auto f = p.get_future();
-  b.get(std::move(blocks), [&](auto r) { p.set_value(std::move(r)); });
-  return f.get();
+  b.get(std::move(blocks), std::move(into), [&](std::vector<bool> r) { p.set_value(std::move(r)); });
+  std::vector<bool> found = f.get();
+  std::vector<std::optional<block_bytes_t>> out(found.size());
+  for (size_t i = 0; i < found.size(); ++i)
+    if (found[i])
+      out[i] = std::move(buffers[i]);
+  return out;
+}
+
+/// The same with every block `size` bytes.
+inline std::vector<std::optional<block_bytes_t>> get_now(storage_backend& b,
+                                                         std::vector<block_ref> blocks,
+                                                         uint64_t size) {
+  std::vector<uint64_t> sizes(blocks.size(), size);
+  return get_now(b, std::move(blocks), sizes);
 }
 
 inline std::vector<bool> put_now(storage_backend& b, std::vector<block_ref> blocks,

@@ -2,8 +2,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include <catch2/catch.hpp>
 
@@ -51,7 +53,10 @@ void round_trip(storage_backend& b) {
   CHECK(exists_now(b, blocks) == std::vector<bool>{false, false, false, false});
   CHECK(put_now(b, blocks, payloads) == std::vector<bool>{true, true, true, true});
   CHECK(exists_now(b, blocks) == std::vector<bool>{true, true, true, true});
-  auto got = get_now(b, blocks);
+  std::vector<uint64_t> sizes;
+  for (const auto& p : payloads)
+    sizes.push_back(p.size());
+  auto got = get_now(b, blocks, sizes);
   REQUIRE(got.size() == 4);
   for (size_t i = 0; i < blocks.size(); ++i) {
     REQUIRE(got[i].has_value());
@@ -59,7 +64,7 @@ void round_trip(storage_backend& b) {
   }
   remove_now(b, {blocks[1]});
   CHECK(exists_now(b, blocks) == std::vector<bool>{true, false, true, true});
-  CHECK_FALSE(get_now(b, {blocks[1]})[0].has_value());
+  CHECK_FALSE(get_now(b, {blocks[1]}, sizes[1])[0].has_value());
   std::vector<uint64_t> kept = {blocks[0].hash, blocks[2].hash, blocks[3].hash};
   std::sort(kept.begin(), kept.end());
   CHECK(list_now(b) == kept);
@@ -68,6 +73,14 @@ void round_trip(storage_backend& b) {
   CHECK(c.gets_hit == 4);
   CHECK(c.gets_missed == 1);
   CHECK(c.removed == 1);
+  CHECK(c.corrupt == 0);
+  // A get reads into the caller's memory, which must be the block's length exactly: a longer or
+  // shorter destination is a miss, counted, whatever part of the bytes landed there.
+  CHECK_FALSE(get_now(b, {blocks[3]}, sizes[3] + 1)[0].has_value());
+  CHECK_FALSE(get_now(b, {blocks[3]}, sizes[3] - 1)[0].has_value());
+  CHECK(b.counters().corrupt == 2);
+  CHECK(b.counters().gets_missed == 3);
+  CHECK(check_pattern_payload(blocks[3].hash, sizes[3], *get_now(b, {blocks[3]}, sizes[3])[0]) == "");
 }
 
 backend_options options(const std::string& kind) {
@@ -117,7 +130,7 @@ TEST_CASE("file backend keeps what it stored, one file per block, nothing torn",
     block_ref r = block_on(0, 1);
     std::string path = o.file_dirs[0] + "/kvtier/test-model/bf16/0000000000001001.blk";
     REQUIRE(::truncate(path.c_str(), 4096 + 500) == 0);
-    CHECK_FALSE(get_now(b, {r})[0].has_value());
+    CHECK_FALSE(get_now(b, {r}, 1000)[0].has_value());
     // damaged in place, same length: the checksum catches it
     block_ref r4 = block_on(0, 4);
     std::string path4 = o.file_dirs[0] + "/kvtier/test-model/bf16/0000000000001004.blk";
@@ -128,7 +141,7 @@ TEST_CASE("file backend keeps what it stored, one file per block, nothing torn",
       f.seekp(4096 + 10);
       f.put(static_cast<char>(c ^ 0xff));
     }
-    CHECK_FALSE(get_now(b, {r4})[0].has_value());
+    CHECK_FALSE(get_now(b, {r4}, 1000 + 4096 * 3)[0].has_value());
     CHECK(b.counters().corrupt == 2);
   }
 }
@@ -187,6 +200,22 @@ TEST_CASE("file backend with O_DIRECT keeps what it stored", "[storage][backend]
     file_backend b(o);
     round_trip(b);
   }
+  SECTION("into page-aligned memory directly, into any other through an aligned bounce buffer") {
+    file_backend b(o);
+    block_ref r = block_on(1, 9);
+    REQUIRE(put_now(b, {r}, {pattern_payload(r.hash, 8192)}) == std::vector<bool>{true});
+    void* memory = nullptr;
+    REQUIRE(::posix_memalign(&memory, 4096, 8192 + 4096) == 0);
+    auto* base = static_cast<uint8_t*>(memory);
+    for (uint8_t* at : {base, base + 1}) {  // aligned, then not
+      std::memset(at, 0, 8192);
+      std::promise<std::vector<bool>> p;
+      b.get({r}, {{at, 8192}}, [&](std::vector<bool> found) { p.set_value(found); });
+      CHECK(p.get_future().get() == std::vector<bool>{true});
+      CHECK(check_pattern_payload(r.hash, 8192, at, 8192) == "");
+    }
+    std::free(memory);
+  }
   fs::remove_all(dir);
 }
 
@@ -224,7 +253,7 @@ TEST_CASE("redis backend: a block with a part that failed is rolled back, never 
   REQUIRE(a.command({"SET", "kvtier:test-model:bf16:0000000000000078:k", "half"}) == "OK");
   block_ref half{1, 0x78};
   CHECK(exists_now(r, {half}) == std::vector<bool>{false});
-  CHECK_FALSE(get_now(r, {half})[0].has_value());
+  CHECK_FALSE(get_now(r, {half}, 4096)[0].has_value());
   CHECK(list_now(r).empty());
 }
 
@@ -239,7 +268,7 @@ TEST_CASE("redis backend: a node that goes down misses and drops, then comes bac
   REQUIRE(put_now(r, {on_a, on_b}, {pattern_payload(0x10, 4096), pattern_payload(0x11, 4096)}) ==
           std::vector<bool>{true, true});
   b.kill();
-  auto got = get_now(r, {on_a, on_b});
+  auto got = get_now(r, {on_a, on_b}, 4096);
   CHECK(got[0].has_value());
   CHECK_FALSE(got[1].has_value());
   CHECK(put_now(r, {on_b}, {pattern_payload(0x11, 4096)}) == std::vector<bool>{false});
@@ -252,9 +281,9 @@ TEST_CASE("redis backend: a node that goes down misses and drops, then comes bac
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(r.node_up(1));
   CHECK(r.counters().reconnects == 1);
-  CHECK_FALSE(get_now(r, {on_b})[0].has_value());
+  CHECK_FALSE(get_now(r, {on_b}, 4096)[0].has_value());
   CHECK(put_now(r, {on_b}, {pattern_payload(0x11, 4096)}) == std::vector<bool>{true});
-  CHECK(check_pattern_payload(0x11, 4096, *get_now(r, {on_b})[0]) == "");
+  CHECK(check_pattern_payload(0x11, 4096, *get_now(r, {on_b}, 4096)[0]) == "");
 }
 
 TEST_CASE("redis backend: an unreachable node at start is an error naming it",

@@ -84,7 +84,7 @@ int check(const std::string& dir) {
       return fail("a temporary file was left behind: " + e.path().string());
   if (test::exists_now(b, blocks) != stored)
     return fail("exists does not match what was stored");
-  auto got = test::get_now(b, blocks);
+  auto got = test::get_now(b, blocks, 512 << 10);
   for (size_t i = 0; i < blocks.size(); ++i)
     if (stored[i] && (!got[i] || !check_pattern_payload(blocks[i].hash, 512 << 10, *got[i]).empty()))
       return fail("a stored block did not read back whole");
