@@ -39,16 +39,18 @@ class timed_links {
 };
 
 /// Sets the timer `links.wake_needed()` asks for on `self` (any actor accepting wake_atom).
+/// On the wall clock a wake-up already due is a message to itself: CAF's clock thread would
+/// deliver it at once too, at the cost of two thread wake-ups (at high `speed` most are due).
 template <class Self>
 void arm(Self* self, const sim_clock& clock, timed_links& links) {
   int64_t t = links.wake_needed();
-  if (t != link_model::never) {
-    auto d = clock.until(self->clock(), t);
-    if (d == caf::timespan{0})
-      self->send(self, wake_atom_v, uint64_t{0});
-    else
-      self->delayed_send(self, d, wake_atom_v, uint64_t{0});
-  }
+  if (t == link_model::never)
+    return;
+  caf::timespan wait = clock.until(self->clock(), t);
+  if (wait == caf::timespan{0} && clock.on_wall())
+    self->send(self, wake_atom_v, uint64_t{0});
+  else
+    self->delayed_send(self, wait, wake_atom_v, uint64_t{0});
 }
 
 }  // namespace kvtier
