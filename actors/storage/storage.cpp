@@ -77,8 +77,10 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
       if (per_node[n] == 0)
         continue;
       auto link = write ? st.write_link[n] : st.read_link[n];
+      double stream = write ? st.options.stream_write_gbps : st.options.stream_read_gbps;
       auto f = st.links.links().start(now, {link},
-                                      {{st.options.op_latency_ns, per_node[n] * bytes_each}});
+                                      {{st.options.op_latency_ns, per_node[n] * bytes_each}},
+                                      stream * static_cast<double>(per_node[n]));
       st.flow_to_io[f] = id;
       ++io.flows;
     }

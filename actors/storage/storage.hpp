@@ -40,6 +40,11 @@ struct storage_options {
   double read_gbps = 10;   ///< per node
   double write_gbps = 5;   ///< per node
   int64_t op_latency_ns = 100'000;
+  /// One block's stream (a backend serves a request's blocks one per thread): a request moves
+  /// at most this many GB/s per block it carries on a node, the node's bandwidth shared above
+  /// that. 0: no cap (a lone block gets the whole node).
+  double stream_read_gbps = 0;
+  double stream_write_gbps = 0;
   sim_clock clock;
   /// Where the bytes go (null: modelled, no bytes). Shared so that a front end can keep one pool
   /// across actor restarts; its node count must equal `nodes`.

@@ -24,7 +24,8 @@ link_model::link_id link_model::add_link(std::string name, double gbps) {
 }
 
 link_model::flow_id link_model::start(int64_t now, std::vector<link_id> links,
-                                      std::vector<op> ops) {
+                                      std::vector<op> ops, double cap_gbps) {
+  KVTIER_ASSERT(cap_gbps >= 0);
   KVTIER_ASSERT(!ops.empty());
   KVTIER_ASSERT(now >= now_);
   KVTIER_ASSERT(next_event() >= now);  // the caller advanced to `now` first
@@ -38,6 +39,10 @@ link_model::flow_id link_model::start(int64_t now, std::vector<link_id> links,
   f.links = std::move(links);
   f.ops = std::move(ops);
   f.latency_end = time_add(now, f.ops[0].latency_ns);
+  if (cap_gbps > 0) {
+    f.cap = cap_gbps;  // 1 GB/s is exactly 1 byte per ns
+    ++capped_;
+  }
   flows_.push_back(std::move(f));
   return flows_.back().id;
 }
@@ -56,14 +61,41 @@ void link_model::update_rates() {
     if (f.moving)
       for (link_id l : f.links)
         ++moving_on_[l];
+  if (capped_ > 0) {
+    // Water-filling per link: flows capped below the level keep their cap, the rest share what
+    // they leave equally. Caps in ascending order; a cap at or above the level fills nothing.
+    std::vector<std::vector<double>> caps(capacity_.size());
+    for (const flow& f : flows_)
+      if (f.moving)
+        for (link_id l : f.links)
+          caps[l].push_back(f.cap);
+    level_.assign(capacity_.size(), std::numeric_limits<double>::infinity());
+    for (size_t l = 0; l < caps.size(); ++l) {
+      std::sort(caps[l].begin(), caps[l].end());
+      double left = capacity_[l];
+      size_t n = caps[l].size();
+      for (double c : caps[l]) {
+        if (c * static_cast<double>(n) >= left) {
+          level_[l] = left / static_cast<double>(n);
+          break;
+        }
+        left -= c;
+        --n;
+      }
+    }
+  }
   for (flow& f : flows_) {
     if (!f.moving)
       continue;
-    double rate = std::numeric_limits<double>::infinity();
+    double rate = f.cap;
     for (link_id l : f.links)
-      rate = std::min(rate, capacity_[l] / moving_on_[l]);
+      rate = std::min(rate, share_of(l));
     f.rate = rate;
   }
+}
+
+double link_model::share_of(link_id l) const {
+  return capped_ > 0 ? level_[l] : capacity_[l] / moving_on_[l];
 }
 
 int64_t link_model::finish_time(const flow& f) const {
@@ -126,8 +158,11 @@ void link_model::advance(int64_t now, std::vector<op_done>& out) {
     }
     flows_.erase(std::remove_if(flows_.begin(), flows_.end(),
                                 [&](const flow& f) {
-                                  return f.moving && f.index + 1 == f.ops.size()
-                                         && finish_time(f) <= t;
+                                  bool done = f.moving && f.index + 1 == f.ops.size()
+                                              && finish_time(f) <= t;
+                                  if (done && !std::isinf(f.cap))
+                                    --capped_;
+                                  return done;
                                 }),
                  flows_.end());
     update_rates();

@@ -80,6 +80,11 @@ void apply_storage_calibration(const std::string& path, storage_options& s) {
   s.read_gbps = number("read_gbps");
   s.write_gbps = number("write_gbps");
   s.op_latency_ns = us_to_ns(number("op_latency_us"));
+  // One block alone (schema 1 files written before it was measured lack it: the cap stays).
+  if (j.contains("stream_read_gbps") || j.contains("stream_write_gbps")) {
+    s.stream_read_gbps = number("stream_read_gbps");
+    s.stream_write_gbps = number("stream_write_gbps");
+  }
 }
 
 // The storage.backend keys; a list that does not match storage.nodes is an error that says so.
@@ -194,6 +199,8 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   t.storage.read_gbps = c.number("storage.read_gbps");
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
+  t.storage.stream_read_gbps = c.number("storage.stream_read_gbps");
+  t.storage.stream_write_gbps = c.number("storage.stream_write_gbps");
   if (c.is_set("storage.calibration"))
     apply_storage_calibration(c.text("storage.calibration"), t.storage);
   t.storage.name_space = rc.storage_namespace;

@@ -75,6 +75,32 @@ TEST_CASE_METHOD(det_fixture, "storage actor: concurrent reads share a node's ba
             [](const caf::error& e) { FAIL(caf::to_string(e)); });
 }
 
+TEST_CASE_METHOD(det_fixture, "storage actor: a block's stream rate caps a request",
+                 "[actors][storage][cap]") {
+  storage_options o = options(clock, 20);
+  o.stream_read_gbps = 0.25;  // one block's read: a quarter of the node's 1 byte/ns
+  o.stream_write_gbps = 0.5;
+  auto storage = spawn_storage(sys, o);
+  // A lone block's put: 1000 ns latency, then 100 bytes at 0.5 byte/ns.
+  int64_t start = now();
+  auto [put, put_at] = ask<storage_io_reply>(storage, caf::put_atom_v, storage_io{{1}, 100});
+  CHECK(put.done == 1);
+  CHECK(put_at - start == 1200);
+  ask<storage_io_reply>(storage, caf::put_atom_v, storage_io{{2, 3, 4, 5, 6, 7, 8, 9}, 100});
+  auto get = [&](std::vector<uint64_t> keys) {
+    int64_t from = now();
+    auto [got, at] = ask<storage_io_reply>(storage, caf::get_atom_v, storage_io{keys, 100});
+    CHECK(got.done == keys.size());
+    self->send(storage, storage_release{got.lease});
+    run();
+    return at - from;
+  };
+  CHECK(get({1}) == 1000 + 400);        // 100 bytes at 0.25 byte/ns
+  CHECK(get({2, 3}) == 1000 + 400);     // two streams: 200 bytes at 0.5
+  CHECK(get({2, 3, 4, 5}) == 1000 + 400);  // four: 400 bytes at the node's 1
+  CHECK(get({2, 3, 4, 5, 6, 7, 8, 9}) == 1000 + 800);  // eight: still the node's 1
+}
+
 TEST_CASE_METHOD(det_fixture, "storage actor: LRU eviction spares leased blocks",
                  "[actors][storage]") {
   auto storage = spawn_storage(sys, options(clock, 2));
