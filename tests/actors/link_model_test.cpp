@@ -68,7 +68,7 @@ TEST_CASE("link model: a cap above the fair share changes nothing", "[links][cap
     auto other = m.add_link("net", 1.5);
     m.start(0, {link}, {{50, 1000}}, cap_a);
     m.start(0, {link, other}, {{0, 3000}}, cap_b);
-    m.start(10, {link}, {{0, 777}});
+    m.start(0, {link}, {{10, 777}});
     return finish_all(m);
   };
   auto plain = run(0, 0);
