@@ -567,6 +567,18 @@ std::optional<std::string> check_step(engine_state& e, commit& c) {
 void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const grant& g,
                      const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig);
 
+// Real mode: the device blocks a reply names, each as [device block id, the hash its verify
+// pattern is drawn from].
+void pack_blocks(msgpack::packer<msgpack::sbuffer>& out,
+                 const std::vector<gpu::block_pattern>& blocks) {
+  out.pack_array(static_cast<uint32_t>(blocks.size()));
+  for (const gpu::block_pattern& b : blocks) {
+    out.pack_array(2);
+    out.pack(b.block);
+    out.pack(b.hash);
+  }
+}
+
 void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   auto& st = self->state;
   const call& c = x.c;
@@ -667,13 +679,7 @@ void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const gr
       map_writer one(buf, 3);
       one.put("slot", sig->slot);
       one.put("layers", s2.settings.layers);
-      auto& bl = one.key("blocks");
-      bl.pack_array(static_cast<uint32_t>(sig->blocks.size()));
-      for (const gpu::block_pattern& b : sig->blocks) {
-        bl.pack_array(2);
-        bl.pack(b.block);
-        bl.pack(b.hash);
-      }
+      pack_blocks(one.key("blocks"), sig->blocks);
     }
   }
   answer(self, x.conn, c.op, x.since, buf);
@@ -715,13 +721,7 @@ void do_bench_swap(self_ptr self, ctx& x) {
   m.put("gbps", r.gbps);
   m.put("slot", r.slot);
   m.put("layers", s.layers);
-  auto& bl = m.key("blocks");
-  bl.pack_array(static_cast<uint32_t>(targets.size()));
-  for (const gpu::block_pattern& b : targets) {
-    bl.pack_array(2);
-    bl.pack(b.block);
-    bl.pack(b.hash);
-  }
+  pack_blocks(m.key("blocks"), targets);
   answer(self, x.conn, c.op, x.since, buf);
 }
 

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/full/pd_end_checks.hpp"
-#include "tests/actors/scenario.hpp"
+#include "tests/actors/pd_scenario.hpp"
 
 using namespace kvtier;
 using namespace kvtier::test;
@@ -17,17 +17,8 @@ namespace {
 
 instance_config member(const timed_config& t, pd_role role, const std::string& name,
                        uint32_t device_blocks) {
-  instance_config ic;
-  ic.name = name;
-  ic.role = role;
-  ic.cache = t.cache;
-  ic.controller = t.controller;
-  ic.scheduler = t.scheduler;
-  ic.engine = t.engine;
+  instance_config ic = pd_member(t, role, name);
   ic.cache.device_blocks = ic.scheduler.device_blocks = device_blocks;
-  ic.scheduler.role = role;
-  ic.scheduler.pd = t.pd;
-  ic.scheduler.block_bytes = t.block_bytes;
   return ic;
 }
 
@@ -66,26 +57,6 @@ timed_config drop_config(preemption_mode mode) {
   return t;
 }
 
-const instance_result& role(const full_result& r, pd_role x) {
-  for (const instance_result& i : r.instances)
-    if (i.role == x)
-      return i;
-  throw std::runtime_error("no such instance");
-}
-
-void require_clean(const full_result& r) {
-  INFO((r.controller.invariant_messages.empty() ? std::string{}
-                                                : r.controller.invariant_messages.front()));
-  REQUIRE(r.controller.invariant_violations == 0);
-  REQUIRE(r.controller.invariant_checked > 0);
-  REQUIRE(r.drained);
-  for (const instance_result& i : r.instances) {
-    INFO(i.name);
-    REQUIRE(i.scheduler.drained);
-    REQUIRE(i.controller.invariant_violations == 0);
-  }
-}
-
 full_result drop_run(preemption_mode mode) {
   return run_scenario(drop_config(mode),
                       {request(0, 0, {1, 2, 3, 4}, 20), request(1, 0, {5}, 40)});
@@ -99,9 +70,9 @@ TEST_CASE("pd decode preemption: the victim is dropped on D and routed again, wi
     INFO(to_string(mode));
     bool save = mode == preemption_mode::save_to_storage;
     full_result r = drop_run(mode);
-    require_clean(r);
-    const instance_result& p = role(r, pd_role::prefill);
-    const instance_result& d = role(r, pd_role::decode);
+    require_clean_pd(r);
+    const instance_result& p = instance_in(r, pd_role::prefill);
+    const instance_result& d = instance_in(r, pd_role::decode);
     const request_record& a = record(r, 0);
     const request_record& b = record(r, 1);
     // One request each, finished once; R1's second pass is not a second request.
@@ -169,7 +140,7 @@ TEST_CASE("pd decode preemption: the victim is dropped on D and routed again, wi
 TEST_CASE("pd decode preemption: the end-of-run checks hold, and each fires on corrupted results",
           "[actors][pd][preemption][invariants]") {
   full_result r = drop_run(preemption_mode::save_to_storage);
-  require_clean(r);
+  require_clean_pd(r);
   REQUIRE(pd_end_problems(r).empty());
   auto fires = [&](auto corrupt, const std::string& what) {
     full_result bad = r;

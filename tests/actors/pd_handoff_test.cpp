@@ -4,26 +4,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "tests/actors/scenario.hpp"
+#include "tests/actors/pd_scenario.hpp"
 
 using namespace kvtier;
 using namespace kvtier::test;
 
 namespace {
-
-instance_config member(const timed_config& t, pd_role role, const std::string& name) {
-  instance_config ic;
-  ic.name = name;
-  ic.role = role;
-  ic.cache = t.cache;
-  ic.controller = t.controller;
-  ic.scheduler = t.scheduler;
-  ic.engine = t.engine;
-  ic.scheduler.role = role;
-  ic.scheduler.pd = t.pd;
-  ic.scheduler.block_bytes = t.block_bytes;
-  return ic;
-}
 
 timed_config one_p_one_d(pd_transfer mode, uint32_t decode_blocks = 16) {
   timed_config t = small_config(16, 0);
@@ -40,8 +26,8 @@ timed_config one_p_one_d(pd_transfer mode, uint32_t decode_blocks = 16) {
     t.storage.write_gbps = 1;
     t.storage.op_latency_ns = 0;
   }
-  t.instances.push_back(member(t, pd_role::prefill, "prefill-0"));
-  instance_config d = member(t, pd_role::decode, "decode-0");
+  t.instances.push_back(pd_member(t, pd_role::prefill, "prefill-0"));
+  instance_config d = pd_member(t, pd_role::decode, "decode-0");
   d.cache.device_blocks = d.scheduler.device_blocks = decode_blocks;
   t.instances.push_back(d);
   return t;
@@ -58,21 +44,6 @@ timed_config& synced(timed_config& t) {
   return t;
 }
 
-const instance_result& role(const full_result& r, pd_role x) {
-  for (const instance_result& i : r.instances)
-    if (i.role == x)
-      return i;
-  throw std::runtime_error("no such instance");
-}
-
-void require_clean(const full_result& r) {
-  INFO((r.controller.invariant_messages.empty() ? std::string{}
-                                                : r.controller.invariant_messages.front()));
-  REQUIRE(r.controller.invariant_violations == 0);
-  REQUIRE(r.controller.invariant_checked > 0);
-  REQUIRE(r.drained);
-}
-
 }  // namespace
 
 TEST_CASE("pd direct: each layer streams as prefill computes it, D decodes at the last",
@@ -82,7 +53,7 @@ TEST_CASE("pd direct: each layer streams as prefill computes it, D decodes at th
   // layer 0 160 .. 1184, 1 .. 2208, 2 .. 3232, 3 .. 4256, +100 latency: KV at D at 4356.
   timed_config t = one_p_one_d(pd_transfer::direct);
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
-  require_clean(r);
+  require_clean_pd(r);
   const request_record& x = record(r, 0);
   CHECK(x.first_token_ns == 640);
   CHECK(x.finish_ns == 4356 + 100 + 100);  // two decode steps once the KV is there
@@ -91,9 +62,9 @@ TEST_CASE("pd direct: each layer streams as prefill computes it, D decodes at th
   CHECK(r.scheduler.pd_link_bytes == 4 * 1024);
   CHECK(r.scheduler.handoff_blocks_sent == 4);
   // P held its blocks until the send completed; D computed nothing of the prompt.
-  CHECK(role(r, pd_role::prefill).scheduler.requests.at(0).finish_ns == 640);
-  CHECK(role(r, pd_role::decode).scheduler.prefill_tokens == 0);
-  CHECK(role(r, pd_role::decode).scheduler.decode_tokens == 2);
+  CHECK(instance_in(r, pd_role::prefill).scheduler.requests.at(0).finish_ns == 640);
+  CHECK(instance_in(r, pd_role::decode).scheduler.prefill_tokens == 0);
+  CHECK(instance_in(r, pd_role::decode).scheduler.decode_tokens == 2);
 }
 
 TEST_CASE("pd direct: a fast link hides all but the last layer behind the prefill",
@@ -102,7 +73,7 @@ TEST_CASE("pd direct: a fast link hides all but the last layer behind the prefil
   for (instance_config& ic : t.instances)
     ic.scheduler.pd.link_gbps = 100;  // 1024 bytes: 11 ns on the wire
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
-  require_clean(r);
+  require_clean_pd(r);
   CHECK(record(r, 0).first_token_ns == 640);
   REQUIRE(r.front_end.handoff_ns.size() == 1);
   CHECK(r.front_end.handoff_ns[0] == 11 + 100);  // only the last layer's send is exposed
@@ -114,7 +85,7 @@ TEST_CASE("pd direct: blocks D already holds are not sent", "[actors][pd]") {
   timed_config t = one_p_one_d(pd_transfer::direct);
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 2),
                                    request(1, 100'000, {1, 2, 3, 9}, 2)});
-  require_clean(r);
+  require_clean_pd(r);
   CHECK(r.scheduler.handoff_blocks_sent == 4 + 1);
   CHECK(r.scheduler.handoff_blocks_skipped == 3);
   CHECK(r.scheduler.pd_link_bytes == 5 * 1024);
@@ -130,7 +101,7 @@ TEST_CASE("pd storage: P writes every block, the partial one under its own key, 
   trace_request q = request(0, 0, {1, 2, 3, 4}, 3);
   q.input_tokens = 56;
   full_result r = run_scenario(t, {q});
-  require_clean(r);
+  require_clean_pd(r);
   const request_record& x = record(r, 0);
   CHECK(x.first_token_ns == 560 + 3 * 4096);
   REQUIRE(r.front_end.handoff_ns.size() == 1);
@@ -158,7 +129,7 @@ TEST_CASE("pd storage: a partial block is never matched as a shared prefix", "[a
   trace_request q = request(0, 0, {1, 2, 3, 4}, 2);
   q.input_tokens = 56;
   full_result r = run_scenario(t, {q, request(1, 1'000'000, {1, 2, 3, 4}, 2)});
-  require_clean(r);
+  require_clean_pd(r);
   CHECK(r.front_end.per_instance[0] == 1);
   CHECK(r.front_end.per_instance[1] == 1);
   CHECK(record(r, 1).first_hit_blocks[2] == 3);
@@ -170,7 +141,7 @@ TEST_CASE("pd: a failed handoff ends in error under on_handoff_failure = error",
     timed_config t = one_p_one_d(mode);
     t.pd.failure_rate = 1;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
-    require_clean(r);  // D gave its preallocated blocks back
+    require_clean_pd(r);  // D gave its preallocated blocks back
     CHECK(r.front_end.failed == 1);
     CHECK(r.front_end.finished == 0);
     CHECK(r.front_end.injected_failures == 1);
@@ -189,12 +160,12 @@ TEST_CASE("pd: a failed handoff is recomputed on D under on_handoff_failure = re
   t.pd.failure_rate = 1;
   t.pd.on_failure = handoff_failure_rule::recompute;
   full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
-  require_clean(r);
+  require_clean_pd(r);
   CHECK(r.front_end.finished == 1);
   CHECK(r.front_end.failed == 0);
   CHECK(r.front_end.recomputed == 1);
   CHECK(record(r, 0).finish_ns == 4356 + 650 + 100);
-  CHECK(role(r, pd_role::decode).scheduler.prefill_tokens == 65);
+  CHECK(instance_in(r, pd_role::decode).scheduler.prefill_tokens == 65);
 }
 
 TEST_CASE("pd storage: a handed-off block evicted before D reads it fails the handoff",
@@ -204,7 +175,7 @@ TEST_CASE("pd storage: a handed-off block evicted before D reads it fails the ha
     t.storage.capacity_blocks = 2;  // P's 4 blocks do not all stay
     t.pd.on_failure = rule;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
-    require_clean(r);
+    require_clean_pd(r);
     CHECK(r.scheduler.handoff_read_failures == 1);
     CHECK(r.front_end.injected_failures == 0);
     CHECK(r.front_end.handoff_failures == 1);
@@ -228,7 +199,7 @@ TEST_CASE("pd: D refuses a preallocation it has no room for, and P waits, then f
     t.pd.retry_interval_ns = 1000;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3),
                                      request(1, 0, {5, 6, 7, 8}, 3)});
-    require_clean(r);
+    require_clean_pd(r);
     CHECK(r.front_end.preallocation_refusals >= 1);
     if (!retry) {
       CHECK(r.front_end.decode_resource_timeouts == 1);
@@ -259,7 +230,7 @@ TEST_CASE("pd storage: P waits for blocks another put is still writing before th
     ic.controller.storage = true;
   }
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
-  require_clean(r);
+  require_clean_pd(r);
   CHECK(r.front_end.finished == 1);
   CHECK(r.scheduler.handoff_read_failures == 0);
   CHECK(r.storage.put_in_flight > 0);  // the race happened
