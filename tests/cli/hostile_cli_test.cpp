@@ -142,6 +142,31 @@ TEST_CASE("hostile: calibration files are held to the ranges of the keys they re
   fs::remove_all(dir);
 }
 
+TEST_CASE("hostile: a storage calibration's stream rates come as a pair of positive numbers",
+          "[cli][hostile]") {
+  fs::path dir = scratch("storage-calibration");
+  std::string head = R"({"schema": "kvtier.storage_calibration/1", "read_gbps": 5,
+                         "write_gbps": 3, "op_latency_us": 50, )";
+  fs::path half = write_file(dir / "half.json", head + R"("stream_read_gbps": 2})");
+  auto r = kvtier("replay --quiet --set storage.calibration=" + half.string() + " --out " +
+                  (dir / "out").string());
+  CHECK(r.code == 2);
+  CHECK(contains(r.out, half.string() + ": field 'stream_write_gbps': expected a positive number"));
+  fs::path zero = write_file(dir / "zero.json",
+                             head + R"("stream_read_gbps": 0, "stream_write_gbps": 1})");
+  r = kvtier("replay --quiet --set storage.calibration=" + zero.string() + " --out " +
+             (dir / "out").string());
+  CHECK(r.code == 2);
+  CHECK(contains(r.out, zero.string() + ": field 'stream_read_gbps': expected a positive number"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+  fs::path both = write_file(dir / "both.json",
+                             head + R"("stream_read_gbps": 2, "stream_write_gbps": 1})");
+  r = kvtier("replay --quiet --set storage.calibration=" + both.string() + " --out " +
+             (dir / "out").string());
+  CHECK(r.code == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("hostile: a tiny trace cannot claim huge memory", "[cli][hostile]") {
   fs::path dir = scratch("huge");
   fs::path azure = write_file(dir / "big.csv",
