@@ -172,9 +172,10 @@ std::string hello_with_tensors(uint32_t layers, uint32_t handle_bytes, uint32_t 
     if (drop != "events") {
       pk.pack(std::string("events"));
       pk.pack_array(events);
+      std::string event_handle(ipc_handle_size, '\x09');  // always well-sized: `handle` may not be
       for (uint32_t e = 0; e < events; ++e) {
         pk.pack_bin(ipc_handle_size);
-        pk.pack_bin_body(handle.data(), ipc_handle_size);
+        pk.pack_bin_body(event_handle.data(), ipc_handle_size);
       }
     }
   });
