@@ -29,9 +29,13 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
   request_state& r = requests_[req];
   r.blocks = std::move(blocks);
   r.layout = request_layout(r.blocks, options_.block_size);
-  std::vector<uint64_t> keys;
   if (!options_.storage)
-    return keys;
+    return {};
+  return storage_keys_past_match(r);
+}
+
+std::vector<uint64_t> controller_core::storage_keys_past_match(request_state& r) {
+  std::vector<uint64_t> keys;
   model_.match(r.blocks.data(), r.blocks.size(), match_);
   r.probed_from = static_cast<uint32_t>(match_.nodes.size());
   for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)
@@ -44,17 +48,10 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
 std::vector<uint64_t> controller_core::on_readmission(request_id req) {
   block_event_batch batch(options_.events);
   request_state& r = requests_.at(req);
-  std::vector<uint64_t> keys;
   if (!options_.storage || r.admitted || !r.prefetch_path.empty())
-    return keys;
+    return {};
   ++preemption_.readmission_lookups;
-  model_.match(r.blocks.data(), r.blocks.size(), match_);
-  r.probed_from = static_cast<uint32_t>(match_.nodes.size());
-  for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)
-    keys.push_back(tracker_.storage_key_of(r.blocks[i].hash));
-  if (!keys.empty())
-    ++storage_probes_;
-  return keys;
+  return storage_keys_past_match(r);
 }
 
 uint64_t controller_core::prefetch_tokens(request_id req) const {

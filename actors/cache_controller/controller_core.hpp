@@ -164,6 +164,9 @@ class controller_core {
     bool protected_hold = false;          // prefetch_path held past landing, until admission
   };
   void release(request_state& r);
+  /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the
+  /// ones to ask storage for (counted as a probe when there are any).
+  std::vector<uint64_t> storage_keys_past_match(request_state& r);
   /// `written`, if given, gets the storage keys its save writes, in block order.
   void preempt(request_id id, uint32_t computed_tokens, std::vector<transfer_order>& orders,
                std::vector<uint64_t>* written = nullptr);

@@ -36,6 +36,18 @@ void hello(client& c, uint32_t layers = 32, const std::string& dtype = "bf16") {
   c.hello("test", "llama3-8b", layers, 8, 128, dtype, 64);
 }
 
+// hello's `model`, written by hand where a test needs a hello the client's own would not send.
+void put_default_model(map_writer& w) {
+  w.key("model");
+  auto& pk = w.packer();  // the nested map goes through the same packer
+  pk.pack_map(5);
+  pk.pack(std::string("name")); pk.pack(std::string("llama3-8b"));
+  pk.pack(std::string("layers")); pk.pack(32);
+  pk.pack(std::string("kv_heads")); pk.pack(8);
+  pk.pack(std::string("head_dim")); pk.pack(128);
+  pk.pack(std::string("kv_dtype")); pk.pack(std::string("bf16"));
+}
+
 std::vector<int32_t> prompt(size_t n, int32_t seed) {
   std::vector<int32_t> t(n);
   for (size_t i = 0; i < n; ++i)
@@ -115,15 +127,7 @@ TEST_CASE("a request's life through the protocol", "[serve]") {
     w.key("versions").pack(std::vector<uint32_t>{1, 7});
     w.put_str("name", "e");
     w.put("block_size", 64);
-    w.key("model");
-    // nested map written through the same packer
-    auto& pk = w.packer();
-    pk.pack_map(5);
-    pk.pack(std::string("name")); pk.pack(std::string("llama3-8b"));
-    pk.pack(std::string("layers")); pk.pack(32);
-    pk.pack(std::string("kv_heads")); pk.pack(8);
-    pk.pack(std::string("head_dim")); pk.pack(128);
-    pk.pack(std::string("kv_dtype")); pk.pack(std::string("bf16"));
+    put_default_model(w);
   });
   CHECK(h.u64("version") == 1);
   CHECK(h.u64("device_blocks") == 16);
@@ -282,14 +286,7 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
     w.key("versions").pack(std::vector<uint32_t>{3, 4});
     w.put_str("name", "future");
     w.put("block_size", 64);
-    w.key("model");
-    auto& pk = w.packer();
-    pk.pack_map(5);
-    pk.pack(std::string("name")); pk.pack(std::string("llama3-8b"));
-    pk.pack(std::string("layers")); pk.pack(32);
-    pk.pack(std::string("kv_heads")); pk.pack(8);
-    pk.pack(std::string("head_dim")); pk.pack(128);
-    pk.pack(std::string("kv_dtype")); pk.pack(std::string("bf16"));
+    put_default_model(w);
   });
   CHECK_THAT(error_of(v, id), Catch::Contains("version: no common protocol version"));
   client b(s.endpoint());
