@@ -2,6 +2,16 @@
 
 namespace kvtier::serve {
 
+void put_blocks(map_writer& w, const std::vector<cache_block>& blocks) {
+  auto& pk = w.key("blocks");
+  pk.pack_array(static_cast<uint32_t>(blocks.size()));
+  for (const cache_block& b : blocks) {
+    pk.pack_array(2);
+    pk.pack(b.hash);
+    pk.pack(b.tokens);
+  }
+}
+
 std::string encode_error(uint64_t id, std::string_view kind, std::string_view message) {
   msgpack::sbuffer buf;
   map_writer w(buf, 4);

@@ -9,6 +9,8 @@
 
 #include <msgpack.hpp>
 
+#include "actors/cache_controller/block_hash.hpp"
+
 namespace kvtier::serve {
 
 /// A msgpack map written in one pass; the caller states how many entries it will write.
@@ -38,6 +40,9 @@ class map_writer {
   msgpack::sbuffer& buf_;
   msgpack::packer<msgpack::sbuffer> pk_;
 };
+
+/// "blocks": [[hash, tokens], ...], a request's blocks as `lookup` and `allocate` carry them.
+void put_blocks(map_writer& w, const std::vector<cache_block>& blocks);
 
 /// {"id": id, "ok": false, "error": kind, "message": text}
 std::string encode_error(uint64_t id, std::string_view kind, std::string_view message);

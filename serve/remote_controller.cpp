@@ -33,16 +33,6 @@ struct remote_state {
 
 using self_ptr = caf::stateful_actor<remote_state>*;
 
-void write_blocks(map_writer& w, const std::vector<cache_block>& blocks) {
-  auto& pk = w.key("blocks");
-  pk.pack_array(static_cast<uint32_t>(blocks.size()));
-  for (const cache_block& b : blocks) {
-    pk.pack_array(2);
-    pk.pack(b.hash);
-    pk.pack(b.tokens);
-  }
-}
-
 void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& marks) {
   auto& pk = w.key(key);
   pk.pack_array(static_cast<uint32_t>(marks.size()));
@@ -111,7 +101,7 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
       request_id req = a.req;
       reply r = call(self, "allocate", 2, [&](map_writer& w) {
         w.put("req", req);
-        write_blocks(w, a.blocks);
+        put_blocks(w, a.blocks);
       });
       if (r.str("state") == "ready")
         return ready{req, static_cast<uint32_t>(r.u64("prefetched_blocks")),
@@ -194,7 +184,7 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
       return g;
     },
     [=](const prefix_lookup& q) -> prefix_hit {
-      reply r = call(self, "lookup", 1, [&](map_writer& w) { write_blocks(w, q.blocks); });
+      reply r = call(self, "lookup", 1, [&](map_writer& w) { put_blocks(w, q.blocks); });
       return {static_cast<uint32_t>(r.u64("device_blocks")),
               static_cast<uint32_t>(r.u64("host_blocks")), r.u64("device_tokens"),
               r.u64("host_tokens")};

@@ -107,16 +107,6 @@ class call_group {
   std::vector<out> sent_;
 };
 
-void write_blocks(map_writer& w, const std::vector<cache_block>& blocks) {
-  auto& pk = w.key("blocks");
-  pk.pack_array(static_cast<uint32_t>(blocks.size()));
-  for (const cache_block& b : blocks) {
-    pk.pack_array(2);
-    pk.pack(b.hash);
-    pk.pack(b.tokens);
-  }
-}
-
 void pack_marks(map_writer& w, const char* key,
                 const std::vector<std::pair<uint64_t, uint32_t>>& marks) {
   auto& pk = w.key(key);
@@ -150,12 +140,12 @@ void serve_worker(zmq::context_t& ctx, const bench_serve_args& args, const repla
       for (uint32_t j = 0; j < per_step; ++j, next += args.clients)
         reqs.push_back({++req, next % t.requests.size()});
       for (const pick& p : reqs)
-        g.send("lookup", 1, 1, [&](map_writer& w) { write_blocks(w, t.blocks[p.k]); });
+        g.send("lookup", 1, 1, [&](map_writer& w) { put_blocks(w, t.blocks[p.k]); });
       g.finish();
       for (const pick& p : reqs)
         g.send("allocate", 1, 2, [&](map_writer& w) {
           w.put("req", p.req);
-          write_blocks(w, t.blocks[p.k]);
+          put_blocks(w, t.blocks[p.k]);
         });
       std::vector<reply> states = g.finish();
       for (size_t j = 0; j < reqs.size(); ++j)

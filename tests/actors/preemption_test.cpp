@@ -12,14 +12,6 @@ using namespace kvtier::test;
 
 namespace {
 
-void require_clean(const full_result& r) {
-  INFO((r.controller.invariant_messages.empty() ? std::string{}
-                                                : r.controller.invariant_messages.front()));
-  REQUIRE(r.controller.invariant_violations == 0);
-  REQUIRE(r.controller.invariant_checked > 0);
-  REQUIRE(r.drained);
-}
-
 void with_storage(timed_config& c, uint32_t blocks) {
   c.cache.storage_tier = true;
   c.controller.storage = true;

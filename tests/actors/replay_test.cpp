@@ -5,18 +5,6 @@
 using namespace kvtier;
 using namespace kvtier::test;
 
-namespace {
-
-void require_clean(const full_result& r) {
-  INFO((r.controller.invariant_messages.empty() ? std::string{}
-                                                : r.controller.invariant_messages.front()));
-  REQUIRE(r.controller.invariant_violations == 0);
-  REQUIRE(r.controller.invariant_checked > 0);
-  REQUIRE(r.drained);
-}
-
-}  // namespace
-
 TEST_CASE("replay: two requests worked out by hand", "[actors][replay]") {
   timed_config c = small_config(100, 0);
   compute_profile& p = c.scheduler.compute;

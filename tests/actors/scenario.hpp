@@ -3,7 +3,10 @@
 // Small timed replays built in code: a config with round numbers and a handful of requests, so
 // that expected times can be worked out by hand.
 
+#include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
 
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
@@ -61,6 +64,15 @@ inline const request_record& record(const full_result& r, uint64_t seq) {
     if (x.req == seq)
       return x;
   throw std::runtime_error("no such request");
+}
+
+/// The run drained and the invariant checks ran and found nothing.
+inline void require_clean(const full_result& r) {
+  INFO((r.controller.invariant_messages.empty() ? std::string{}
+                                                : r.controller.invariant_messages.front()));
+  REQUIRE(r.controller.invariant_violations == 0);
+  REQUIRE(r.controller.invariant_checked > 0);
+  REQUIRE(r.drained);
 }
 
 }  // namespace kvtier::test
