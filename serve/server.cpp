@@ -325,8 +325,9 @@ int run_server(const serve_job& job) {
     router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   };
 
-  // Reads every call waiting on the socket.
+  // Reads and decodes every call waiting on the socket; hand_over() gives them to the actor.
   std::vector<zmq::message_t> frames;
+  inbound_calls inbound;
   auto read_calls = [&] {
     for (int budget = 0; budget < 256; ++budget) {
       frames.clear();
@@ -357,11 +358,15 @@ int run_server(const serve_job& job) {
       if (fresh)
         ++next_conn;
       envelopes[it->second] = env;
-      if (body.size() > max_bytes)  // answered too_large by the actor, undecoded
-        caf::anon_send(server, it->second, std::string(), static_cast<uint64_t>(body.size()));
-      else
-        caf::anon_send(server, it->second, std::string(body.data<char>(), body.size()));
+      inbound.calls.push_back(read_call(it->second, body.data<char>(), body.size(), max_bytes,
+                                        std::chrono::steady_clock::now()));
     }
+  };
+  auto hand_over = [&] {
+    if (inbound.calls.empty())
+      return;
+    caf::anon_send(server, std::move(inbound));
+    inbound = {};
   };
 
   zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
@@ -378,8 +383,10 @@ int run_server(const serve_job& job) {
     }
     if (items[1].revents & ZMQ_POLLIN)
       flush_outbox();
-    if (items[0].revents & ZMQ_POLLIN)
+    if (items[0].revents & ZMQ_POLLIN) {
       read_calls();
+      hand_over();
+    }
     if (stop_requested && !stopping) {
       stopping = true;
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -782,11 +782,17 @@ void do_stats(self_ptr self, ctx& x) {
       [=](const caf::error& e) { self->quit(e); });
 }
 
-void on_frame(self_ptr self, uint64_t conn, const std::string& frame) {
+void on_call(self_ptr self, inbound_call& in) {
   auto& st = self->state;
-  ctx x{conn, steady::now(), {}};
-  if (auto err = decode_call(frame.data(), frame.size(), x.c))
-    return fail(self, conn, x.c.op, x.c.id, x.since, err->kind, err->message);
+  const uint64_t conn = in.conn;
+  if (in.oversize != 0)
+    return fail(self, conn, verb::ping, 0, in.since, error_kind::too_large,
+                "the message holds " + std::to_string(in.oversize) + " bytes, beyond "
+                  "serve.max_message_bytes (" + std::to_string(st.settings.max_message_bytes)
+                  + ")");
+  if (in.error)
+    return fail(self, conn, in.c.op, in.c.id, in.since, in.error->kind, in.error->message);
+  ctx x{conn, in.since, std::move(in.c)};
   const call& c = x.c;
   if (!st.settings.token.empty() && c.token != st.settings.token)
     return fail(self, conn, c.op, c.id, x.since, error_kind::unauthorized,
@@ -866,12 +872,9 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
     std::chrono::duration<double>(std::clamp(st.settings.client_timeout_s / 4, 0.01, 1.0)));
   self->delayed_send(self, tick, wake_atom_v, uint64_t{0});
   return {
-    [=](uint64_t conn, const std::string& frame) { on_frame(self, conn, frame); },
-    [=](uint64_t conn, const std::string&, uint64_t size) {
-      fail(self, conn, verb::ping, 0, steady::now(), error_kind::too_large,
-           "the message holds " + std::to_string(size) + " bytes, beyond "
-             "serve.max_message_bytes (" + std::to_string(self->state.settings.max_message_bytes)
-             + ")");
+    [=](inbound_calls& in) {
+      for (inbound_call& c : in.calls)
+        on_call(self, c);
     },
     [=](gpu_done_atom, uint64_t transfer, uint32_t slot, const std::vector<uint64_t>& flat) {
       auto& s = self->state;
@@ -914,6 +917,18 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
 }
 
 }  // namespace
+
+inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
+                       std::chrono::steady_clock::time_point since) {
+  inbound_call in;
+  in.conn = conn;
+  in.since = since;
+  if (size > max_bytes)
+    in.oversize = size;
+  else
+    in.error = decode_call(data, size, in.c);
+  return in;
+}
 
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               cache_controller_actor controller, storage_actor storage,

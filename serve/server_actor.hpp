@@ -6,7 +6,9 @@
 // cache controller as the scheduler would. Replies go to an outbox that the socket thread
 // drains (server.hpp).
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,11 +44,30 @@ struct server_settings {
   bool verify = false;  ///< real mode: computed blocks get their hash's pattern
 };
 
+/// One call as the socket thread read it. It is decoded there, not on the actor's thread,
+/// which also runs the cache controller: the block work is what that thread is for.
+struct inbound_call {
+  uint64_t conn = 0;
+  std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
+  uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
+  std::optional<wire_error> error;   ///< the decoder's, when it failed
+  call c;
+};
+
+/// Decodes one frame of `conn` read at `since` (a frame beyond `max_bytes` is left undecoded).
+inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
+                       std::chrono::steady_clock::time_point since);
+
+/// The calls one wake-up of the socket thread read, in arrival order: one actor message, so a
+/// burst of calls costs the actor's thread one mailbox wake-up, not one each.
+struct inbound_calls {
+  std::vector<inbound_call> calls;
+};
+
 /// Where replies go: (connection, encoded reply). Called on the actor's thread.
 using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
 
-/// Messages it takes: (uint64_t conn, std::string frame) a call; (conn, "", size) a call too
-/// large to decode; (gpu_done_atom, transfer, slot, [device block, hash]...) real mode: a
+/// Messages it takes: inbound_calls, calls in arrival order; (gpu_done_atom, transfer, slot, [device block, hash]...) real mode: a
 /// swap-in was submitted and its slot's IPC events recorded; (run_atom) shutting down: it
 /// releases every engine's requests and refuses new work, answered with the count released.
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
@@ -54,3 +75,5 @@ caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               reply_sink sink);
 
 }  // namespace kvtier::serve
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvtier::serve::inbound_calls)
