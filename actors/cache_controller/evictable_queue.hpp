@@ -7,7 +7,12 @@
 // up. Under LRU nearly every push carries the largest key so far (a node released now is the
 // youngest), so pushes in key order go to a plain queue in O(1); the others (a parent that turns
 // into a leaf when its last child is evicted, carrying its older key; every LFU key) go to a
-// binary heap. The front of the set is the smaller of the two fronts.
+// binary heap, except one that comes before every entry of a third list, a stack kept in
+// descending key order: that is the parent of a node just evicted, which became a leaf carrying
+// an older key than everything left (a request's path is released from its tail, so its blocks
+// go leaf first, each parent next in line). A heap would sift each such key to its top and back
+// down again: two walks of its height, through cold memory, per evicted block. The front of the
+// set is the smallest of the three fronts.
 
 #include <algorithm>
 #include <cstdint>
@@ -33,6 +38,10 @@ class evictable_queue {
       fifo_.push_back(e);
       return;
     }
+    if (stack_.empty() || before(e, stack_.back())) {
+      stack_.push_back(e);
+      return;
+    }
     heap_.push_back(e);
     std::push_heap(heap_.begin(), heap_.end(), after);
   }
@@ -41,17 +50,29 @@ class evictable_queue {
   template <class Valid>
   bool pop(Valid valid, entry& out) {
     for (;;) {
-      bool from_fifo = head_ < fifo_.size();
-      if (!heap_.empty() && (!from_fifo || before(heap_.front(), fifo_[head_])))
-        from_fifo = false;
-      else if (!from_fifo)
+      enum { none, fifo, stack, heap } from = none;
+      const entry* best = nullptr;
+      if (head_ < fifo_.size()) {
+        from = fifo;
+        best = &fifo_[head_];
+      }
+      if (!stack_.empty() && (!best || before(stack_.back(), *best))) {
+        from = stack;
+        best = &stack_.back();
+      }
+      if (!heap_.empty() && (!best || before(heap_.front(), *best)))
+        from = heap;
+      if (from == none)
         return false;
-      if (from_fifo) {
+      if (from == fifo) {
         out = fifo_[head_++];
         if (head_ > 4096 && head_ * 2 > fifo_.size()) {
           fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
           head_ = 0;
         }
+      } else if (from == stack) {
+        out = stack_.back();
+        stack_.pop_back();
       } else {
         out = heap_.front();
         std::pop_heap(heap_.begin(), heap_.end(), after);
@@ -69,6 +90,7 @@ class evictable_queue {
     head_ = 0;
     auto stale = [&](const entry& e) { return !valid(e); };
     fifo_.erase(std::remove_if(fifo_.begin(), fifo_.end(), stale), fifo_.end());
+    stack_.erase(std::remove_if(stack_.begin(), stack_.end(), stale), stack_.end());
     heap_.erase(std::remove_if(heap_.begin(), heap_.end(), stale), heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), after);
   }
@@ -78,14 +100,17 @@ class evictable_queue {
   void for_each(F f) const {
     for (size_t i = head_; i < fifo_.size(); ++i)
       f(fifo_[i]);
+    for (const entry& e : stack_)
+      f(e);
     for (const entry& e : heap_)
       f(e);
   }
 
-  size_t size() const { return fifo_.size() - head_ + heap_.size(); }
+  size_t size() const { return fifo_.size() - head_ + stack_.size() + heap_.size(); }
 
   void clear() {
     fifo_.clear();
+    stack_.clear();
     heap_.clear();
     head_ = 0;
   }
@@ -95,6 +120,7 @@ class evictable_queue {
 
   std::vector<entry> fifo_;  // entries in key order from head_
   size_t head_ = 0;
+  std::vector<entry> stack_;  // entries in descending key order: the back is the smallest
   std::vector<entry> heap_;  // std heap with the smallest key on top
 };
 
