@@ -14,7 +14,7 @@
 // through the two sizes. What a replay's requests meet is measured, not the bench's best case:
 // - each request, lone or batch, is timed after the backend has been idle --lone-gap-ms, as a
 //   replay's requests find it: a pool thread that has slept (and its core) answers a lone 4 KiB get
-//   several times slower than one kept busy by back-to-back requests (10 us against 50-110 us
+//   several times slower than one kept busy by back-to-back requests (10 us against 50-115 us
 //   after 10-200 ms idle, measured on a 2-core VM);
 // - with a calibration, blocks' hashes are spread as a replay's are: the file backend routes a
 //   block's write to a writer thread by its hash, so a replay's batch splits unevenly over the
@@ -471,8 +471,14 @@ int run_bench_storage(const bench_storage_args& args) {
                              {"put_vs_baseline", put_ratio}, {"get_vs_baseline", get_ratio},
                              {"error", error}};
   }
-  std::cout << (missed ? "target missed: a batch path below 80% of its baseline\n"
-                       : "target met: every batch path at 80% of its baseline or better\n");
+  if (spread || args.lone_gap_ms > 0)
+    // The baselines run back to back on one thread; the batches here meet the backend as a
+    // replay does, which is the calibration's business, not the throughput target's.
+    std::cout << "no target: batches timed after idle gaps or with spread hashes (a calibration); "
+                 "the 80% target is measured back to back with consecutive hashes\n";
+  else
+    std::cout << (missed ? "target missed: a batch path below 80% of its baseline\n"
+                         : "target met: every batch path at 80% of its baseline or better\n");
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);
     f.out() << out.dump(2) << '\n';
