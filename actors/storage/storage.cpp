@@ -68,8 +68,10 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
   std::vector<uint64_t> per_node(st.index->nodes(), 0);
   for (uint64_t k : io.keys)
     ++per_node[st.index->node_of(k)];
+  int64_t latency = write ? st.options.op_latency_ns
+                          : st.options.read_op_latency_ns.value_or(st.options.op_latency_ns);
   if (bytes_each == 0 || io.keys.empty()) {
-    auto f = st.links.links().start(now, {}, {{st.options.op_latency_ns, 0}});
+    auto f = st.links.links().start(now, {}, {{latency, 0}});
     st.flow_to_io[f] = id;
     io.flows = 1;
   } else {
@@ -79,7 +81,7 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
       auto link = write ? st.write_link[n] : st.read_link[n];
       double stream = write ? st.options.stream_write_gbps : st.options.stream_read_gbps;
       auto f = st.links.links().start(now, {link},
-                                      {{st.options.op_latency_ns, per_node[n] * bytes_each}},
+                                      {{latency, per_node[n] * bytes_each}},
                                       stream * static_cast<double>(per_node[n]));
       st.flow_to_io[f] = id;
       ++io.flows;

@@ -3,8 +3,9 @@
 // The storage actor: the L3 pool (one or several nodes) behind batch exists / get / put. It keeps
 // which blocks are stored (storage_index: capacity, LRU per node, keys namespaced by model and
 // dtype) and, with the modelled backend (`backend` null), models each node's media: every request
-// pays `op_latency` and then moves its bytes at the node's read or write bandwidth, shared fairly
-// with the other requests on that node. A get leases its keys (they cannot be evicted) until the
+// pays an op latency (a put `op_latency_ns`; an exists or a get `read_op_latency_ns`, which is
+// `op_latency_ns` unless set) and then moves its bytes at the node's read or write bandwidth,
+// shared fairly with the other requests on that node. A get leases its keys (they cannot be evicted) until the
 // transfer engine releases them.
 //
 // With a byte-carrying backend (storage_backend.hpp) a put's bytes travel in its message and the
@@ -25,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "actors/protocol.hpp"
 #include "actors/sim_clock.hpp"
@@ -40,6 +42,9 @@ struct storage_options {
   double read_gbps = 10;   ///< per node
   double write_gbps = 5;   ///< per node
   int64_t op_latency_ns = 100'000;
+  /// The read side's (exists, get) own latency: a file backend's get is an open and a read, its
+  /// put a create, a write and a rename, so the two differ several-fold. Unset: `op_latency_ns`.
+  std::optional<int64_t> read_op_latency_ns;
   /// One block's stream (a backend serves a request's blocks one per thread): a request moves
   /// at most this many GB/s per block it carries on a node, the node's bandwidth shared above
   /// that. 0: no cap (a lone block gets the whole node).

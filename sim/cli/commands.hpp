@@ -132,6 +132,7 @@ struct bench_storage_args {
   std::string json_out;
   std::string calibration_out;
   std::string calibration_backend = "file";
+  double lone_gap_ms = 0;  ///< idle time before each lone request is timed
 };
 CLI::App* add_bench_storage_command(CLI::App& bench, bench_storage_args& args);
 int run_bench_storage(const bench_storage_args& args);

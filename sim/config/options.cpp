@@ -63,16 +63,20 @@ const std::vector<option_spec> specs = {
   {"storage.write_gbps", option_type::number, 0.001, 1e6, {}, false,
    "write bandwidth of each storage node's media, GB/s"},
   {"storage.op_latency_us", option_type::number, 0, 1e9, {}, false,
-   "latency of every storage request (exists, get, put), microseconds"},
+   "latency of every storage request (put; exists and get too unless "
+   "storage.read_op_latency_us is set), microseconds"},
+  {"storage.read_op_latency_us", option_type::number, 0, 1e9, {}, true,
+   "latency of a storage exists or get, microseconds (a file backend's get opens and reads, its "
+   "put creates, writes and renames); null = storage.op_latency_us"},
   {"storage.stream_read_gbps", option_type::number, 0, 1e6, {}, false,
    "the most one block's read moves, GB/s (a request of k blocks on a node: k times that; "
    "the node's storage.read_gbps shared fairly above it); 0 = no cap"},
   {"storage.stream_write_gbps", option_type::number, 0, 1e6, {}, false,
    "the most one block's write moves, GB/s (as storage.stream_read_gbps); 0 = no cap"},
   {"storage.calibration", option_type::text, 0, 0, {}, true,
-   "a file from `kvtier bench storage --emit-calibration`: its measured bandwidths and latency "
+   "a file from `kvtier bench storage --emit-calibration`: its measured bandwidths and latencies "
    "replace storage.read_gbps, storage.write_gbps, storage.op_latency_us and (where measured) "
-   "storage.stream_read_gbps and storage.stream_write_gbps"},
+   "storage.read_op_latency_us, storage.stream_read_gbps and storage.stream_write_gbps"},
   {"storage.backend", option_type::text, 0, 0, {"model", "memory", "redis", "file"}, false,
    "where stored blocks' bytes go: model = modelled media timing, no bytes; memory = this "
    "process (modelled timing); redis = one redis-server per node (storage.redis); file = one "

@@ -7,6 +7,7 @@
 #include "actors/storage/redis_backend.hpp"
 #include "core/time_math.hpp"
 #include "sim/full/fault_config.hpp"
+#include "sim/full/storage_calibration.hpp"
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/strict_json.hpp"
 
@@ -55,36 +56,6 @@ void apply_calibration(const std::string& path, link_options& links) {
   links.d2h_gbps = number("d2h", "bandwidth_gbps", "links.d2h_gbps");
   links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", "links.d2h_latency_us"));
   links.duplex_gbps = number(nullptr, "duplex_gbps", "links.duplex_gbps");
-}
-
-// Reads a calibration written by `kvtier bench storage --emit-calibration` into `s`.
-void apply_storage_calibration(const std::string& path, storage_options& s) {
-  std::ifstream in(path);
-  if (!in)
-    throw config_error("storage.calibration: " + path + ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw config_error("storage.calibration: " + path + ": not valid JSON: " + e.what());
-  }
-  if (j.value("schema", "") != "kvtier.storage_calibration/1")
-    throw config_error("storage.calibration: " + path +
-                       ": field 'schema': expected \"kvtier.storage_calibration/1\"");
-  auto number = [&](const char* field) {
-    if (!j.contains(field) || !j[field].is_number() || j[field].get<double>() <= 0)
-      throw config_error("storage.calibration: " + path + ": field '" + field +
-                         "': expected a positive number");
-    return j[field].get<double>();
-  };
-  s.read_gbps = number("read_gbps");
-  s.write_gbps = number("write_gbps");
-  s.op_latency_ns = us_to_ns(number("op_latency_us"));
-  // One block alone (schema 1 files written before it was measured lack it: the cap stays).
-  if (j.contains("stream_read_gbps") || j.contains("stream_write_gbps")) {
-    s.stream_read_gbps = number("stream_read_gbps");
-    s.stream_write_gbps = number("stream_write_gbps");
-  }
 }
 
 // The storage.backend keys; a list that does not match storage.nodes is an error that says so.
@@ -199,6 +170,8 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   t.storage.read_gbps = c.number("storage.read_gbps");
   t.storage.write_gbps = c.number("storage.write_gbps");
   t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
+  if (c.is_set("storage.read_op_latency_us"))
+    t.storage.read_op_latency_ns = us_to_ns(c.number("storage.read_op_latency_us"));
   t.storage.stream_read_gbps = c.number("storage.stream_read_gbps");
   t.storage.stream_write_gbps = c.number("storage.stream_write_gbps");
   if (c.is_set("storage.calibration"))

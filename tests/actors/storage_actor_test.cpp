@@ -101,6 +101,52 @@ TEST_CASE_METHOD(det_fixture, "storage actor: a block's stream rate caps a reque
   CHECK(get({2, 3, 4, 5, 6, 7, 8, 9}) == 1000 + 800);  // eight: still the node's 1
 }
 
+TEST_CASE_METHOD(det_fixture, "storage actor: the read side pays its own op latency",
+                 "[actors][storage][latency]") {
+  storage_options o = options(clock, 20);
+  o.op_latency_ns = 3000;       // a put: create, write, rename
+  o.read_op_latency_ns = 500;   // an exists or a get: open, read
+  o.stream_read_gbps = 0.25;
+  auto storage = spawn_storage(sys, o);
+  int64_t start = now();
+  auto [put, put_at] = ask<storage_io_reply>(storage, caf::put_atom_v, storage_io{{1, 2}, 100});
+  CHECK(put.done == 2);
+  CHECK(put_at - start == 3000 + 200);  // 200 bytes at the node's 1 byte/ns
+  start = now();
+  auto [ex, ex_at] = ask<exists_reply>(storage, exists_query{{1, 2, 3}});
+  CHECK(ex.leading == 2);
+  CHECK(ex_at - start == 500);
+  start = now();
+  auto [got, got_at] = ask<storage_io_reply>(storage, caf::get_atom_v, storage_io{{1}, 100});
+  CHECK(got.done == 1);
+  CHECK(got_at - start == 500 + 400);  // a lone block's 100 bytes at its stream's 0.25 byte/ns
+  self->send(storage, storage_release{got.lease});
+  run();
+  // A put with nothing left to write still pays the put's latency.
+  start = now();
+  auto [again, again_at] = ask<storage_io_reply>(storage, caf::put_atom_v, storage_io{{1}, 100});
+  CHECK(again.done == 0);
+  CHECK(again_at - start == 3000);
+}
+
+TEST_CASE_METHOD(det_fixture, "storage actor: without a read op latency, gets pay the op latency",
+                 "[actors][storage][latency]") {
+  storage_options o = options(clock, 20);
+  o.op_latency_ns = 3000;
+  auto storage = spawn_storage(sys, o);
+  ask<storage_io_reply>(storage, caf::put_atom_v, storage_io{{1}, 100});
+  int64_t start = now();
+  auto [got, got_at] = ask<storage_io_reply>(storage, caf::get_atom_v, storage_io{{1}, 100});
+  CHECK(got.done == 1);
+  CHECK(got_at - start == 3000 + 100);
+  self->send(storage, storage_release{got.lease});
+  run();
+  start = now();
+  auto [ex, ex_at] = ask<exists_reply>(storage, exists_query{{1}});
+  CHECK(ex.leading == 1);
+  CHECK(ex_at - start == 3000);
+}
+
 TEST_CASE_METHOD(det_fixture, "storage actor: LRU eviction spares leased blocks",
                  "[actors][storage]") {
   auto storage = spawn_storage(sys, options(clock, 2));

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 #include <thread>
+#include <tuple>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -164,6 +165,49 @@ TEST_CASE("hostile: a storage calibration's stream rates come as a pair of posit
   r = kvtier("replay --quiet --set storage.calibration=" + both.string() + " --out " +
              (dir / "out").string());
   CHECK(r.code == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: bench storage's calibration carries each direction's op latency and loads",
+          "[cli][storage][calibration]") {
+  fs::path dir = scratch("bench-storage-calibration");
+  fs::path cal = dir / "calibration.json";
+  auto r = kvtier("bench storage --backends file --mib 8 --batch 4 --lone-gap-ms 1 "
+                  "--set model.layers=1 --set 'storage.file_dirs=[\"" + (dir / "files").string() +
+                  "\"]' --emit-calibration " + cal.string() + " --json " +
+                  (dir / "bench.json").string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "hashes spread as a replay's; lone requests 21 each way, 1 ms idle"));
+  json j = json::parse(slurp(cal));
+  CHECK(j["schema"] == "kvtier.storage_calibration/1");
+  CHECK(j["backend"] == "file");
+  CHECK(j["batch"] == 4);
+  CHECK(j["lone_gap_ms"] == 1.0);
+  CHECK(j["block_bytes"] == 262144);
+  for (const char* field : {"read_gbps", "write_gbps", "op_latency_us", "read_op_latency_us",
+                            "stream_read_gbps", "stream_write_gbps"}) {
+    INFO(field);
+    REQUIRE(j[field].is_number());
+    CHECK(j[field].get<double>() > 0);
+  }
+  // The latencies and stream rates are the line through the lone 4 KiB and whole-block requests:
+  // a lone block costs its latency plus its bytes at the stream rate, its measured time.
+  json lone = json::parse(slurp(dir / "bench.json"))["backends"]["file"]["batch_path"];
+  for (auto [latency, small, one, stream] :
+       {std::tuple{"op_latency_us", "put_small_us", "put_one_ms", "stream_write_gbps"},
+        std::tuple{"read_op_latency_us", "get_small_us", "get_one_ms", "stream_read_gbps"}}) {
+    INFO(latency);
+    CHECK(j[latency].get<double>() <= lone[small].get<double>());
+    if (lone[one].get<double>() * 1e3 > lone[small].get<double>())  // else the noise fallback
+      CHECK(j[latency].get<double>() / 1e3 + 262144 / j[stream].get<double>() / 1e6 ==
+            Approx(lone[one].get<double>()).epsilon(1e-6));
+  }
+  auto replay = kvtier("replay --quiet --set storage.calibration=" + cal.string() + " --out " +
+                       (dir / "out").string());
+  INFO(replay.out);
+  CHECK(replay.code == 0);
+  CHECK(summary_of(dir / "out")["config"]["storage"]["calibration"] == cal.string());
   fs::remove_all(dir);
 }
 

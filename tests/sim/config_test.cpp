@@ -1,5 +1,6 @@
 #include "sim/config/options.hpp"
 #include "sim/config/replay_config.hpp"
+#include "sim/full/storage_calibration.hpp"
 #include "sim/full/timed_config.hpp"
 
 #include <cstdio>
@@ -166,4 +167,71 @@ TEST_CASE("config: preemption modes and prefetch policies resolve, and need thei
   CHECK(e.find("recompute") != std::string::npos);
   e = error_of([&] { c.set("storage.prefetch_policy=eager"); });
   CHECK(e.find("best_effort") != std::string::npos);
+}
+
+TEST_CASE("config: storage.read_op_latency_us gives gets their own latency; null follows the "
+          "op latency", "[config][storage]") {
+  config c;
+  CHECK_FALSE(c.is_set("storage.read_op_latency_us"));
+  timed_config t = resolve_timed(c, resolve(c));
+  CHECK(t.storage.op_latency_ns == 100'000);
+  CHECK_FALSE(t.storage.read_op_latency_ns.has_value());
+  c.set("storage.read_op_latency_us=42.5");
+  c.set("storage.op_latency_us=250");
+  t = resolve_timed(c, resolve(c));
+  CHECK(t.storage.op_latency_ns == 250'000);
+  CHECK(t.storage.read_op_latency_ns == 42'500);
+  c.set("storage.read_op_latency_us=0");  // in range: a read side without latency
+  CHECK(resolve_timed(c, resolve(c)).storage.read_op_latency_ns == 0);
+  c.set("storage.read_op_latency_us=null");
+  CHECK_FALSE(resolve_timed(c, resolve(c)).storage.read_op_latency_ns.has_value());
+  std::string e = error_of([&] { c.set("storage.read_op_latency_us=-1"); });
+  INFO(e);
+  CHECK(e == "--set storage.read_op_latency_us=-1: storage.read_op_latency_us: expected a number "
+             "in [0, 1e9] or null, got -1");
+  e = error_of([&] { c.set("storage.read_op_latency_us=\"fast\""); });
+  CHECK(e.find("storage.read_op_latency_us") != std::string::npos);
+}
+
+TEST_CASE("config: a storage calibration round-trips, the read latency included",
+          "[config][storage]") {
+  std::string path = "/tmp/kvtier-storage-calibration-test-" + std::to_string(::getpid()) + ".json";
+  storage_calibration cal;
+  cal.backend = "file";
+  cal.block_bytes = 1 << 20;
+  cal.batch = 32;
+  cal.lone_gap_ms = 100;
+  cal.read_gbps = 6.5;
+  cal.write_gbps = 3.25;
+  cal.op_latency_us = 120.4;
+  cal.read_op_latency_us = 45.6;
+  cal.stream_read_gbps = 4.5;
+  cal.stream_write_gbps = 1.75;
+  std::ofstream(path) << to_json(cal).dump(2);
+  config c;
+  c.set("storage.calibration=" + path);
+  c.set("storage.read_op_latency_us=999");  // the calibration's measurement replaces it
+  storage_options s = resolve_timed(c, resolve(c)).storage;
+  CHECK(s.read_gbps == 6.5);
+  CHECK(s.write_gbps == 3.25);
+  CHECK(s.op_latency_ns == 120'400);
+  CHECK(s.read_op_latency_ns == 45'600);
+  CHECK(s.stream_read_gbps == 4.5);
+  CHECK(s.stream_write_gbps == 1.75);
+  // A file written before the read latency was measured: gets follow the op latency (or the
+  // config's read latency, where set).
+  nlohmann::json old = to_json(cal);
+  old.erase("read_op_latency_us");
+  std::ofstream(path) << old.dump(2);
+  config plain;
+  plain.set("storage.calibration=" + path);
+  CHECK_FALSE(resolve_timed(plain, resolve(plain)).storage.read_op_latency_ns.has_value());
+  CHECK(resolve_timed(c, resolve(c)).storage.read_op_latency_ns == 999'000);
+  // A measured latency that is not a positive number is refused, naming the file and field.
+  old["read_op_latency_us"] = -3;
+  std::ofstream(path) << old.dump(2);
+  std::string e = error_of([&] { resolve_timed(plain, resolve(plain)); });
+  CHECK(e == "storage.calibration: " + path +
+               ": field 'read_op_latency_us': expected a positive number");
+  std::remove(path.c_str());
 }
