@@ -37,6 +37,11 @@ inline int64_t time_from(double ns) {
   return std::llround(ns);
 }
 
+/// A configured number of microseconds (bounded by its option's range) in nanoseconds, rounded.
+inline int64_t us_to_ns(double us) {
+  return static_cast<int64_t>(us * 1000.0 + 0.5);
+}
+
 /// A recorded time stretched by `factor` (trace.time_scale), without overflow.
 inline int64_t time_scaled(int64_t ns, double factor) {
   return factor == 1 && ns <= time_limit_ns ? ns : time_from(static_cast<double>(ns) * factor);

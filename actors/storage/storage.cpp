@@ -68,8 +68,7 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
   std::vector<uint64_t> per_node(st.index->nodes(), 0);
   for (uint64_t k : io.keys)
     ++per_node[st.index->node_of(k)];
-  int64_t latency = write ? st.options.op_latency_ns
-                          : st.options.read_op_latency_ns.value_or(st.options.op_latency_ns);
+  int64_t latency = write ? st.options.op_latency_ns : st.options.read_latency_ns();
   if (bytes_each == 0 || io.keys.empty()) {
     auto f = st.links.links().start(now, {}, {{latency, 0}});
     st.flow_to_io[f] = id;

@@ -45,6 +45,7 @@ struct storage_options {
   /// The read side's (exists, get) own latency: a file backend's get is an open and a read, its
   /// put a create, a write and a rename, so the two differ several-fold. Unset: `op_latency_ns`.
   std::optional<int64_t> read_op_latency_ns;
+  int64_t read_latency_ns() const { return read_op_latency_ns.value_or(op_latency_ns); }
   /// One block's stream (a backend serves a request's blocks one per thread): a request moves
   /// at most this many GB/s per block it carries on a node, the node's bandwidth shared above
   /// that. 0: no cap (a lone block gets the whole node).

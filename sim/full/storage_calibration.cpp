@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/time_math.hpp"
 #include "sim/config/options.hpp"
 
 namespace kvtier {
@@ -10,10 +11,6 @@ namespace kvtier {
 namespace {
 
 constexpr const char* schema = "kvtier.storage_calibration/1";
-
-int64_t us_to_ns(double us) {
-  return static_cast<int64_t>(us * 1000.0 + 0.5);
-}
 
 }  // namespace
 

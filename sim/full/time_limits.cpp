@@ -68,7 +68,7 @@ void check_time_limits(const timed_config& t) {
                    "links.nic_latency_us");
     double nodes = std::max<uint32_t>(t.storage.nodes, 1);
     check_transfer("reading the whole host tier from storage", host / nodes, t.storage.read_gbps,
-                   t.storage.read_op_latency_ns.value_or(t.storage.op_latency_ns),
+                   t.storage.read_latency_ns(),
                    "cache.host_* x bytes per block, storage.read_gbps, storage.nodes, "
                    "storage.read_op_latency_us (or storage.op_latency_us)");
     check_transfer("writing the whole host tier to storage", host / nodes, t.storage.write_gbps,

@@ -15,10 +15,6 @@ namespace kvtier {
 
 namespace {
 
-int64_t us_to_ns(double us) {
-  return static_cast<int64_t>(us * 1000.0 + 0.5);
-}
-
 // Reads a calibration written by `kvtier bench transfer --emit-calibration` into `links`.
 void apply_calibration(const std::string& path, link_options& links) {
   nlohmann::json j;

@@ -589,13 +589,7 @@ TEST_CASE("real mode: a modelled server refuses tensors clearly and negotiates v
     w.key("versions").pack(std::vector<uint32_t>{1, 2});
     w.put_str("name", "v2");
     w.put("block_size", 64);
-    w.key("model");
-    map_writer m(w.buffer(), 5);
-    m.put_str("name", "llama3-8b");
-    m.put("layers", 32);
-    m.put("kv_heads", 8);
-    m.put("head_dim", 128);
-    m.put_str("kv_dtype", "bf16");
+    put_default_model(w);
   });
   CHECK(r.u64("version") == 2);
   a.set_engine(r.u64("engine"));
