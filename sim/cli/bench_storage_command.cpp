@@ -4,7 +4,8 @@
 // per block from blocks of their own (memory), SET/GET of whole blocks over one blocking
 // connection (redis), one sequential file written and read in block-sized chunks (file). Gets,
 // and the memory and file baselines' reads, land in one batch's worth of reused buffers, as a
-// transfer engine's loads land in its host blocks.
+// transfer engine's loads land in its host blocks. Each side runs twice, in turns, and is judged
+// by its better run (best_of).
 //
 // --emit-calibration writes the figures the modelled storage uses (storage_calibration.hpp; load
 // with --set storage.calibration=FILE): a node's read and write bandwidth from the batches (less
@@ -281,8 +282,10 @@ figures baseline_memory(uint64_t bytes, uint32_t blocks, uint32_t batch) {
   return f;
 }
 
-// The better of two runs, one before and one after the backend's (the machine is shared: the
-// baseline gets its best chance, so the target is not met by a slow baseline).
+// The better throughput of two runs, the rest from the first. The machine is shared and a disk's
+// write-back comes and goes: the baseline runs before and after the backend's first run, the
+// backend again after that, and each side is judged by its better run, so that the target is
+// met by neither a slow baseline nor a slow backend run that the other side did not meet.
 figures best_of(const figures& a, const figures& b) {
   figures f = a;
   f.put_gbps = std::max(a.put_gbps, b.put_gbps);
@@ -406,6 +409,7 @@ int run_bench_storage(const bench_storage_args& args) {
     args.batch, static_cast<uint32_t>((args.mib << 20) / bytes / args.batch * args.batch));
   uint32_t batches = blocks / args.batch;
   bool spread = !args.calibration_out.empty();
+  bool calibrating = spread || args.lone_gap_ms > 0;
   std::cout << "block: " << rc.block_size << " tokens of " << rc.model.name << " = " << bytes
             << " bytes; " << batches << " batches of " << args.batch << " blocks per backend; "
             << "hashes " << (spread ? "spread as a replay's" : "consecutive") << "; lone requests "
@@ -456,6 +460,10 @@ int run_bench_storage(const bench_storage_args& args) {
       base = best_of(base, baseline_file(o.file_dirs[0], bytes, blocks, args.batch, error));
     else
       base = best_of(base, baseline_memory(bytes, blocks, args.batch));
+    // A calibration describes the first run as timed (its idle gaps and spread hashes are the
+    // replay's conditions, not a best case); the throughput target compares best with best.
+    if (!calibrating)
+      f = best_of(f, run_backend(*backend, bytes, args.batch, batches, args.lone_gap_ms, spread, error));
     double put_ratio = base.put_gbps > 0 ? f.put_gbps / base.put_gbps : 0;
     double get_ratio = base.get_gbps > 0 ? f.get_gbps / base.get_gbps : 0;
     std::printf("%-8s %10.3f %10.3f %10.3f %10.3f %12.2f %12.2f %8.0f%% %8.0f%% %10.1f %10.1f\n",
@@ -471,7 +479,7 @@ int run_bench_storage(const bench_storage_args& args) {
                              {"put_vs_baseline", put_ratio}, {"get_vs_baseline", get_ratio},
                              {"error", error}};
   }
-  if (spread || args.lone_gap_ms > 0)
+  if (calibrating)
     // The baselines run back to back on one thread; the batches here meet the backend as a
     // replay does, which is the calibration's business, not the throughput target's.
     std::cout << "no target: batches timed after idle gaps or with spread hashes (a calibration); "
