@@ -250,13 +250,15 @@ commit_result cache_model::commit(node_id parent, const cache_block& block,
   r.node = tree_.find_or_add(parent, block.hash, block.tokens, added);
   const tree_node& x = tree_.node(r.node);
   KVTIER_ASSERT(x.parent == parent);  // chained hashes name their parent
+  // Held before its copy turns ready: an unheld ready leaf would join the evictable set only to
+  // leave it at once, a queue entry pushed for nothing and swept later.
+  tree_.acquire(r.node, false);
   if (!x.has(tier::device)) {
     KVTIER_ASSERT(private_device_ > 0);
     --private_device_;
     tree_.set_copy(r.node, tier::device, copy_state::ready, device_block);
     r.adopted = true;
   }
-  tree_.acquire(r.node, false);
   if (r.adopted)
     maybe_queue_backup(r.node);
   return r;
