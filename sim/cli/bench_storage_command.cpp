@@ -4,8 +4,8 @@
 // per block from blocks of their own (memory), SET/GET of whole blocks over one blocking
 // connection (redis), one sequential file written and read in block-sized chunks (file). Gets,
 // and the memory and file baselines' reads, land in one batch's worth of reused buffers, as a
-// transfer engine's loads land in its host blocks. Each side runs twice, in turns, and is judged
-// by its better run (best_of).
+// transfer engine's loads land in its host blocks. Without a calibration, each side runs twice,
+// in turns, and is judged by its better run (best_of).
 //
 // --emit-calibration writes the figures the modelled storage uses (storage_calibration.hpp; load
 // with --set storage.calibration=FILE): a node's read and write bandwidth from the batches (less
