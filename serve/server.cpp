@@ -152,13 +152,7 @@ int run_server(const serve_job& job) {
   // One worker: a call crosses the server actor, the controller and storage, and on one worker
   // each crossing is a queue push, not a wake-up of another thread (which, with the socket
   // thread's, dominated a call's cost: most of its time went to context switches).
-  cfg.set("scheduler.max-threads", size_t{1});
-  // An idle worker spins briefly, then sleeps on its condition variable, which an enqueue from
-  // the socket thread signals at once; CAF's default middle stage polls with 50 us sleeps, which
-  // a timer slack of 50 us stretches to ~100 us a call.
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  add_kvtier_types(cfg);
+  configure_wall_clock(cfg, 1);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), job.speed, sim_clock::kind::wall);
   t.storage.clock = clock;

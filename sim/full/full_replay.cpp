@@ -383,15 +383,7 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   prepare_backend(config);
   prepare_storage(config);
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", static_cast<size_t>(options.threads));
-  // Idle workers spin briefly, then wait on their condition variable (as `kvtier serve`'s does).
-  // CAF's default middle stage wakes every 50 us to poll: between a wall-clock replay's events
-  // that is tens of thousands of wake-ups a second per worker, on cores the storage backend's
-  // threads need (tools/bench-storage's check replay: 12.8 s of CPU in 24 s without this, 5.3 s
-  // with it, on 2 cores).
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  add_kvtier_types(cfg);
+  configure_wall_clock(cfg, options.threads);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), options.speed, sim_clock::kind::wall);
   deployment d = spawn_all(sys, config, std::move(feed), clock);
@@ -439,6 +431,18 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
 }
 
 }  // namespace
+
+void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
+  cfg.set("scheduler.max-threads", threads);
+  // CAF's default middle stage polls every 50 us, whose timer slack stretches to ~100 us: a
+  // wake-up of `kvtier serve`'s worker cost a call that much, and between a wall-clock replay's
+  // events the polling of idle workers took the cores the storage backend's threads need
+  // (tools/bench-storage's check replay: 12.8 s of CPU in its 24 s with it, 5.3 s without, on 2
+  // cores). Without it an idle worker spins briefly, then sleeps until an enqueue signals it.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  add_kvtier_types(cfg);
+}
 
 // Byte-carrying storage: the backend is made (connections opened, directories made) before the
 // clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's

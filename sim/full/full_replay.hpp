@@ -53,6 +53,11 @@ struct full_result {
   int64_t last_event_ns = 0;
 };
 
+/// A CAF config for actors on the wall clock (replays and `kvtier serve`): `threads` workers
+/// that, when idle, spin briefly and then wait on their condition variable, quiet logging, and
+/// kvtier's message types.
+void configure_wall_clock(caf::actor_system_config& cfg, size_t threads);
+
 /// Makes the byte-carrying storage backend `config.storage_backend` names (connections opened,
 /// directories made) before the clock starts, and sizes the engine's payloads; nothing for
 /// `model`. Throws config_error naming what is wrong. Used by replays and `kvtier serve`.
