@@ -36,6 +36,11 @@ class block_pool {
   uint32_t touched_count() const { return next_fresh_; }
   state block_state(block_id id) const;
   uint32_t pins(block_id id) const;
+  /// Starts loading block `id`'s entry (for callers working through a batch of blocks).
+  void prefetch(block_id id) const {
+    if (id < slots_.size())
+      __builtin_prefetch(&slots_[id]);
+  }
 
   // -- allocation -----------------------------------------------------------------------------
 

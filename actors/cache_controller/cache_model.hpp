@@ -166,6 +166,14 @@ class cache_model {
   /// exists). May emit follow-up orders (a store after a host copy became ready).
   void complete(const transfer_order& order, std::vector<transfer_order>& orders);
 
+  /// Starts loading what complete(order) will touch (its node and its blocks' pool entries):
+  /// a transfer's orders are completed in a batch, the next few prefetched.
+  void prefetch(const transfer_order& order) const {
+    tree_.prefetch_node(order.node);
+    device_.prefetch(order.device_block);
+    host_.prefetch(order.host_block);
+  }
+
   /// An order that could not be carried out (a load whose block storage evicted since it was
   /// found): unpins its blocks and drops the copy it was filling.
   void fail(const transfer_order& order);

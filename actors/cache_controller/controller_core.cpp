@@ -323,7 +323,12 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
                                       std::vector<transfer_order>& orders) {
   uint32_t complete = std::min<uint32_t>(r.layout.complete_within(tokens),
                                          static_cast<uint32_t>(r.table.size()));
+  constexpr uint32_t ahead = 8;
+  for (uint32_t i = r.committed; i < std::min(complete, r.committed + ahead); ++i)
+    model_.tree().prefetch(r.blocks[i].hash);
   for (uint32_t i = r.committed; i < complete; ++i) {
+    if (i + ahead < complete)
+      model_.tree().prefetch(r.blocks[i + ahead].hash);
     node_id parent = i > 0 ? r.path[i - 1] : root_node;
     commit_result c = model_.commit(parent, r.blocks[i], r.table[i], orders);
     if (c.adopted)
@@ -450,8 +455,14 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
     }
   } else {
     std::vector<transfer_order> follow;
-    for (const transfer_order& o : orders)
-      model_.complete(o, follow);
+    constexpr size_t ahead = 8;
+    for (size_t i = 0; i < std::min(ahead, orders.size()); ++i)
+      model_.prefetch(orders[i]);
+    for (size_t i = 0; i < orders.size(); ++i) {
+      if (i + ahead < orders.size())
+        model_.prefetch(orders[i + ahead]);
+      model_.complete(orders[i], follow);
+    }
     tracker_.batch(follow, out);
   }
   if (owner != load_owner_.end()) {

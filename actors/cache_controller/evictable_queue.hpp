@@ -49,7 +49,17 @@ class evictable_queue {
   /// Removes entries from the front until one passes `valid`, which it returns in `out`.
   template <class Valid>
   bool pop(Valid valid, entry& out) {
+    return pop(valid, out, [](uint32_t, uint32_t) {});
+  }
+
+  /// Also calls `touch(far, near)` with the members some places behind the queue's front, for a
+  /// caller that prefetches in two stages (a member, then what it points to): under LRU most
+  /// victims come from there.
+  template <class Valid, class Touch>
+  bool pop(Valid valid, entry& out, Touch touch) {
     for (;;) {
+      if (head_ + prefetch_far < fifo_.size())
+        touch(fifo_[head_ + prefetch_far].id, fifo_[head_ + prefetch_near].id);
       enum { none, fifo, stack, heap } from = none;
       const entry* best = nullptr;
       if (head_ < fifo_.size()) {
@@ -116,6 +126,7 @@ class evictable_queue {
   }
 
  private:
+  static constexpr size_t prefetch_far = 8, prefetch_near = 4;
   static bool after(const entry& a, const entry& b) { return before(b, a); }
 
   std::vector<entry> fifo_;  // entries in key order from head_

@@ -292,7 +292,13 @@ void radix_tree::push(node_id id, int t) {
 
 bool radix_tree::pop(int t, node_id& out) {
   evictable_queue::entry e;
-  if (!queue_[t].pop([&](const evictable_queue::entry& x) { return current(x, t); }, e))
+  if (!queue_[t].pop([&](const evictable_queue::entry& x) { return current(x, t); }, e,
+                     [&](node_id far, node_id near) {
+                       prefetch_node(far);
+                       const tree_node& n = nodes_[near];  // loaded since it was `far`
+                       prefetch_node(n.parent);
+                       by_hash_.prefetch(n.hash);
+                     }))
     return false;
   out = e.id;
   return true;
@@ -331,6 +337,11 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
       --p.children;
     }
     refresh(x.parent, ti);
+    // The evicted node leaves the hash map soon; its parent, now perhaps a leaf, is often the
+    // next victim.
+    by_hash_.prefetch(x.hash);
+    by_hash_.prefetch(p.hash);
+    prefetch_node(p.parent);
     out.push_back(id);
   }
   return true;

@@ -42,6 +42,12 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
         groups_[k].push_back(o);
   for (int k = 0; k < 5; ++k) {
     const std::vector<transfer_order>& group = groups_[k];
+    for (const transfer_order& o : group) {  // scattered entries: start loading them all
+      if (o.device_block < device_.size())
+        __builtin_prefetch(&device_[o.device_block]);
+      if (o.host_block < host_.size())
+        __builtin_prefetch(&host_[o.host_block]);
+    }
     size_t first = 0;
     while (first < group.size()) {
       // A transfer's copies run in any order, so a block it writes must not be touched by
@@ -176,7 +182,20 @@ std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
       u.writer = 0;
     u.readers.erase(std::remove(u.readers.begin(), u.readers.end(), id), u.readers.end());
   };
-  for (const auto& o : orders) {
+  // The block entries are scattered: the next few are prefetched.
+  auto prefetch = [&](const transfer_order& o) {
+    if (o.kind != transfer_kind::load && o.kind != transfer_kind::store && o.device_block < device_.size())
+      __builtin_prefetch(&device_[o.device_block]);
+    if (o.host_block < host_.size())
+      __builtin_prefetch(&host_[o.host_block]);
+  };
+  constexpr size_t ahead = 8;
+  for (size_t i = 0; i < std::min(ahead, orders.size()); ++i)
+    prefetch(orders[i]);
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const transfer_order& o = orders[i];
+    if (i + ahead < orders.size())
+      prefetch(orders[i + ahead]);
     if (o.kind != transfer_kind::load && o.kind != transfer_kind::store)
       forget(device_, o.device_block);
     if (!fill)
