@@ -184,7 +184,8 @@ std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
   };
   // The block entries are scattered: the next few are prefetched.
   auto prefetch = [&](const transfer_order& o) {
-    if (o.kind != transfer_kind::load && o.kind != transfer_kind::store && o.device_block < device_.size())
+    bool device = o.kind != transfer_kind::load && o.kind != transfer_kind::store;
+    if (device && o.device_block < device_.size())
       __builtin_prefetch(&device_[o.device_block]);
     if (o.host_block < host_.size())
       __builtin_prefetch(&host_[o.host_block]);
