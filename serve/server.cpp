@@ -42,23 +42,36 @@ extern "C" void on_signal(int) {
   }
 }
 
-// Replies the actor leaves for the socket thread.
+// Replies the actor leaves for the socket thread. The actor writes the eventfd only when the
+// socket thread is about to sleep, or sleeps: awake, it looks at the box before it polls again.
+// (Written for every reply into an empty box, the eventfd took 6% of the actors' thread and woke
+// the socket thread for replies it had already sent.)
 struct outbox {
   std::mutex mutex;
   std::deque<std::pair<uint64_t, std::string>> items;
   int fd = -1;
+  std::atomic<bool> sleeping{false};
 
   void push(uint64_t conn, std::string bytes) {
-    bool was_empty;
     {
       std::lock_guard<std::mutex> guard(mutex);
-      was_empty = items.empty();
       items.emplace_back(conn, std::move(bytes));
     }
-    if (was_empty) {
-      uint64_t one = 1;
-      [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
-    }
+    if (sleeping.exchange(false))
+      wake();
+  }
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+  }
+  /// The socket thread, before it polls: false if a reply is waiting (then it must not sleep).
+  bool may_sleep() {
+    sleeping = true;
+    std::lock_guard<std::mutex> guard(mutex);
+    if (items.empty())
+      return true;
+    sleeping = false;
+    return false;
   }
 };
 
@@ -283,8 +296,6 @@ int run_server(const serve_job& job) {
   std::vector<std::pair<uint64_t, std::string>> batch;
 
   auto flush_outbox = [&] {
-    uint64_t count;
-    [[maybe_unused]] ssize_t n = ::read(box->fd, &count, sizeof(count));
     for (;;) {
       batch.clear();
       {
@@ -370,13 +381,19 @@ int run_server(const serve_job& job) {
   int code = 0;
   for (;;) {
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(stopping ? 5 : -1));
+      bool may_sleep = box->may_sleep();
+      zmq::poll(items, 2, std::chrono::milliseconds(!may_sleep ? 0 : stopping ? 5 : -1));
+      box->sleeping = false;
     } catch (const zmq::error_t& e) {
+      box->sleeping = false;
       if (e.num() != EINTR)
         throw;
     }
-    if (items[1].revents & ZMQ_POLLIN)
-      flush_outbox();
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(box->fd, &count, sizeof(count));
+    }
+    flush_outbox();
     if (items[0].revents & ZMQ_POLLIN) {
       read_calls();
       hand_over();
