@@ -304,13 +304,16 @@ int run_bench_serve(const bench_serve_args& args) {
   for (const worker_log& l : serve_logs)
     if (!l.error.empty())
       throw std::runtime_error("a client failed: " + l.error);
-  zmq::context_t ctx(1);
+  zmq::context_t echo_clients_ctx(1);
+  // The echo's own I/O thread, as the server's process has its own: on the clients' context one
+  // I/O thread would move both ends' bytes, a round trip no server in another process can make.
+  zmq::context_t echo_server_ctx(1);
   std::atomic<bool> stop{false};
   std::string echo_ep = "tcp://127.0.0.1:" + std::to_string(args.echo_port);
-  std::thread echo([&] { echo_server(ctx, echo_ep, stop); });
+  std::thread echo([&] { echo_server(echo_server_ctx, echo_ep, stop); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto [echo_logs, echo_wall] = phase([&](uint32_t i, steady::time_point end, worker_log& log) {
-    echo_worker(ctx, echo_ep, serve_logs[i].groups, end, log);
+    echo_worker(echo_clients_ctx, echo_ep, serve_logs[i].groups, end, log);
   });
   stop = true;
   echo.join();
