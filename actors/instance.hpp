@@ -8,9 +8,9 @@
 #include <functional>
 #include <string>
 
-#include "actors/cache_controller/controller_core.hpp"
+#include "model/controller/controller_core.hpp"
 #include "actors/device/compute_device.hpp"
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "actors/scheduler/scheduler.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
 

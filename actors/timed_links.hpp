@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "actors/sim_clock.hpp"
-#include "actors/transfer_engine/link_model.hpp"
+#include "core/sim_clock.hpp"
+#include "model/links/link_model.hpp"
 
 namespace kvtier {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "actors/cache_controller/block_hash.hpp"
+#include "core/block_hash.hpp"
 
 namespace kvtier::serve {
 

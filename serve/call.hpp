@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "core/model_shape.hpp"
+#include "actors/messages.hpp"
 #include "serve/attach_request.hpp"
 
 namespace kvtier::serve {
@@ -35,14 +36,6 @@ enum class error_kind : uint8_t {
 };
 inline constexpr int error_kind_count = 9;
 const char* error_name(error_kind k);
-
-struct model_shape {
-  std::string name;
-  uint32_t layers = 0;
-  uint32_t kv_heads = 0;
-  uint32_t head_dim = 0;
-  std::string kv_dtype;
-};
 
 /// A prompt in one of the three forms of docs/protocol.md (exactly one is present).
 struct prompt {

@@ -181,20 +181,19 @@ void write_tensors(map_writer& w, const attach_request& t) {
   }
 }
 
-reply client::hello(const std::string& name, const std::string& model_name, uint32_t layers,
-                    uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
-                    uint32_t block_size, const attach_request* tensors) {
+reply client::hello(const std::string& name, const model_shape& model, uint32_t block_size,
+                    const attach_request* tensors) {
   engine_ = 0;
   reply r = call("hello", tensors ? 5 : 4, [&](map_writer& w) {
     w.key("versions").pack(std::vector<uint32_t>{tensors ? attach_version : 1});
     w.put_str("name", name);
     w.key("model");
     map_writer m(const_cast<msgpack::sbuffer&>(buf_), 5);
-    m.put_str("name", model_name);
-    m.put("layers", layers);
-    m.put("kv_heads", kv_heads);
-    m.put("head_dim", head_dim);
-    m.put_str("kv_dtype", kv_dtype);
+    m.put_str("name", model.name);
+    m.put("layers", model.layers);
+    m.put("kv_heads", model.kv_heads);
+    m.put("head_dim", model.head_dim);
+    m.put_str("kv_dtype", model.kv_dtype);
     w.put("block_size", block_size);
     if (tensors)
       write_tensors(w, *tensors);

@@ -17,6 +17,7 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include "core/model_shape.hpp"
 #include "serve/attach_request.hpp"
 #include "serve/encode.hpp"
 
@@ -76,9 +77,8 @@ class client {
 
   /// hello with the given model; sets engine(). Throws remote_error on refusal. With `tensors`
   /// (real mode) it offers protocol version 2 only and exports them.
-  reply hello(const std::string& name, const std::string& model_name, uint32_t layers,
-              uint32_t kv_heads, uint32_t head_dim, const std::string& kv_dtype,
-              uint32_t block_size, const attach_request* tensors = nullptr);
+  reply hello(const std::string& name, const model_shape& model, uint32_t block_size,
+              const attach_request* tensors = nullptr);
   uint64_t engine() const { return engine_; }
   size_t last_sent_bytes() const { return last_sent_; }
   void set_engine(uint64_t e) { engine_ = e; }

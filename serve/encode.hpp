@@ -9,7 +9,7 @@
 
 #include <msgpack.hpp>
 
-#include "actors/cache_controller/block_hash.hpp"
+#include "core/block_hash.hpp"
 
 namespace kvtier::serve {
 

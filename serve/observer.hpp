@@ -1,8 +1,8 @@
 #pragma once
 
 // What the server tells whoever watches it (metrics, logs, event publishers): one call per
-// answered protocol call, per engine change. Every method runs on the server actor's thread,
-// in the order things happen; an observer must not block.
+// answered protocol call, per prompt matched, per engine change. Every method runs on the server
+// actor's thread, in the order things happen; an observer must not block.
 
 #include <cstdint>
 #include <optional>
@@ -15,14 +15,14 @@ namespace kvtier::serve {
 class serve_observer {
  public:
   virtual ~serve_observer() = default;
-  /// A call was answered; `latency_ns` from its arrival at the server actor to its reply.
+  /// A call was answered; `latency_ns` from when the socket thread read it to its reply.
   virtual void on_call(verb, int64_t /*latency_ns*/, std::optional<error_kind>) {}
-  /// An engine registered (`registered`) or left (bye, timeout, shutdown) with `released`
-  /// requests still live.
   /// A prompt of `prompt_blocks` blocks was matched: by `lookup` (verb::lookup, which takes
   /// nothing) or by an admission in a step (verb::step); the leading hits per tier.
   virtual void on_hits(verb, uint32_t /*prompt_blocks*/, uint32_t /*device*/, uint32_t /*host*/,
                        uint32_t /*storage*/) {}
+  /// An engine registered (`registered`) or left (bye, timeout, shutdown) with `released`
+  /// requests still live.
   virtual void on_engine(uint64_t /*engine*/, const std::string& /*name*/, bool /*registered*/,
                          uint64_t /*released*/) {}
 };

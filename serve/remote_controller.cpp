@@ -252,11 +252,9 @@ attach_request tensors_of(const engine_device& gpu) {
 
 reply say_hello(client& link, const remote_options& o, const std::string& name) {
   if (!o.gpu)
-    return link.hello(name, o.model_name, o.layers, o.kv_heads, o.head_dim, o.kv_dtype,
-                      o.block_size);
+    return link.hello(name, o.model, o.block_size);
   attach_request t = tensors_of(*o.gpu);
-  reply r = link.hello(name, o.model_name, o.layers, o.kv_heads, o.head_dim, o.kv_dtype,
-                       o.block_size, &t);
+  reply r = link.hello(name, o.model, o.block_size, &t);
   if (o.verify && !r.flag("verify"))
     throw remote_error("bad_request", "--verify checks the patterns the server writes into "
                                       "computed blocks: start kvtier serve with --verify");

@@ -9,8 +9,9 @@
 #include <string>
 
 #include "actors/device/engine_device.hpp"
-#include "actors/protocol.hpp"
-#include "actors/sim_clock.hpp"
+#include "actors/messages.hpp"
+#include "core/model_shape.hpp"
+#include "core/sim_clock.hpp"
 #include "serve/client.hpp"
 
 namespace kvtier::serve {
@@ -19,10 +20,7 @@ struct remote_options {
   std::string endpoint;
   std::string token;
   std::string engine_name = "engine-sim";
-  // the model this engine runs (hello)
-  std::string model_name;
-  uint32_t layers = 0, kv_heads = 0, head_dim = 0;
-  std::string kv_dtype;
+  model_shape model;  ///< the model this engine runs (hello)
   uint32_t block_size = 0;
   /// Real mode: the engine's tensors and events, exported in hello; each step's swap-in is
   /// handed to it (its compute waits on the slot's IPC events). Null: modelled compute.

@@ -17,13 +17,13 @@
 #include "gpu/device_info.hpp"
 #include "actors/storage/storage.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
-#include "observe/serve/serve_wiring.hpp"
+#include "serve/observe/serve_wiring.hpp"
 #include "serve/encode.hpp"
 #include "serve/server_actor.hpp"
-#include "sim/config/replay_config.hpp"
-#include "sim/full/fault_config.hpp"
-#include "sim/full/full_replay.hpp"
-#include "sim/full/timed_config.hpp"
+#include "runtime/config/replay_config.hpp"
+#include "runtime/config/fault_config.hpp"
+#include "runtime/deployment.hpp"
+#include "runtime/config/timed_config.hpp"
 
 namespace kvtier::serve {
 
@@ -136,7 +136,7 @@ int run_server(const serve_job& job) {
   const double timeout_s = job.cfg.number("serve.client_timeout_s");
   const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
   std::shared_ptr<cuda_device> gpu;
-  if (job.cuda) {
+  if (job.backend == copy_backend_kind::cuda) {
     if (!gpu::cuda_built())
       throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
                          "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
@@ -157,7 +157,7 @@ int run_server(const serve_job& job) {
     throw config_error("--verify checks real bytes: it needs --backend cuda");
   }
   prepare_storage(t);
-  // KV events (observe/serve): made before the actors, which report to its sink until they end.
+  // KV events (serve/observe/): made before the actors, which report to its sink until they end.
   std::unique_ptr<serve_events> events = open_events(job);
   t.controller.events = events->sink();
 
@@ -167,7 +167,7 @@ int run_server(const serve_job& job) {
   // thread's, dominated a call's cost: most of its time went to context switches).
   configure_wall_clock(cfg, 1);
   caf::actor_system sys{cfg};
-  sim_clock clock(sys.clock().now(), job.speed, sim_clock::kind::wall);
+  sim_clock clock(sys.clock().now(), job.speed, clock_mode::wall);
   t.storage.clock = clock;
   t.engine.clock = clock;
   storage_actor storage = spawn_storage(sys, t.storage);
@@ -220,7 +220,7 @@ int run_server(const serve_job& job) {
     throw config_error("--bind " + job.bind + ": " + e.what());
   }
   std::string bound = router.get(zmq::sockopt::last_endpoint);
-  // GET /metrics (observe/serve): made after the actors it reads, ends before they do.
+  // GET /metrics (serve/observe/): made after the actors it reads, ends before they do.
   std::unique_ptr<serve_metrics> metrics;
   try {
     metrics = open_metrics(job, {&sys, controller, engine, storage, t.cache.device_blocks,

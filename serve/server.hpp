@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "observe/serve/serve_events.hpp"
-#include "observe/serve/serve_metrics.hpp"
+#include "core/run_modes.hpp"
+#include "serve/observe/serve_events.hpp"
+#include "serve/observe/serve_metrics.hpp"
 #include "serve/observer.hpp"
-#include "sim/config/options.hpp"
+#include "runtime/config/options.hpp"
 
 namespace kvtier::serve {
 
@@ -25,7 +26,7 @@ struct serve_job {
   double speed = 1.0;         ///< virtual seconds per wall second (modelled links and media)
   /// Real mode (--backend cuda): copies run on the GPU, on the KV tensors the engine exports in
   /// hello; `verify` fills computed blocks with their pattern and checks every swap-in.
-  bool cuda = false;
+  copy_backend_kind backend = copy_backend_kind::modelled;
   bool verify = false;
   std::vector<std::shared_ptr<serve_observer>> observers;
   /// KV events (docs/events.md); the endpoint empty: off. Topic, ring and HWM come from the

@@ -6,7 +6,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "actors/storage/storage_index.hpp"
+#include "model/storage/storage_index.hpp"
 #include "gpu/bench_blocks.hpp"
 #include "serve/block_names.hpp"
 #include "serve/encode.hpp"

@@ -17,7 +17,7 @@
 #include "caf/all.hpp"
 
 #include "actors/device/cuda_device.hpp"
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "serve/call.hpp"
 #include "serve/observer.hpp"
 

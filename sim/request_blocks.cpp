@@ -1,6 +1,6 @@
 #include "sim/request_blocks.hpp"
 
-#include "sim/config/options.hpp"
+#include "runtime/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/cache_controller/block_hash.hpp"
+#include "core/block_hash.hpp"
 #include "core/trace_request.hpp"
 
 namespace kvtier {

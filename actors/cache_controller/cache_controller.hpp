@@ -6,8 +6,8 @@
 // device memory: its swap-in has landed layer by layer, and every copy still touching a block the
 // step computes into has finished.
 
-#include "actors/cache_controller/controller_core.hpp"
-#include "actors/protocol.hpp"
+#include "model/controller/controller_core.hpp"
+#include "actors/messages.hpp"
 
 namespace kvtier {
 

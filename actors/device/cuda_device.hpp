@@ -28,7 +28,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "actors/device/compute_device.hpp"
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "gpu/kv_cache.hpp"
 
 namespace kvtier {

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "actors/device/compute_device.hpp"
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 
 namespace kvtier {
 

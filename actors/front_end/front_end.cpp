@@ -5,9 +5,9 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "core/check.hpp"
-#include "actors/front_end/workload.hpp"
-#include "actors/pd/handoff_fault.hpp"
-#include "actors/pd/preallocation.hpp"
+#include "model/front_end/workload.hpp"
+#include "model/pd/handoff_fault.hpp"
+#include "model/pd/preallocation.hpp"
 
 namespace kvtier {
 
@@ -105,7 +105,7 @@ void on_done(self_ptr self, size_t target, const trace_request& r, const request
 }
 
 // -- PD: a decode instance preallocates, the prefill instance prefills and hands off ---------------
-// (FastDeploy's splitwise flow, spec section 11; docs/cluster.md)
+// (FastDeploy's splitwise flow, docs/fastdeploy.md §6; docs/cluster.md)
 
 trace_request answer_key(const trace_request& r) {
   trace_request key = r;
@@ -156,9 +156,9 @@ size_t least_busy_decoder(const front_end_state& st) {
 
 void route_waiting(self_ptr self);
 
-// A decode instance preempted it and dropped it (spec 7.3): it goes through the router again, as
-// a request whose prompt is its prompt and the tokens generated so far, to a prefill instance and
-// then a decode instance. It stays one request: counted once, finished once.
+// A decode instance preempted it and dropped it (docs/fastdeploy.md §4): it goes through the
+// router again, as a request whose prompt is its prompt and the tokens generated so far, to a
+// prefill instance and then a decode instance. It stays one request: counted once, finished once.
 void reroute(self_ptr self, request_id id, const request_done& done) {
   auto& st = self->state;
   auto it = st.handoffs.find(id);

@@ -10,11 +10,11 @@
 #include <memory>
 #include <vector>
 
-#include "actors/front_end/request_feed.hpp"
-#include "actors/front_end/router.hpp"
-#include "actors/pd/pd_options.hpp"
-#include "actors/protocol.hpp"
-#include "actors/sim_clock.hpp"
+#include "model/front_end/request_feed.hpp"
+#include "model/front_end/router.hpp"
+#include "model/pd/pd_options.hpp"
+#include "actors/messages.hpp"
+#include "core/sim_clock.hpp"
 
 namespace kvtier {
 

@@ -5,10 +5,10 @@
 
 #include <absl/container/flat_hash_map.h>
 
-#include "actors/pd/handoff_keys.hpp"
-#include "actors/pd/preallocation.hpp"
-#include "actors/pd/prefill_streams.hpp"
-#include "actors/scheduler/layer_pipeline.hpp"
+#include "model/pd/handoff_keys.hpp"
+#include "model/pd/preallocation.hpp"
+#include "model/pd/prefill_streams.hpp"
+#include "model/scheduler/layer_pipeline.hpp"
 #include "core/check.hpp"
 #include "core/time_math.hpp"
 
@@ -480,7 +480,7 @@ caf::result<request_done> on_arrival(self_ptr self, request_arrival& a) {
 
 void on_step_end(self_ptr self, uint64_t step);
 
-// -- PD, decode side: preemption drops the request (spec 7.3) --------------------------------------
+// -- PD, decode side: preemption drops the request (docs/fastdeploy.md §4) -------------------------
 
 // FastDeploy's decode role drops a victim instead of queueing it again; the router sends it
 // through prefill once more. swap_to_host keeps it here: its host copies are this instance's, and

@@ -10,11 +10,11 @@
 #include <functional>
 #include <vector>
 
-#include "actors/pd/pd_options.hpp"
-#include "actors/protocol.hpp"
-#include "actors/scheduler/batch_planner.hpp"
-#include "actors/scheduler/cost_model.hpp"
-#include "actors/sim_clock.hpp"
+#include "model/pd/pd_options.hpp"
+#include "actors/messages.hpp"
+#include "model/scheduler/batch_planner.hpp"
+#include "model/scheduler/cost_model.hpp"
+#include "core/sim_clock.hpp"
 
 namespace kvtier {
 

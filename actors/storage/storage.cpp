@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/check.hpp"
-#include "actors/storage/storage_index.hpp"
+#include "model/storage/storage_index.hpp"
 #include "actors/timed_links.hpp"
 
 #include <absl/container/flat_hash_map.h>

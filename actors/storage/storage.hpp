@@ -28,11 +28,11 @@
 #include <memory>
 #include <optional>
 
-#include "actors/protocol.hpp"
-#include "actors/sim_clock.hpp"
-#include "actors/storage/fault_plan.hpp"
-#include "actors/storage/storage_backend.hpp"
-#include "actors/storage/storage_index.hpp"
+#include "actors/messages.hpp"
+#include "core/sim_clock.hpp"
+#include "model/storage/fault_plan.hpp"
+#include "storage/storage_backend.hpp"
+#include "model/storage/storage_index.hpp"
 
 namespace kvtier {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 
 namespace kvtier {
 

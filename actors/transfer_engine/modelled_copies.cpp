@@ -1,6 +1,6 @@
 #include "actors/transfer_engine/modelled_copies.hpp"
 
-#include "actors/storage/payload_pattern.hpp"
+#include "storage/payload_pattern.hpp"
 #include "core/check.hpp"
 
 namespace kvtier {

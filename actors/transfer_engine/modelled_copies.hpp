@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "actors/transfer_engine/copy_backend.hpp"
-#include "actors/transfer_engine/link_model.hpp"
+#include "model/links/link_model.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
 
 namespace kvtier {

@@ -12,8 +12,8 @@
 
 #include <memory>
 
-#include "actors/protocol.hpp"
-#include "actors/sim_clock.hpp"
+#include "actors/messages.hpp"
+#include "core/sim_clock.hpp"
 #include "actors/device/cuda_device.hpp"
 
 namespace kvtier {

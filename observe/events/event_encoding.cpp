@@ -2,7 +2,7 @@
 
 #include <msgpack.hpp>
 
-#include "actors/cache_controller/radix_tree.hpp"
+#include "model/cache/radix_tree.hpp"
 
 namespace kvtier {
 

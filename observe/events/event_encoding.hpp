@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/cache_controller/block_events.hpp"
+#include "model/cache/block_events.hpp"
 
 namespace kvtier {
 

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/cache_controller/block_events.hpp"
+#include "model/cache/block_events.hpp"
 
 namespace kvtier {
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "actors/cache_controller/block_events.hpp"
+#include "model/cache/block_events.hpp"
 #include "observe/events/event_publisher.hpp"
 
 namespace kvtier {

@@ -7,15 +7,16 @@
 #include <memory>
 #include <optional>
 
-#include "sim/config/replay_config.hpp"
+#include "runtime/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"
 #include "sim/full/trace_feed.hpp"
-#include "sim/full/time_limits.hpp"
+#include "runtime/config/time_limits.hpp"
+#include "sim/full/time_checks.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
-#include "sim/full/fault_config.hpp"
+#include "runtime/config/fault_config.hpp"
 #include "sim/report/fault_report.hpp"
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
@@ -195,10 +196,11 @@ replay_result replay_full(const replay_job& job) {
   timed.controller.check_every = job.check_every;
   timed.pd.seed = job.seed;
   timed.storage.faults = resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks);
-  if (timed.storage.faults.any() && (job.wall_clock || job.cuda))
+  if (timed.storage.faults.any() &&
+      (job.clock == clock_mode::wall || job.backend == copy_backend_kind::cuda))
     throw config_error("faults.*: faults are deterministic in virtual time only; replay them "
                        "without --clock wall and --backend cuda");
-  if (job.cuda)
+  if (job.backend == copy_backend_kind::cuda)
     use_cuda_backend(timed, rc, job.verify);
   if (job.remote_controller) {
     if (!timed.instances.empty())
@@ -216,9 +218,10 @@ replay_result replay_full(const replay_job& job) {
                                            max_device_blocks, timed.time_scale);
   progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
   full_run_options options;
-  options.mode = job.wall_clock || job.cuda ? clock_mode::wall : clock_mode::virtual_time;
+  options.mode = job.backend == copy_backend_kind::cuda ? clock_mode::wall : job.clock;
   options.speed = job.speed;
   options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
+  options.on_poll = job.on_poll;
   full_result fr = run_full_replay(timed, feed, options);
   progress.finish();
   check_virtual_time(fr);
@@ -274,9 +277,9 @@ replay_result replay_full(const replay_job& job) {
 replay_result run_replay_job(const replay_job& job) {
   if (job.traces.empty())
     throw config_error("a replay needs at least one trace");
-  if (job.cuda && job.mode != replay_mode::full)
+  if (job.backend == copy_backend_kind::cuda && job.mode != replay_mode::full)
     throw config_error("--backend cuda replays in full mode on the wall clock");
-  if (job.verify && !job.cuda)
+  if (job.verify && job.backend != copy_backend_kind::cuda)
     throw config_error("--verify checks real bytes: it needs --backend cuda");
   return job.mode == replay_mode::hitrate ? replay_hitrate(job) : replay_full(job);
 }

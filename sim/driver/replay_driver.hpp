@@ -1,8 +1,9 @@
 #pragma once
 
 // The replay driver as a library call: a config and a trace list in, a result out. `kvtier
-// replay` is a thin command over it; `kvtier sweep` runs one call per cell, and other front ends
-// (the live server) reuse it the same way.
+// replay` is a thin command over it; `kvtier sweep` runs one call per cell, and `kvtier
+// engine-sim` runs one with a remote controller. `kvtier serve` does not use it: the server
+// assembles its own actors (serve/server.cpp).
 //
 // Bad input (config, trace) throws config_error / trace_error before any output is touched; a
 // replay that ran but failed (invariant violations, requests left unfinished) returns with
@@ -15,8 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/run_modes.hpp"
 #include "actors/instance.hpp"
-#include "sim/config/options.hpp"
+#include "runtime/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
@@ -28,16 +30,20 @@ struct replay_job {
   std::vector<std::string> traces;   ///< at least one
   std::string format = "auto";
   replay_mode mode = replay_mode::full;
-  bool wall_clock = false;           ///< full mode: wall clock instead of virtual time
+  clock_mode clock = clock_mode::virtual_time;  ///< full mode: which clock the actors run on
   double speed = 1.0;                ///< wall clock: virtual seconds per wall second
-  bool cuda = false;                 ///< full mode: the real GPU backend (wall clock)
-  bool verify = false;               ///< cuda: check every block's bytes wherever it lands
+  /// Full mode: modelled links or the real GPU (cuda: on the wall clock whatever `clock` says).
+  copy_backend_kind backend = copy_backend_kind::modelled;
+  bool verify = false;               ///< backend cuda: check every block's bytes wherever it lands
   bool skip_bad_lines = false;
   uint64_t check_every = 0;          ///< invariant checks every N requests (hitrate) or commits
   bool deterministic = false;        ///< write wall-clock figures as 0
   uint64_t seed = 0;                 ///< draws the faults (faults.*, pd.failure_rate); nothing else is random
   std::string out_dir;               ///< summary.json and requests.csv; empty: write nothing
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
+  /// Full mode, wall clock: called about every 5 ms with the replay's virtual time
+  /// (full_run_options::on_poll).
+  std::function<void(int64_t virtual_now_ns)> on_poll;
   /// With skip_bad_lines: told of every skipped line.
   std::function<void(const trace_error&)> on_skip;
   /// Full mode, wall clock: the instance's cache controller is a live server's (engine-sim).

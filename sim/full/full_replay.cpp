@@ -10,7 +10,8 @@
 #include "actors/front_end/front_end.hpp"
 #include "actors/instance.hpp"
 #include "actors/storage/storage.hpp"
-#include "sim/config/options.hpp"
+#include "runtime/deployment.hpp"
+#include "runtime/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
@@ -26,7 +27,7 @@ struct deployment {
 // Real backend: the CUDA cache is made (device and pinned host memory allocated, compute
 // calibrated) before the replay's clock starts, so no request is charged for it.
 void prepare_backend(timed_config& config) {
-  if (!config.cuda)
+  if (config.backend != copy_backend_kind::cuda)
     return;
   config.engine.gpu = std::make_shared<cuda_device>(config.cuda_options);
   config.engine.block_bytes = config.engine.gpu->block_bytes();
@@ -385,7 +386,7 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   caf::actor_system_config cfg;
   configure_wall_clock(cfg, options.threads);
   caf::actor_system sys{cfg};
-  sim_clock clock(sys.clock().now(), options.speed, sim_clock::kind::wall);
+  sim_clock clock(sys.clock().now(), options.speed, clock_mode::wall);
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};
@@ -401,6 +402,8 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (options.progress)
       options.progress();
+    if (options.on_poll)
+      options.on_poll(clock.now(sys.clock()));
     try {
       dog.check();
     } catch (...) {
@@ -432,38 +435,9 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
 
 }  // namespace
 
-void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
-  cfg.set("scheduler.max-threads", threads);
-  // CAF's default middle stage polls every 50 us, whose timer slack stretches to ~100 us: a
-  // wake-up of `kvtier serve`'s worker cost a call that much, and between a wall-clock replay's
-  // events the polling of idle workers took the cores the storage backend's threads need
-  // (tools/bench-storage's check replay: 12.8 s of CPU in its 24 s with it, 5.3 s without, on 2
-  // cores). Without it an idle worker spins briefly, then sleeps until an enqueue signals it.
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  add_kvtier_types(cfg);
-}
-
-// Byte-carrying storage: the backend is made (connections opened, directories made) before the
-// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
-// payload is its host block.
-void prepare_storage(timed_config& config) {
-  std::unique_ptr<storage_backend> backend;
-  try {
-    backend = make_storage_backend(config.storage_backend);
-  } catch (const std::invalid_argument& e) {
-    throw config_error(e.what());
-  }
-  if (!backend)
-    return;
-  config.storage.backend = std::move(backend);
-  config.engine.storage_payload_bytes =
-    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
-}
-
 full_result run_full_replay(const timed_config& config, std::shared_ptr<request_feed> feed,
                             const full_run_options& options) {
-  if (config.cuda && options.mode != clock_mode::wall)
+  if (config.backend == copy_backend_kind::cuda && options.mode != clock_mode::wall)
     throw std::invalid_argument("the CUDA backend runs on the wall clock only");
   const std::string& kind = config.storage_backend.kind;
   if ((kind == "redis" || kind == "file") && options.mode != clock_mode::wall)

@@ -10,13 +10,11 @@
 #include <functional>
 #include <memory>
 
-#include "actors/front_end/request_feed.hpp"
-#include "actors/protocol.hpp"
-#include "sim/full/timed_config.hpp"
+#include "model/front_end/request_feed.hpp"
+#include "actors/messages.hpp"
+#include "runtime/config/timed_config.hpp"
 
 namespace kvtier {
-
-enum class clock_mode { virtual_time, wall };
 
 struct full_run_options {
   clock_mode mode = clock_mode::virtual_time;
@@ -24,6 +22,9 @@ struct full_run_options {
   uint32_t threads = 2;     ///< wall mode: scheduler threads
   /// Called between rounds of messages (virtual mode) or polls (wall mode).
   std::function<void()> progress;
+  /// Wall mode: called at every poll (about every 5 ms) with the replay's virtual time, so that
+  /// a caller can act at a virtual instant it chooses (a test kills a storage node at 2.5 s).
+  std::function<void(int64_t virtual_now_ns)> on_poll;
 };
 
 /// One instance's reports.
@@ -52,16 +53,6 @@ struct full_result {
   uint64_t messages = 0;   ///< messages the actors handled (virtual mode)
   int64_t last_event_ns = 0;
 };
-
-/// A CAF config for actors on the wall clock (replays and `kvtier serve`): `threads` workers
-/// that, when idle, spin briefly and then wait on their condition variable, quiet logging, and
-/// kvtier's message types.
-void configure_wall_clock(caf::actor_system_config& cfg, size_t threads);
-
-/// Makes the byte-carrying storage backend `config.storage_backend` names (connections opened,
-/// directories made) before the clock starts, and sizes the engine's payloads; nothing for
-/// `model`. Throws config_error naming what is wrong. Used by replays and `kvtier serve`.
-void prepare_storage(timed_config& config);
 
 /// Replays what `feed` gives. Bad input met by the feed throws trace_error or config_error once
 /// the requests already in flight have settled.

@@ -1,9 +1,9 @@
 #pragma once
 
 // What a drained prefill/decode replay must hold at its end, however often decode instances
-// dropped requests (spec 7.3): every request pushed once and ended once, every drop routed again,
-// and no pass of a request recorded twice on an instance (a double finish). Each broken rule is
-// one message; a sound run gives none (docs/preemption.md, "Decode instances").
+// dropped requests (docs/fastdeploy.md §4): every request pushed once and ended once, every drop
+// routed again, and no pass of a request recorded twice on an instance (a double finish). Each
+// broken rule is one message; a sound run gives none (docs/preemption.md, "Decode instances").
 
 #include <string>
 #include <vector>

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "actors/front_end/request_feed.hpp"
+#include "model/front_end/request_feed.hpp"
 #include "core/trace_request.hpp"
 
 namespace kvtier {

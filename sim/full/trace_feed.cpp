@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "sim/config/options.hpp"
-#include "sim/full/time_limits.hpp"
+#include "runtime/config/options.hpp"
+#include "sim/full/time_checks.hpp"
 
 namespace kvtier {
 

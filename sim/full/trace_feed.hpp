@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/front_end/request_feed.hpp"
+#include "model/front_end/request_feed.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/request_blocks.hpp"
 #include "sim/trace/trace_reader.hpp"

@@ -19,10 +19,10 @@
 #include <memory>
 #include <vector>
 
-#include "actors/cache_controller/cache_model.hpp"
-#include "actors/cache_controller/invariants.hpp"
-#include "actors/storage/storage_index.hpp"
-#include "sim/config/replay_config.hpp"
+#include "model/cache/cache_model.hpp"
+#include "model/cache/invariants.hpp"
+#include "model/storage/storage_index.hpp"
+#include "runtime/config/replay_config.hpp"
 #include "core/trace_request.hpp"
 
 namespace kvtier {

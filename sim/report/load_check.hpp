@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 
 namespace kvtier {
 

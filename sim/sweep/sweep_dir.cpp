@@ -5,7 +5,7 @@
 #include <fstream>
 #include <map>
 
-#include "sim/config/options.hpp"
+#include "runtime/config/options.hpp"
 #include "sim/driver/replay_driver.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/sweep/flatten.hpp"

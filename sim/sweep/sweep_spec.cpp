@@ -7,7 +7,7 @@
 #include <glob.h>
 #include <xxhash.h>
 
-#include "sim/config/options.hpp"
+#include "runtime/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {

@@ -8,8 +8,8 @@
 #include "caf/all.hpp"
 #include "caf/scheduler/test_coordinator.hpp"
 
-#include "actors/protocol.hpp"
-#include "actors/sim_clock.hpp"
+#include "actors/messages.hpp"
+#include "core/sim_clock.hpp"
 
 namespace kvtier::test {
 

@@ -1,7 +1,7 @@
 // libFuzzer target for the config loader. The input is a JSON config file, optionally followed by
 // a NUL byte and --set assignments, one per line. The loader applies them as `kvtier replay
 // --config F --set ...` does, then resolves the replay's settings and the timed replay's, and
-// checks the derived limits (sim/full/time_limits.hpp). config_error is the one accepted way to
+// checks the derived limits (runtime/config/time_limits.hpp). config_error is the one accepted way to
 // refuse; anything else is a finding.
 
 #include <cstdint>
@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include "sim/config/options.hpp"
-#include "sim/config/replay_config.hpp"
-#include "sim/full/time_limits.hpp"
-#include "sim/full/timed_config.hpp"
+#include "runtime/config/options.hpp"
+#include "runtime/config/replay_config.hpp"
+#include "runtime/config/time_limits.hpp"
+#include "runtime/config/timed_config.hpp"
 #include "tests/fuzz/memory_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

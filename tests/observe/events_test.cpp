@@ -8,8 +8,8 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "actors/cache_controller/controller_core.hpp"
-#include "actors/cache_controller/radix_tree.hpp"
+#include "model/controller/controller_core.hpp"
+#include "model/cache/radix_tree.hpp"
 #include "observe/events/event_encoding.hpp"
 #include "observe/events/event_publisher.hpp"
 #include "observe/events/publishing_sink.hpp"

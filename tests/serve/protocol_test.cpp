@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/cache_controller/block_hash.hpp"
+#include "core/block_hash.hpp"
 #include "serve/call.hpp"
 #include "serve/encode.hpp"
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/cache_controller/block_hash.hpp"
+#include "core/block_hash.hpp"
 #include "serve/block_names.hpp"
 #include "gpu/device_info.hpp"
 #include "serve/client.hpp"
@@ -32,8 +32,19 @@ std::vector<std::string> small(std::vector<std::string> more = {}) {
   return args;
 }
 
+// Llama-3-8B's KV shape with `layers` layers of `dtype`.
+model_shape shape(uint32_t layers, const std::string& dtype) {
+  model_shape m;
+  m.name = "llama3-8b";
+  m.layers = layers;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.kv_dtype = dtype;
+  return m;
+}
+
 void hello(client& c, uint32_t layers = 32, const std::string& dtype = "bf16") {
-  c.hello("test", "llama3-8b", layers, 8, 128, dtype, 64);
+  c.hello("test", shape(layers, dtype), 64);
 }
 
 // hello's `model`, written by hand where a test needs a hello the client's own would not send.
@@ -304,7 +315,7 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
     CHECK_THAT(e.what(), Catch::Contains("model.kv_dtype"));
   }
   try {
-    b.hello("x", "llama3-8b", 32, 8, 128, "bf16", 16);
+    b.hello("x", shape(32, "bf16"), 16);
     FAIL("an engine of another block size was registered");
   } catch (const remote_error& e) {
     CHECK_THAT(e.what(), Catch::Contains("block_size is 16"));
@@ -597,7 +608,7 @@ TEST_CASE("real mode: a modelled server refuses tensors clearly and negotiates v
   CHECK_FALSE(r.flag("verify"));
   // A version-1 engine gets the version-1 reply.
   client one(s.endpoint());
-  reply r1 = one.hello("v1", "llama3-8b", 32, 8, 128, "bf16", 64);
+  reply r1 = one.hello("v1", shape(32, "bf16"), 64);
   CHECK(r1.u64("version") == 1);
   CHECK(r1.find("attached") == nullptr);
   // An engine exporting its tensors: refused with what to do.
@@ -610,7 +621,7 @@ TEST_CASE("real mode: a modelled server refuses tensors clearly and negotiates v
   t.events.assign(32, ipc_bytes{});
   client b(s.endpoint());
   try {
-    b.hello("real", "llama3-8b", 32, 8, 128, "bf16", 64, &t);
+    b.hello("real", shape(32, "bf16"), 64, &t);
     FAIL("a modelled server accepted an engine's tensors");
   } catch (const remote_error& e) {
     CHECK(e.kind == "bad_request");

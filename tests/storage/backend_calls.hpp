@@ -4,7 +4,7 @@
 
 #include <future>
 
-#include "actors/storage/storage_backend.hpp"
+#include "storage/storage_backend.hpp"
 
 namespace kvtier::test {
 

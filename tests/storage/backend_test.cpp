@@ -9,10 +9,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/storage/file_backend.hpp"
-#include "actors/storage/memory_backend.hpp"
-#include "actors/storage/payload_pattern.hpp"
-#include "actors/storage/redis_backend.hpp"
+#include "storage/file_backend.hpp"
+#include "storage/memory_backend.hpp"
+#include "storage/payload_pattern.hpp"
+#include "storage/redis_backend.hpp"
 #include "tests/storage/backend_calls.hpp"
 #include "tests/storage/redis_server.hpp"
 

@@ -16,8 +16,8 @@
 #include <iostream>
 #include <string>
 
-#include "actors/storage/file_backend.hpp"
-#include "actors/storage/payload_pattern.hpp"
+#include "storage/file_backend.hpp"
+#include "storage/payload_pattern.hpp"
 #include "tests/storage/backend_calls.hpp"
 
 using namespace kvtier;

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "gpu/device_info.hpp"
-#include "tests/actors/scenario.hpp"
+#include "tests/sim/scenario.hpp"
 
 using namespace kvtier;
 using namespace kvtier::test;
@@ -22,7 +22,7 @@ TEST_CASE("cuda replay: blocks survive every tier on the real backend, verified"
   c.controller.storage = true;
   c.storage.capacity_blocks = 64;
   c.scheduler.compute.prefill_token_ns = 2000;
-  c.cuda = true;
+  c.backend = copy_backend_kind::cuda;
   c.cuda_options.shape = {4, 1, 4, 16, 2};
   c.cuda_options.device_blocks = 10;
   c.cuda_options.host_blocks = 12;

@@ -1,0 +1,100 @@
+// `kvtier bench transfer`: real block transfers on the CUDA device (gpu/transfer_bench.hpp), and
+// the calibration file that makes the modelled links match them.
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "gpu/transfer_bench.hpp"
+#include "app/commands.hpp"
+#include "app/load_config.hpp"
+#include "app/validators.hpp"
+#include "runtime/config/replay_config.hpp"
+#include "sim/report/atomic_file.hpp"
+
+namespace kvtier {
+
+CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args) {
+  auto* cmd = bench.add_subcommand(
+    "transfer", "Time KV block transfers between the GPU and pinned host memory, per method, "
+                "against the link's bulk speed in the same run (needs a CUDA device)");
+  add_config_options(*cmd, args.config);
+  cmd->add_option("--block-sizes", args.block_sizes, "tokens per block")
+    ->delimiter(',')
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
+    ->capture_default_str();
+  cmd->add_option("--gib", args.gib, "bytes per transfer, GiB")
+    ->check(finite_positive())
+    ->capture_default_str();
+  cmd->add_option("--repetitions", args.repetitions, "timed runs per figure (median)")
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
+    ->capture_default_str();
+  cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");
+  cmd->add_option("--json", args.json_out, "also write every figure to this JSON file");
+  cmd->add_option("--emit-calibration", args.calibration_out,
+                  "write the modelled links' calibration (load it with "
+                  "--set links.calibration=FILE)");
+  cmd->add_option("--calibration-block-size", args.calibration_block_size,
+                  "which measured block size the calibration describes (default: "
+                  "cache.block_size if measured, else the largest)")
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()));
+  return cmd;
+}
+
+int run_bench_transfer(const bench_transfer_args& args) {
+  replay_config rc = resolve(load_config(args.config));
+  gpu::bench_options o;
+  o.block_sizes = args.block_sizes;
+  o.shape.layers = rc.model.layers;
+  o.shape.kv_heads = rc.model.kv_heads;
+  o.shape.head_dim = rc.model.head_dim;
+  o.shape.dtype_bytes = rc.model.dtype_bytes;
+  o.transfer_bytes = static_cast<uint64_t>(args.gib * double(1ull << 30));
+  o.repetitions = args.repetitions;
+  o.verify = !args.no_verify;
+  gpu::device_info device = gpu::query_device();
+  if (!device.available) {
+    std::cerr << "kvtier: skipped: no CUDA device (" << device.reason << ")\n";
+    return exit_failure;
+  }
+  gpu::bench_report report = gpu::run_transfer_bench(o, &std::cerr);
+  std::cout << gpu::format_bench_table(report);
+  {
+    // The emulated compute of `replay --backend cuda` rests on this fit of the busy kernel.
+    gpu::kv_cache_config small;
+    small.shape = o.shape;
+    small.device_blocks = 4;
+    small.host_blocks = 4;
+    small.calibrate_compute = false;
+    gpu::compute_calibration cal = gpu::make_kv_cache(small)->calibrate_compute();
+    std::printf("compute emulation: a layer asked to take t ns takes %.0f ns + %.4f t; "
+                "timer tick %.0f ns; worst error %.2f%% (t >= 20 us)\n",
+                cal.overhead_ns, cal.scale, cal.timer_tick_ns, 100 * cal.max_error);
+  }
+  auto missed = gpu::missed_targets(report);
+  std::cout << (missed.empty() ? "targets: all met\n" : "targets missed:\n");
+  for (const auto& m : missed)
+    std::cout << "  " << m << "\n";
+  if (!args.json_out.empty()) {
+    atomic_file f(args.json_out);
+    f.out() << gpu::bench_to_json(report).dump(2) << '\n';
+    f.commit();
+  }
+  if (!args.calibration_out.empty()) {
+    uint32_t bs = args.calibration_block_size;
+    if (bs == 0) {
+      for (uint32_t s : args.block_sizes)
+        bs = std::max(bs, s);
+      for (uint32_t s : args.block_sizes)
+        if (s == rc.block_size)
+          bs = s;
+    }
+    atomic_file f(args.calibration_out);
+    f.out() << gpu::calibration_json(report, bs).dump(2) << '\n';
+    f.commit();
+    std::cout << "calibration (" << bs << "-token blocks): " << args.calibration_out << "\n";
+  }
+  return exit_ok;
+}
+
+}  // namespace kvtier

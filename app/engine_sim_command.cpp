@@ -1,0 +1,220 @@
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include "actors/device/engine_device.hpp"
+#include "gpu/device_info.hpp"
+#include "serve/client.hpp"
+#include "serve/remote_controller.hpp"
+#include "app/commands.hpp"
+#include "app/load_config.hpp"
+#include "app/validators.hpp"
+#include "runtime/config/replay_config.hpp"
+#include "sim/driver/replay_driver.hpp"
+
+namespace kvtier {
+
+CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args) {
+  auto* cmd = app.add_subcommand(
+    "engine-sim", "An engine stand-in: replays a trace closed-loop against kvtier serve, with "
+                  "kvtier's scheduler and modelled compute (no tensors)");
+  add_config_options(*cmd, args.config);
+  cmd->add_option("--connect", args.connect, "the server's ZeroMQ endpoint")
+    ->capture_default_str();
+  cmd->add_option("--token", args.token, "the server's token, when it has one");
+  cmd->add_option("--trace", args.traces,
+                  "trace file (repeatable). Default: the bundled sample at trace.time_scale=8");
+  cmd->add_option("--format", args.format, "trace format")
+    ->check(CLI::IsMember({"auto", "mooncake", "azure", "agentic", "native"}));
+  cmd->add_option("--out", args.out_dir, "output directory (summary.json, requests.csv)")
+    ->capture_default_str();
+  cmd->add_option("--speed", args.speed, "virtual seconds per wall second (as the server's)")
+    ->check(finite_positive())
+    ->capture_default_str();
+  cmd->add_option("--name", args.name, "the engine's name in hello")->capture_default_str();
+  cmd->add_option("--print-hashes", args.print_hashes,
+                  "print the block hashes of these comma-separated token ids at "
+                  "cache.block_size, one per line, and exit (no server needed)");
+  cmd->add_flag("--quiet", args.quiet, "print nothing on success");
+  cmd->add_option("--backend", args.backend,
+                  "modelled: modelled compute, no tensors; cuda: KV tensors per layer on the "
+                  "GPU, exported to kvtier serve --backend cuda with CUDA IPC, compute emulated "
+                  "per layer, each layer waiting on the server's IPC events")
+    ->check(CLI::IsMember({"modelled", "cuda"}))
+    ->capture_default_str();
+  cmd->add_flag("--verify", args.verify,
+                "cuda backend: check every swapped-in block's bytes after its layer events "
+                "(the server needs --verify); mismatches fail the run");
+  cmd->add_option("--event-slots", args.event_slots,
+                  "cuda backend: IPC event slots (each one event per layer) the server rotates "
+                  "through, one per swap-in")
+    ->check(CLI::Range(1, 64))
+    ->capture_default_str();
+  cmd->add_option("--swap-bench", args.swap_bench_blocks,
+                  "cuda backend: instead of a replay, ask the server to load this many host "
+                  "blocks into the engine's tensors (bench_swap), print the bandwidth and check "
+                  "the blocks after the layer events")
+    ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--swap-bench-repeats", args.swap_bench_repeats, "repeats of --swap-bench")
+    ->check(CLI::Range(1, 1000))
+    ->capture_default_str();
+  return cmd;
+}
+
+namespace {
+
+// bench_swap: the server loads host blocks into this engine's tensors, timed on its device;
+// the engine then waits on the slot's layer events in its stream and checks every block.
+int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
+                   engine_device& gpu) {
+  serve::client link(ro.endpoint, ro.token, std::chrono::minutes(5));
+  try {
+    serve::say_hello(link, ro, ro.engine_name);
+    auto t0 = std::chrono::steady_clock::now();
+    serve::reply r = link.call("bench_swap", 2, [&](serve::map_writer& w) {
+      w.put("blocks", args.swap_bench_blocks);
+      w.put("repeats", args.swap_bench_repeats);
+    });
+    auto slot = static_cast<uint32_t>(r.u64("slot"));
+    std::vector<gpu::block_pattern> blocks = serve::block_patterns(r.find("blocks"));
+    uint64_t bad = gpu.wait_and_check(slot, blocks);
+    double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<double> gbps;
+    if (const msgpack::object* g = r.find("gbps"); g && g->type == msgpack::type::ARRAY)
+      for (uint32_t i = 0; i < g->via.array.size; ++i)
+        gbps.push_back(g->via.array.ptr[i].as<double>());
+    std::vector<double> sorted = gbps;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    uint64_t bytes = r.u64("bytes");
+    std::cout << "kvtier engine-sim: swap bench: " << args.swap_bench_blocks << " blocks ("
+              << bytes << " bytes) into the engine's tensors through CUDA IPC, "
+              << gbps.size() << " repeats, device GB/s:";
+    for (double g : gbps)
+      std::cout << ' ' << g;
+    std::cout << "; median " << median << " GB/s; whole call " << wall_s << " s\n"
+              << "kvtier engine-sim: swap bench verify: " << blocks.size()
+              << " blocks checked after their layer events, " << bad << " mismatches\n";
+    link.call("bye", 0, {});
+    if (bad > 0) {
+      std::cerr << "kvtier engine-sim: swapped-in blocks did not hold their bytes; first: "
+                << gpu.verified().first << '\n';
+      return exit_failure;
+    }
+    return exit_ok;
+  } catch (const serve::remote_error& e) {
+    std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
+    return e.kind == "bad_request" || e.kind == "version" || e.kind == "model_mismatch"
+             ? exit_bad_input : exit_failure;
+  }
+}
+
+}  // namespace
+
+int run_engine_sim(const engine_sim_args& in) {
+  engine_sim_args args = in;
+  std::vector<std::string> under;
+  if (args.traces.empty()) {
+    args.traces.push_back(default_trace_path());
+    under = sample_defaults();
+  }
+  replay_job job;
+  job.cfg = load_config(args.config, under);
+  replay_config rc = resolve(job.cfg);
+  if (!args.print_hashes.empty()) {
+    std::vector<int32_t> tokens;
+    std::string text = args.print_hashes;
+    size_t at = 0;
+    while (at <= text.size()) {
+      size_t comma = text.find(',', at);
+      std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      try {
+        size_t used = 0;
+        long v = std::stol(item, &used);
+        if (used != item.size() || v < INT32_MIN || v > INT32_MAX)
+          throw std::invalid_argument(item);
+        tokens.push_back(static_cast<int32_t>(v));
+      } catch (const std::exception&) {
+        throw config_error("--print-hashes: '" + item + "' is not a token id (int32)");
+      }
+      if (comma == std::string::npos)
+        break;
+      at = comma + 1;
+    }
+    std::vector<cache_block> blocks;
+    map_token_blocks(tokens.data(), tokens.size(), rc.block_size, blocks);
+    for (const cache_block& b : blocks)
+      std::cout << b.hash << '\n';
+    return exit_ok;
+  }
+  bool real = args.backend == "cuda";
+  if (!real && (args.verify || args.swap_bench_blocks > 0))
+    throw config_error(std::string(args.verify ? "--verify" : "--swap-bench")
+                       + " works on real tensors: it needs --backend cuda");
+  if (real && !gpu::cuda_built())
+    throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
+                       "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
+  serve::remote_options ro;
+  ro.endpoint = args.connect;
+  ro.token = args.token;
+  ro.engine_name = args.name;
+  ro.model = rc.model;
+  ro.block_size = rc.block_size;
+  std::shared_ptr<engine_device> gpu;
+  if (real) {
+    engine_device_options eo;
+    eo.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
+                rc.model.dtype_bytes};
+    eo.device_blocks = rc.cache.device_blocks;
+    eo.event_slots = args.event_slots;
+    eo.verify = args.verify;
+    gpu = std::make_shared<engine_device>(eo);
+    ro.gpu = gpu;
+    ro.verify = args.verify;
+    if (args.swap_bench_blocks > 0)
+      return run_swap_bench(args, ro, *gpu);
+    job.remote_compute = gpu;
+  }
+  job.traces = args.traces;
+  job.format = args.format;
+  job.mode = replay_mode::full;
+  job.clock = clock_mode::wall;
+  job.speed = args.speed;
+  job.out_dir = args.out_dir;
+  job.progress = !args.quiet;
+  job.remote_controller = [ro](caf::actor_system& sys, const sim_clock& clock) {
+    return serve::spawn_remote_controller(sys, ro, clock);
+  };
+  replay_result result;
+  try {
+    result = run_replay_job(job);
+  } catch (const serve::remote_error& e) {
+    std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
+    return e.kind == "model_mismatch" || e.kind == "version" || e.kind == "unauthorized"
+                 || e.kind == "bad_request"
+             ? exit_bad_input : exit_failure;
+  }
+  if (!args.quiet)
+    std::cout << result.text;
+  if (gpu && args.verify) {
+    engine_verify_counts v = gpu->verified();
+    std::cout << "kvtier engine-sim: verify: " << v.blocks << " blocks of " << v.swap_ins
+              << " swap-ins checked after their layer events, " << v.mismatches
+              << " mismatches\n";
+    if (v.mismatches > 0) {
+      std::cerr << "kvtier engine-sim: swapped-in blocks did not hold their bytes; first: "
+                << v.first << '\n';
+      return exit_failure;
+    }
+  }
+  for (const std::string& w : result.warnings)
+    std::cerr << "kvtier: warning: " << w << '\n';
+  if (result.failed()) {
+    std::cerr << "kvtier engine-sim: the replay failed"
+              << (result.first_violation.empty() ? "" : ": " + result.first_violation) << '\n';
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace kvtier

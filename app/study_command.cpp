@@ -1,0 +1,90 @@
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "runtime/config/options.hpp"
+#include "sim/sweep/sweep_dir.hpp"
+
+namespace kvtier {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Studies are sweep files under configs/studies/, one per study; a study whose feature is not
+// built yet carries a "needs" text instead of running.
+std::string studies_dir() { return source_file("configs/studies"); }
+
+nlohmann::json study_json(const std::string& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw config_error(path + ": not a JSON object");
+  return j;
+}
+
+std::string study_list() {
+  std::string text;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(studies_dir()))
+    if (e.path().extension() == ".json")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& p : files) {
+    auto j = study_json(p.string());
+    text += "  " + p.stem().string() + ": " + j.value("description", "");
+    if (j.contains("needs"))
+      text += " [needs " + j["needs"].get<std::string>() + "]";
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+CLI::App* add_study_command(CLI::App& app, study_args& args) {
+  auto* cmd = app.add_subcommand(
+    "study", "Run a built-in study (a named sweep, configs/studies/NAME.json) and its report");
+  cmd->add_option("name", args.name, "the study; --list names them all");
+  cmd->add_flag("--list", args.list, "list the studies");
+  cmd->add_option("--out", args.out_dir, "the study's folder (default out/study-NAME)");
+  cmd->add_option("--jobs", args.jobs, "worker processes at once (default: the core count)");
+  cmd->add_option("--set", args.sets, "key=value laid over the study's config (repeatable)");
+  cmd->add_flag("--plan", args.plan_only, "plan the study's cells and run nothing");
+  cmd->add_flag("--quiet", args.quiet, "no progress lines");
+  return cmd;
+}
+
+int run_study(const study_args& args) {
+  if (args.list || args.name.empty()) {
+    std::cout << "studies:\n" << study_list();
+    return args.list ? exit_ok : exit_bad_input;
+  }
+  std::string path = studies_dir() + "/" + args.name + ".json";
+  if (!fs::exists(path))
+    throw config_error("no study named " + args.name + "; the studies are:\n" + study_list());
+  auto j = study_json(path);
+  if (j.contains("needs"))
+    throw config_error("study " + args.name + " needs " + j["needs"].get<std::string>()
+                       + ", which kvtier does not have yet");
+  sweep_args sweep;
+  sweep.file = path;
+  sweep.config.sets = args.sets;
+  sweep.out_dir = args.out_dir.empty() ? "out/study-" + args.name : args.out_dir;
+  sweep.jobs = args.jobs;
+  sweep.plan_only = args.plan_only;
+  sweep.quiet = args.quiet;
+  int code = run_sweep(sweep);
+  if (args.plan_only || code == exit_bad_input)
+    return code;
+  report_args report;
+  report.dir = sweep.out_dir;
+  report.title = "Study " + args.name + ": " + j.value("description", "");
+  int report_code = run_report(report);
+  return code != exit_ok ? code : report_code;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,90 @@
+#include "core/block_hash.hpp"
+
+#include <algorithm>
+
+#define XXH_STATIC_LINKING_ONLY  // for a stack-allocated XXH3 state
+#include <xxhash.h>
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+block_hash hash_token_block(block_hash parent, const int32_t* tokens, size_t count,
+                            const uint64_t* extra_keys, size_t extra_count) {
+  XXH3_state_t state;
+  XXH3_64bits_reset_withSeed(&state, 0x6b76746965722d74ULL);  // "kvtier-t"
+  XXH3_64bits_update(&state, &parent, sizeof(parent));
+  uint64_t n = count;
+  XXH3_64bits_update(&state, &n, sizeof(n));
+  XXH3_64bits_update(&state, tokens, count * sizeof(int32_t));
+  if (extra_count > 0)
+    XXH3_64bits_update(&state, extra_keys, extra_count * sizeof(uint64_t));
+  return XXH3_64bits_digest(&state);
+}
+
+block_hash hash_trace_block(block_hash parent, uint64_t id_space, uint64_t id, uint32_t part) {
+  const uint64_t words[4] = {parent, id_space, id, part};
+  return XXH3_64bits_withSeed(words, sizeof(words), 0x6b76746965722d69ULL);  // "kvtier-i"
+}
+
+std::optional<std::string> check_block_sizes(uint32_t trace_block_size,
+                                             uint32_t cache_block_size) {
+  if (trace_block_size == 0 || cache_block_size == 0)
+    return std::string{"block sizes must be positive"};
+  if (trace_block_size % cache_block_size == 0 || cache_block_size % trace_block_size == 0)
+    return std::nullopt;
+  return "cache.block_size=" + std::to_string(cache_block_size)
+         + " cannot map the trace's " + std::to_string(trace_block_size)
+         + "-token blocks: one block size must be a multiple of the other";
+}
+
+void map_trace_blocks(uint64_t id_space, const uint64_t* ids, size_t id_count,
+                      uint32_t input_tokens, uint32_t trace_block_size,
+                      uint32_t cache_block_size, std::vector<cache_block>& out) {
+  KVTIER_ASSERT(!check_block_sizes(trace_block_size, cache_block_size));
+  KVTIER_ASSERT(uint64_t{id_count} * trace_block_size < uint64_t{input_tokens} + trace_block_size
+                || id_count == 0);
+  auto trace_tokens = [&](size_t i) {
+    uint64_t begin = uint64_t{i} * trace_block_size;
+    uint64_t end = std::min<uint64_t>(begin + trace_block_size, input_tokens);
+    return static_cast<uint32_t>(end - begin);
+  };
+  block_hash parent = 0;
+  if (cache_block_size <= trace_block_size) {
+    const bool split = cache_block_size < trace_block_size;
+    for (size_t i = 0; i < id_count; ++i) {
+      uint32_t left = trace_tokens(i);
+      for (uint32_t part = split ? 1 : 0; left > 0; ++part) {
+        uint32_t tokens = std::min(left, cache_block_size);
+        parent = hash_trace_block(parent, id_space, ids[i], part);
+        out.push_back({parent, tokens});
+        left -= tokens;
+      }
+    }
+    return;
+  }
+  const size_t group = cache_block_size / trace_block_size;
+  for (size_t first = 0; first < id_count; first += group) {
+    size_t last = std::min(first + group, id_count);
+    block_hash h = parent;
+    uint32_t tokens = 0;
+    for (size_t i = first; i < last; ++i) {
+      h = hash_trace_block(h, id_space, ids[i], 0);
+      tokens += trace_tokens(i);
+    }
+    parent = h;
+    out.push_back({parent, tokens});
+  }
+}
+
+void map_token_blocks(const int32_t* tokens, size_t count, uint32_t cache_block_size,
+                      std::vector<cache_block>& out) {
+  KVTIER_ASSERT(cache_block_size > 0);
+  block_hash parent = 0;
+  for (size_t begin = 0; begin + cache_block_size <= count; begin += cache_block_size) {
+    parent = hash_token_block(parent, tokens + begin, cache_block_size);
+    out.push_back({parent, cache_block_size});
+  }
+}
+
+}  // namespace kvtier

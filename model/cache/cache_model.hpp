@@ -1,0 +1,220 @@
+#pragma once
+
+// The tiered cache model: the block index (radix_tree) over a device and a host block pool, with
+// the write policy's decisions applied. It owns no clock and moves no bytes: every copy it wants
+// is returned as a transfer_order, with its blocks already pinned and its target copy marked
+// filling; whoever performs the copy (the transfer engine, or the hit-rate replay at once) calls
+// complete() afterwards. The same model therefore serves the instant hit-rate replay and the
+// timed replay, and can be tested without actors.
+//
+// Ownership of device blocks: a block is owned by a node (its device copy), by the caller
+// ("private": allocated for a request and not adopted by a node), or retired (released while a
+// transfer still touches it). Host blocks are owned by nodes only. Conservation per pool:
+//   free + retired + private + node-owned == capacity.
+//
+// The life of a request's block, as the controller drives it:
+//   match()            -> leading device hits, then host hits (ready copies only)
+//   acquire_matched()  -> hold them (ref+1, hit+1)
+//   allocate_device()  -> private blocks, evicting device leaves (and applying the write policy)
+//   swap_in()          -> a host hit gets one of them; H2D order
+//   begin_load()       -> a block found in storage gets a host copy; storage->host order
+//   commit()           -> a computed block joins the tree (or stays private if a copy exists)
+//   release()          -> unreferenced blocks become evictable once they are leaves
+//   collect_backups()  -> write-through copies of committed blocks; D2H orders
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <absl/container/flat_hash_set.h>
+
+#include "core/block_hash.hpp"
+#include "model/cache/block_pool.hpp"
+#include "model/cache/outstanding_orders.hpp"
+#include "model/cache/radix_tree.hpp"
+#include "model/cache/write_policy.hpp"
+
+namespace kvtier {
+
+struct cache_options {
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;  ///< 0: no host tier
+  eviction_policy eviction = eviction_policy::lru;
+  write_policy policy = write_policy::write_through_selective;
+  uint32_t write_through_threshold = 2;
+  storage_write storage = storage_write::never;
+  bool storage_tier = false;
+  bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
+  uint32_t storage_write_threshold = 2;     ///< storage write_through_selective: hits first
+};
+
+enum class transfer_kind : uint8_t {
+  backup,      ///< D2H of a device block that stays on device (write-through)
+  write_back,  ///< D2H of an evicted device block (write-back)
+  swap_in,     ///< H2D of a host hit
+  load,        ///< storage -> host of a storage hit
+  store,       ///< host -> storage
+};
+const char* to_string(transfer_kind k);
+
+/// A copy the model wants done. Its blocks are pinned from issue to complete(). A destination
+/// block may still be pinned by an earlier order (a reader of its previous content): the copy
+/// must not write it before those earlier orders complete. Completing orders in issue order
+/// always satisfies this.
+struct transfer_order {
+  uint64_t id = 0;
+  transfer_kind kind = transfer_kind::backup;
+  node_id node = root_node;
+  uint32_t generation = 0;
+  block_hash hash = 0;
+  uint32_t tokens = 0;
+  block_id device_block = 0;  ///< backup, write_back: source; swap_in: destination
+  block_id host_block = 0;    ///< backup, write_back, load: destination; swap_in, store: source
+};
+
+struct prefix_match {
+  std::vector<node_id> nodes;  ///< the matched path: device hits, then host hits
+  uint32_t device = 0;         ///< leading nodes with a ready device copy
+  uint32_t host = 0;           ///< following nodes with a ready host copy only
+  /// Device hits that count in device_available(): holding them takes them out of it.
+  uint32_t device_idle = 0;
+  uint64_t device_tokens = 0;
+  uint64_t host_tokens = 0;
+};
+
+struct commit_result {
+  node_id node = root_node;
+  bool adopted = false;  ///< the node took the caller's block; else it stays private
+};
+
+struct cache_counters {
+  uint64_t device_evictions = 0;
+  uint64_t host_evictions = 0;
+  uint64_t dropped = 0;           ///< blocks that left every tier through eviction
+  uint64_t backups = 0;
+  uint64_t backups_skipped = 0;   ///< wanted, but the host tier had no room
+  uint64_t write_backs = 0;
+  uint64_t swap_ins = 0;
+  uint64_t loads = 0;
+  uint64_t stores = 0;
+  uint64_t preemption_backups = 0;  ///< D2H copies a preemption asked for (swap or save)
+  uint64_t preemption_stores = 0;   ///< stores a preemption asked for (save_to_storage)
+};
+
+class cache_model {
+ public:
+  explicit cache_model(const cache_options& options);
+
+  // -- observers ------------------------------------------------------------------------------
+
+  const radix_tree& tree() const { return tree_; }
+  const block_pool& pool(tier t) const { return t == tier::device ? device_ : host_; }
+  const cache_options& options() const { return options_; }
+  const write_decisions& decisions() const { return decisions_; }
+  const cache_counters& counters() const { return counters_; }
+  uint32_t private_device_blocks() const { return private_device_; }
+  /// Orders handed out and not yet completed.
+  const outstanding_orders<transfer_order>& outstanding() const { return outstanding_; }
+  /// Device blocks allocate_device() could hand out now.
+  uint32_t device_available() const;
+
+  // -- matching and holding -------------------------------------------------------------------
+
+  /// Longest prefix of `blocks` with ready copies: device copies first, then host-only ones.
+  void match(const cache_block* blocks, size_t n, prefix_match& out) const;
+  /// Holds matched nodes for a request: ref+1 and hit+1 each.
+  void acquire_matched(const node_id* nodes, size_t n);
+  /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under).
+  void hold(const node_id* nodes, size_t n);
+  /// Drops one hold on each node, in the order given.
+  void release(const node_id* nodes, size_t n);
+  /// Drops one hold on each node, last first (a path's tail before its head).
+  void release_from_tail(const std::vector<node_id>& path);
+
+  // -- device blocks --------------------------------------------------------------------------
+
+  /// Appends `n` private device blocks to `out`, evicting device leaves as needed; all or
+  /// nothing. A block may be one whose previous owner's D2H is still reading it: its pins()
+  /// in pool(tier::device) say so, and the caller must wait for them before writing.
+  bool allocate_device(uint32_t n, std::vector<block_id>& out,
+                       std::vector<transfer_order>& orders);
+  /// Returns a private device block.
+  void free_device(block_id block);
+
+  // -- copies ---------------------------------------------------------------------------------
+
+  /// A held host-only node starts loading into the caller's private `device_block`.
+  void swap_in(node_id node, block_id device_block, std::vector<transfer_order>& orders);
+  /// A computed block joins the tree under `parent` (which must have a device copy) and is
+  /// held for the caller. The node adopts `device_block` unless it already has a device copy.
+  commit_result commit(node_id parent, const cache_block& block, block_id device_block,
+                       std::vector<transfer_order>& orders);
+  /// A block found in storage gets a new node under `parent` with a host copy being filled, held
+  /// for the caller; nullopt if the hash already has a node or the host tier has no room.
+  std::optional<node_id> begin_load(node_id parent, const cache_block& block,
+                                    std::vector<transfer_order>& orders);
+  /// Starts the write-through backups that are due (parents first).
+  void collect_backups(std::vector<transfer_order>& orders);
+  /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it
+  /// has none, evicting host leaves as needed (D2H); with `store`, it is then written from host
+  /// to storage. Returns false if the host tier had no room for it.
+  /// `writes`, if given, is set when a store of the block is issued or follows its copy now
+  /// (not when an earlier store is relied on).
+  bool save_for_preemption(node_id id, bool store, std::vector<transfer_order>& orders,
+                           bool* writes = nullptr);
+  /// Settles an order: unpins its blocks and marks its target copy ready (if the node still
+  /// exists). May emit follow-up orders (a store after a host copy became ready).
+  void complete(const transfer_order& order, std::vector<transfer_order>& orders);
+
+  /// Starts loading what complete(order) will touch (its node and its blocks' pool entries):
+  /// a transfer's orders are completed in a batch, the next few prefetched.
+  void prefetch(const transfer_order& order) const {
+    tree_.prefetch_node(order.node);
+    device_.prefetch(order.device_block);
+    host_.prefetch(order.host_block);
+  }
+
+  /// An order that could not be carried out (a load whose block storage evicted since it was
+  /// found): unpins its blocks and drops the copy it was filling.
+  void fail(const transfer_order& order);
+  /// Removes node `id` (if it is still that node) once it has no copy, no holder and no child:
+  /// what a failed load leaves behind.
+  void discard_if_bare(node_id id, uint32_t generation);
+
+  /// Empties everything; requires no outstanding orders.
+  void reset();
+
+  /// Tells `sink` of each block that becomes ready in a tier or leaves it (radix_tree).
+  void set_event_sink(block_event_sink* sink) { tree_.set_event_sink(sink); }
+
+ private:
+  bool allocate_host(uint32_t n, std::vector<block_id>& out,
+                     std::vector<transfer_order>& orders);
+  void evict_device_node(node_id id, std::vector<transfer_order>& orders);
+  void evict_host_node(node_id id, std::vector<transfer_order>& orders);
+  void drop_subtree(node_id id);
+  void maybe_queue_backup(node_id id);
+  transfer_order& issue(transfer_kind kind, node_id node, block_id device_block,
+                        block_id host_block, std::vector<transfer_order>& orders);
+
+  cache_options options_;
+  write_decisions decisions_;
+  radix_tree tree_;
+  block_pool device_;
+  block_pool host_;
+  uint32_t private_device_ = 0;
+  cache_counters counters_;
+  std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
+  std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
+  // Preemption saves whose host copy is still filling: stored once it is ready (order id).
+  absl::flat_hash_set<uint64_t> store_after_fill_;
+  outstanding_orders<transfer_order> outstanding_;
+  uint64_t next_order_id_ = 1;
+  std::vector<node_id> victims_;  // scratch
+  std::vector<node_id> host_victims_;
+  std::vector<node_id> subtree_stack_;
+  std::vector<node_id> subtree_order_;
+  std::vector<block_id> blocks_;  // scratch
+};
+
+}  // namespace kvtier

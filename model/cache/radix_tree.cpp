@@ -1,0 +1,364 @@
+#include "model/cache/radix_tree.hpp"
+
+#include <algorithm>
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+const char* to_string(tier t) {
+  return t == tier::device ? "device" : "host";
+}
+
+const char* to_string(eviction_policy p) {
+  return p == eviction_policy::lru ? "lru" : "lfu";
+}
+
+namespace {
+
+constexpr int device_index = static_cast<int>(tier::device);
+constexpr int host_index = static_cast<int>(tier::host);
+
+bool counts_reclaimable(const tree_node& n, int t) {
+  return radix_tree::reclaimable_copy(n, static_cast<tier>(t));
+}
+
+}  // namespace
+
+bool radix_tree::reclaimable_copy(const tree_node& n, tier t) {
+  int ti = static_cast<int>(t);
+  if (!n.live || n.ref_count != 0 || n.taken[ti] || n.copy[ti] != copy_state::ready)
+    return false;
+  return ti == device_index || n.copy[device_index] == copy_state::absent;
+}
+
+radix_tree::radix_tree(eviction_policy policy) : policy_(policy) {
+  reset();
+}
+
+void radix_tree::reset() {
+  nodes_.clear();
+  nodes_.emplace_back();
+  nodes_[root_node].live = true;
+  free_slots_.clear();
+  by_hash_.clear();
+  for (int t = 0; t < tier_count; ++t) {
+    queue_[t].clear();
+    set_count_[t] = 0;
+    reclaimable_[t] = 0;
+  }
+  live_count_ = 0;
+  next_order_ = 1;
+  if (sink_)
+    sink_->cleared();
+}
+
+node_id radix_tree::find(block_hash hash) const {
+  auto it = by_hash_.find(hash);
+  return it == by_hash_.end() ? root_node : it->second;
+}
+
+std::vector<node_id> radix_tree::live_nodes() const {
+  std::vector<node_id> out;
+  out.reserve(live_count_);
+  for (node_id i = 1; i < nodes_.size(); ++i)
+    if (nodes_[i].live)
+      out.push_back(i);
+  return out;
+}
+
+node_id radix_tree::add(node_id parent, block_hash hash, uint32_t tokens) {
+  bool added = false;
+  node_id id = find_or_add(parent, hash, tokens, added);
+  KVTIER_ASSERT(added);
+  return id;
+}
+
+node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens, bool& added) {
+  KVTIER_ASSERT(nodes_[parent].live);
+  KVTIER_ASSERT(tokens <= UINT16_MAX);
+  node_id id = free_slots_.empty() ? static_cast<node_id>(nodes_.size()) : free_slots_.back();
+  auto [it, inserted] = by_hash_.try_emplace(hash, id);
+  added = inserted;
+  if (!inserted)
+    return it->second;
+  if (id == nodes_.size())
+    nodes_.emplace_back();
+  else
+    free_slots_.pop_back();
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1]);
+  uint32_t generation = n.generation + 1;
+  uint32_t stamps[tier_count] = {n.set_stamp[0], n.set_stamp[1]};
+  n = tree_node{};
+  n.generation = generation;
+  n.set_stamp[0] = stamps[0];  // stamps only grow, so old queue entries stay stale
+  n.set_stamp[1] = stamps[1];
+  n.hash = hash;
+  n.parent = parent;
+  n.tokens = static_cast<uint16_t>(tokens);
+  n.hit_count = 1;
+  n.release_order = next_order_++;  // keys stay unique even for a node never held
+  n.live = true;
+  tree_node& p = nodes_[parent];
+  n.next_sibling = p.first_child;
+  if (p.first_child != root_node)
+    nodes_[p.first_child].prev_sibling = id;
+  p.first_child = id;
+  ++p.children;
+  ++live_count_;
+  refresh(parent, host_index);  // the parent is no longer a leaf
+  return id;
+}
+
+void radix_tree::remove(node_id id) {
+  KVTIER_ASSERT(id != root_node);
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(n.live);
+  KVTIER_ASSERT(n.children == 0);
+  KVTIER_ASSERT(n.ref_count == 0);
+  KVTIER_ASSERT(!n.has(tier::device) && !n.has(tier::host));
+  tree_node& p = nodes_[n.parent];
+  if (n.prev_sibling != root_node)
+    nodes_[n.prev_sibling].next_sibling = n.next_sibling;
+  else
+    p.first_child = n.next_sibling;
+  if (n.next_sibling != root_node)
+    nodes_[n.next_sibling].prev_sibling = n.prev_sibling;
+  // A node chosen for host eviction was already counted out of its parent's children.
+  if (!n.taken[host_index]) {
+    KVTIER_ASSERT(p.children > 0);
+    --p.children;
+  }
+  by_hash_.erase(n.hash);
+  node_id parent = n.parent;
+  KVTIER_ASSERT(!n.in_set[0] && !n.in_set[1]);  // no copies, so in no set
+  n.live = false;
+  n.taken[0] = n.taken[1] = false;
+  n.first_child = n.next_sibling = n.prev_sibling = root_node;
+  --live_count_;
+  free_slots_.push_back(id);
+  refresh(parent, host_index);
+}
+
+void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
+  KVTIER_ASSERT(id != root_node);
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(n.live);
+  int ti = static_cast<int>(t);
+  bool had = n.copy[ti] != copy_state::absent;
+  bool has = st != copy_state::absent;
+  count_reclaimable(n, -1);
+  if (t == tier::device && had != has && !n.taken[device_index]) {
+    tree_node& p = nodes_[n.parent];
+    if (has) {
+      ++p.device_children;
+    } else {
+      KVTIER_ASSERT(p.device_children > 0);
+      --p.device_children;
+    }
+  }
+  // A node taken for device eviction can only lose its device copy; a node taken for host
+  // eviction keeps its mark until remove(), which must not count it out of its parent twice.
+  KVTIER_ASSERT(!(t == tier::device && n.taken[device_index] && has));
+  if (sink_)
+    report_copy(id, t, n.copy[ti] == copy_state::ready, st == copy_state::ready);
+  n.copy[ti] = st;
+  if (has)
+    n.block[ti] = block;
+  if (t == tier::device && !has)
+    n.taken[device_index] = false;
+  count_reclaimable(n, +1);
+  refresh_both(id);
+  if (t == tier::device && had != has && n.parent != root_node)
+    refresh(n.parent, device_index);
+}
+
+void radix_tree::report_copy(node_id id, tier t, bool was_ready, bool is_ready) {
+  if (was_ready == is_ready)
+    return;
+  const tree_node& n = nodes_[id];
+  if (!is_ready) {
+    sink_->removed(t, n.hash);
+    return;
+  }
+  std::optional<block_hash> parent;
+  if (n.parent != root_node)
+    parent = nodes_[n.parent].hash;
+  sink_->stored(t, n.hash, parent, n.tokens);
+}
+
+void radix_tree::acquire(node_id id, bool hit) {
+  KVTIER_ASSERT(id != root_node);
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(n.live);
+  count_reclaimable(n, -1);
+  ++n.ref_count;
+  if (hit)
+    ++n.hit_count;
+  count_reclaimable(n, +1);
+  refresh_both(id);
+}
+
+void radix_tree::release(node_id id) {
+  KVTIER_ASSERT(id != root_node);
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(n.live);
+  KVTIER_ASSERT(n.ref_count > 0);
+  count_reclaimable(n, -1);
+  if (--n.ref_count == 0)
+    n.release_order = next_order_++;
+  count_reclaimable(n, +1);
+  refresh_both(id);
+}
+
+void radix_tree::renew_order(node_id id) {
+  tree_node& n = nodes_[id];
+  KVTIER_ASSERT(n.live && !n.in_set[0] && !n.in_set[1]);
+  n.release_order = next_order_++;
+}
+
+void radix_tree::count_reclaimable(const tree_node& n, int delta) {
+  for (int t = 0; t < tier_count; ++t)
+    if (counts_reclaimable(n, t))
+      reclaimable_[t] += delta;
+}
+
+bool radix_tree::wants_set(const tree_node& n, int t) const {
+  if (!n.live || n.ref_count != 0 || n.taken[t] || n.copy[t] != copy_state::ready)
+    return false;
+  if (t == device_index)
+    return n.device_children == 0;
+  return n.copy[device_index] == copy_state::absent && n.children == 0;
+}
+
+void radix_tree::refresh(node_id id, int t) {
+  if (id == root_node)
+    return;
+  tree_node& n = nodes_[id];
+  bool want = wants_set(n, t);
+  if (want == n.in_set[t])
+    return;
+  if (want) {
+    push(id, t);
+  } else {
+    n.in_set[t] = false;  // its queue entry goes stale
+    --set_count_[t];
+  }
+}
+
+void radix_tree::refresh_both(node_id id) {
+  refresh(id, device_index);
+  refresh(id, host_index);
+}
+
+uint32_t radix_tree::live_entries(tier t) const {
+  int ti = static_cast<int>(t);
+  uint32_t n = 0;
+  queue_[ti].for_each([&](const evictable_queue::entry& e) { n += current(e, ti); });
+  return n;
+}
+
+node_id radix_tree::peek_victim(tier t) const {
+  int ti = static_cast<int>(t);
+  const evictable_queue::entry* best = nullptr;
+  queue_[ti].for_each([&](const evictable_queue::entry& e) {
+    if (current(e, ti) && (!best || evictable_queue::before(e, *best)))
+      best = &e;
+  });
+  return best ? best->id : root_node;
+}
+
+bool radix_tree::belongs_in_set(node_id id, tier t) const {
+  return wants_set(nodes_[id], static_cast<int>(t));
+}
+
+void radix_tree::push(node_id id, int t) {
+  tree_node& n = nodes_[id];
+  n.in_set[t] = true;
+  ++n.set_stamp[t];
+  ++set_count_[t];
+  evictable_queue::entry e{0, 0, id, n.set_stamp[t]};
+  if (policy_ == eviction_policy::lru) {
+    e.k1 = n.release_order;
+  } else {
+    e.k1 = n.hit_count;
+    e.k2 = n.release_order;
+  }
+  queue_[t].push(e);
+  if (queue_[t].size() > 2 * size_t{set_count_[t]} + 1024)
+    compact(t);
+}
+
+bool radix_tree::pop(int t, node_id& out) {
+  evictable_queue::entry e;
+  if (!queue_[t].pop([&](const evictable_queue::entry& x) { return current(x, t); }, e,
+                     [&](node_id far, node_id near) {
+                       prefetch_node(far);
+                       const tree_node& n = nodes_[near];  // loaded since it was `far`
+                       prefetch_node(n.parent);
+                       by_hash_.prefetch(n.hash);
+                     }))
+    return false;
+  out = e.id;
+  return true;
+}
+
+void radix_tree::compact(int t) {
+  queue_[t].compact([&](const evictable_queue::entry& e) { return current(e, t); });
+  KVTIER_ASSERT(queue_[t].size() == set_count_[t]);
+}
+
+bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
+  int ti = static_cast<int>(t);
+  if (n == 0)
+    return true;
+  if (reclaimable_[ti] < n)
+    return false;
+  size_t first = out.size();
+  while (out.size() - first < n) {
+    node_id id;
+    if (!pop(ti, id)) {
+      // Reclaimable nodes exist but sit above copies still being filled: give everything back.
+      for (size_t i = out.size(); i > first; --i)
+        untake(out[i - 1], ti);
+      out.resize(first);
+      return false;
+    }
+    tree_node& x = nodes_[id];
+    count_reclaimable(x, -1);
+    x.in_set[ti] = false;
+    --set_count_[ti];
+    x.taken[ti] = true;
+    tree_node& p = nodes_[x.parent];
+    if (t == tier::device) {
+      --p.device_children;
+    } else {
+      --p.children;
+    }
+    refresh(x.parent, ti);
+    // The evicted node leaves the hash map soon; its parent, now perhaps a leaf, is often the
+    // next victim.
+    by_hash_.prefetch(x.hash);
+    by_hash_.prefetch(p.hash);
+    prefetch_node(p.parent);
+    out.push_back(id);
+  }
+  return true;
+}
+
+void radix_tree::untake(node_id id, int t) {
+  tree_node& x = nodes_[id];
+  KVTIER_ASSERT(x.taken[t]);
+  tree_node& p = nodes_[x.parent];
+  if (t == device_index)
+    ++p.device_children;
+  else
+    ++p.children;
+  x.taken[t] = false;
+  count_reclaimable(x, +1);
+  refresh(x.parent, t);
+  refresh(id, t);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,184 @@
+#pragma once
+
+// The block index: a radix tree with one node per cache block, keyed by chained block hash.
+// Because a hash already names its whole prefix, one flat map from hash to node finds any node;
+// the parent links give the tree.
+//
+// Each node carries a copy state per tier (absent, filling, ready). "Filling" means a transfer
+// is writing that copy; only ready copies match. Invariants (check_invariants() verifies them):
+//  T1 links: every node but the root has a live parent that lists it as a child; `children`
+//     and `device_children` equal the counts of such children (with a device copy for the latter).
+//  T2 prefix closure: a node has a parent in the tree; a node with a device copy (filling or
+//     ready) has a parent with a device copy, or the root. So eviction never orphans a subtree.
+//  T3 path refs: a request holds every node on its path, so ref(parent) >= ref(child).
+//  T4 evictable sets, exactly: a node is in the device set iff its device copy is ready, its ref
+//     is 0 and no child has a device copy (a device leaf); it is in the host set iff its host
+//     copy is ready, it has no device copy, its ref is 0 and it has no children (a leaf).
+//     Only leaves are ever evicted, and an evicted parent that becomes a leaf joins its set.
+//  T5 order: a set yields its members by key: LRU keys by the order in which the node last
+//     became unreferenced (ref 1 -> 0) or moved to the host tier (FastDeploy's "time it became
+//     evictable", not its last access); LFU keys by (hit count, that order). Keys are unique,
+//     so eviction order is total and deterministic.
+
+#include <cstdint>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "model/cache/block_events.hpp"
+#include "core/block_hash.hpp"
+#include "model/cache/block_pool.hpp"
+#include "model/cache/evictable_queue.hpp"
+
+namespace kvtier {
+
+using node_id = uint32_t;
+
+/// The root stands for the empty prefix; it holds no block and is never evicted.
+inline constexpr node_id root_node = 0;
+
+enum class tier : uint8_t { device = 0, host = 1 };
+inline constexpr int tier_count = 2;
+const char* to_string(tier t);
+
+enum class copy_state : uint8_t { absent, filling, ready };
+
+enum class eviction_policy : uint8_t { lru, lfu };
+const char* to_string(eviction_policy p);
+
+struct tree_node {
+  block_hash hash = 0;
+  uint64_t release_order = 0;    // LRU key, see T5
+  node_id parent = root_node;
+  node_id first_child = root_node;  // root_node = none (the root is nobody's child)
+  node_id next_sibling = root_node;
+  node_id prev_sibling = root_node;
+  uint32_t children = 0;
+  uint32_t device_children = 0;  // children whose device copy is filling or ready
+  uint32_t ref_count = 0;
+  uint32_t hit_count = 0;        // 1 when created, +1 per match that holds it (FastDeploy)
+  uint32_t generation = 0;       // bumps when the slot is reused for another block
+  block_id block[tier_count] = {0, 0};  // meaningful while copy[t] != absent
+  uint32_t set_stamp[tier_count] = {0, 0};
+  uint16_t tokens = 0;
+  copy_state copy[tier_count] = {copy_state::absent, copy_state::absent};
+  bool in_set[tier_count] = {false, false};
+  bool taken[tier_count] = {false, false};  // chosen for eviction, not yet dropped
+  bool live = false;
+
+  bool has(tier t) const { return copy[static_cast<int>(t)] != copy_state::absent; }
+  bool ready(tier t) const { return copy[static_cast<int>(t)] == copy_state::ready; }
+  block_id block_in(tier t) const { return block[static_cast<int>(t)]; }
+};
+static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bound");
+
+class radix_tree {
+ public:
+  explicit radix_tree(eviction_policy policy = eviction_policy::lru);
+
+  // -- observers ------------------------------------------------------------------------------
+
+  const tree_node& node(node_id id) const { return nodes_[id]; }
+  eviction_policy policy() const { return policy_; }
+  /// Number of blocks in the tree (the root excluded).
+  uint32_t size() const { return live_count_; }
+  /// Node of `hash`, or root_node if the tree has none.
+  node_id find(block_hash hash) const;
+  /// Starts loading what find(hash) will touch (the index is memory-bound: callers walking a
+  /// request's blocks prefetch a few ahead).
+  void prefetch(block_hash hash) const { by_hash_.prefetch(hash); }
+  /// Starts loading node `id` (callers working through a batch of nodes prefetch a few ahead).
+  void prefetch_node(node_id id) const {
+    const char* p = reinterpret_cast<const char*>(&nodes_[id]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + sizeof(tree_node) - 1);
+  }
+  /// Members of a tier's evictable set (the leaves that may go now).
+  uint32_t evictable(tier t) const { return set_count_[static_cast<int>(t)]; }
+  /// Blocks a tier could free by evicting leaf after leaf: device: ready and unreferenced;
+  /// host: ready, host-only and unreferenced.
+  uint32_t reclaimable(tier t) const { return reclaimable_[static_cast<int>(t)]; }
+  /// Whether n's copy in t counts in reclaimable(t).
+  static bool reclaimable_copy(const tree_node& n, tier t);
+  /// Calls f(child) for each child of `id`.
+  template <class F>
+  void for_each_child(node_id id, F f) const {
+    for (node_id c = nodes_[id].first_child; c != root_node; c = nodes_[c].next_sibling)
+      f(c);
+  }
+  /// Live node ids in ascending order (for checkers and reports).
+  std::vector<node_id> live_nodes() const;
+  /// Number of node slots, live or not (ids are below this).
+  uint32_t slot_count() const { return static_cast<uint32_t>(nodes_.size()); }
+  /// Number of hashes the lookup map holds.
+  size_t indexed() const { return by_hash_.size(); }
+  /// Heap entries of tier `t` that still stand for a set member (each member has exactly one).
+  uint32_t live_entries(tier t) const;
+  /// The member that eviction would take next from tier `t`, or root_node if the set is empty.
+  node_id peek_victim(tier t) const;
+  /// Whether node `id` belongs in tier `t`'s evictable set (T4).
+  bool belongs_in_set(node_id id, tier t) const;
+
+  // -- structure ------------------------------------------------------------------------------
+
+  /// Adds a node for `hash` under `parent`, with no copies and no refs. The hash must be new.
+  node_id add(node_id parent, block_hash hash, uint32_t tokens);
+  /// The node of `hash`, added under `parent` if the tree has none (one hash probe either way).
+  /// `added` tells which.
+  node_id find_or_add(node_id parent, block_hash hash, uint32_t tokens, bool& added);
+  /// Removes a node that has no children, no copies and no refs.
+  void remove(node_id id);
+
+  // -- copies and refs ------------------------------------------------------------------------
+
+  /// Sets the copy state of tier `t` (and its block while not absent).
+  void set_copy(node_id id, tier t, copy_state st, block_id block = 0);
+  /// Holds a node for a request; `hit` counts a reuse (a prefix match).
+  void acquire(node_id id, bool hit);
+  /// Drops a hold; at ref 0 the node takes the next release order.
+  void release(node_id id);
+  /// Gives the node a fresh release order (it just moved to the host tier).
+  void renew_order(node_id id);
+
+  // -- eviction -------------------------------------------------------------------------------
+
+  /// Chooses `n` nodes to evict from tier `t`, leaves first in key order, counting each chosen
+  /// node as gone so its parent may follow. All or nothing: on shortage the tree is unchanged
+  /// and false is returned. Each chosen node must then lose its copy in `t` (set_copy absent).
+  bool take_evictable(tier t, uint32_t n, std::vector<node_id>& out);
+
+  /// Empties the tree (a set sink hears cleared()).
+  void reset();
+
+  /// Reports each copy that turns ready or stops being ready, and each reset, to `sink` (null:
+  /// nobody; the default). The sink must outlive the tree or be unset first.
+  void set_event_sink(block_event_sink* sink) { sink_ = sink; }
+
+ private:
+  bool wants_set(const tree_node& n, int t) const;
+  void refresh(node_id id, int t);
+  void refresh_both(node_id id);
+  void push(node_id id, int t);
+  bool pop(int t, node_id& out);
+  void compact(int t);
+  bool current(const evictable_queue::entry& e, int t) const {
+    const tree_node& n = nodes_[e.id];
+    return n.in_set[t] && n.set_stamp[t] == e.stamp;
+  }
+  void count_reclaimable(const tree_node& n, int delta);
+  void untake(node_id id, int t);
+  void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
+
+  eviction_policy policy_;
+  std::vector<tree_node> nodes_;
+  std::vector<node_id> free_slots_;
+  absl::flat_hash_map<block_hash, node_id> by_hash_;
+  evictable_queue queue_[tier_count];
+  uint32_t set_count_[tier_count] = {0, 0};
+  uint32_t reclaimable_[tier_count] = {0, 0};
+  uint32_t live_count_ = 0;
+  uint64_t next_order_ = 1;
+  block_event_sink* sink_ = nullptr;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,210 @@
+#include "model/controller/transfer_tracker.hpp"
+
+#include <algorithm>
+
+#include "core/check.hpp"
+#include "model/storage/storage_index.hpp"
+
+namespace kvtier {
+
+move_kind transfer_tracker::kind_of(transfer_kind k) {
+  switch (k) {
+    case transfer_kind::swap_in: return move_kind::swap_in;
+    case transfer_kind::backup:
+    case transfer_kind::write_back: return move_kind::d2h;
+    case transfer_kind::load: return move_kind::load;
+    case transfer_kind::store: return move_kind::store;
+  }
+  return move_kind::d2h;
+}
+
+uint64_t transfer_tracker::storage_key_of(block_hash h) const {
+  return make_storage_key(namespace_, h);
+}
+
+transfer_tracker::block_users& transfer_tracker::slot(std::vector<block_users>& v, block_id b) {
+  if (b >= v.size())
+    v.resize(std::max<size_t>(b + 1, v.size() * 2));
+  return v[b];
+}
+
+void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
+  // One transfer per kind, in this order: write-backs (reused blocks wait for them), swap-ins (the
+  // step waits for them), backups, loads, stores.
+  const transfer_kind kinds[] = {transfer_kind::write_back, transfer_kind::swap_in,
+                                 transfer_kind::backup, transfer_kind::load,
+                                 transfer_kind::store};
+  for (auto& g : groups_)
+    g.clear();
+  for (const auto& o : orders)
+    for (int k = 0; k < 5; ++k)
+      if (o.kind == kinds[k])
+        groups_[k].push_back(o);
+  for (int k = 0; k < 5; ++k) {
+    const std::vector<transfer_order>& group = groups_[k];
+    for (const transfer_order& o : group) {  // scattered entries: start loading them all
+      if (o.device_block < device_.size())
+        __builtin_prefetch(&device_[o.device_block]);
+      if (o.host_block < host_.size())
+        __builtin_prefetch(&host_[o.host_block]);
+    }
+    size_t first = 0;
+    while (first < group.size()) {
+      // A transfer's copies run in any order, so a block it writes must not be touched by
+      // another of its orders (a host block freed and handed out again within one commit):
+      // such an order starts the next transfer, which comes after this one.
+      transfer t;
+      t.id = next_id_++;
+      t.kind = static_cast<uint8_t>(kind_of(kinds[k]));
+      std::vector<transfer_order> members;
+      size_t end = first;
+      for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
+        const transfer_order& o = group[end];
+        t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
+        add_dependencies(t, o);
+        members.push_back(o);
+      }
+      std::sort(t.after.begin(), t.after.end());
+      orders_.emplace(t.id, std::move(members));
+      out.push_back(std::move(t));
+      first = end;
+    }
+  }
+}
+
+bool transfer_tracker::touches_own_writes(const transfer_order& o, uint64_t id) {
+  auto written = [&](std::vector<block_users>& v, block_id b) {
+    return b < v.size() && v[b].writer == id;
+  };
+  auto read = [&](std::vector<block_users>& v, block_id b) {
+    if (b >= v.size())
+      return false;
+    const auto& r = v[b].readers;
+    return std::find(r.begin(), r.end(), id) != r.end();
+  };
+  switch (o.kind) {
+    case transfer_kind::backup:
+    case transfer_kind::write_back:
+      return written(device_, o.device_block) || written(host_, o.host_block)
+             || read(host_, o.host_block);
+    case transfer_kind::swap_in:
+      return written(host_, o.host_block) || written(device_, o.device_block)
+             || read(device_, o.device_block);
+    case transfer_kind::load:
+      return written(host_, o.host_block) || read(host_, o.host_block);
+    case transfer_kind::store:
+      return written(host_, o.host_block);
+  }
+  return false;
+}
+
+void transfer_tracker::fill(const std::vector<block_move>& blocks, std::vector<transfer>& out) {
+  transfer t;
+  t.id = next_id_++;
+  t.kind = static_cast<uint8_t>(move_kind::fill);
+  t.blocks = blocks;
+  std::vector<transfer_order> writes;
+  for (const block_move& b : blocks) {
+    transfer_order o;
+    o.kind = transfer_kind::swap_in;  // writes the device block, like a swap-in's target
+    o.device_block = b.device_block;
+    KVTIER_ASSERT(!touches_own_writes(o, t.id));  // each computed block once
+    add_dependencies(t, o);
+    writes.push_back(o);
+  }
+  std::sort(t.after.begin(), t.after.end());
+  // Nothing in the cache model waits for it, so it carries no orders; finish() forgets its
+  // block claims by walking these pseudo-orders.
+  fills_.emplace(t.id, std::move(writes));
+  out.push_back(std::move(t));
+}
+
+void transfer_tracker::add_dependencies(transfer& t, const transfer_order& o) {
+  auto depend = [&](uint64_t id) {
+    if (id != 0 && std::find(t.after.begin(), t.after.end(), id) == t.after.end())
+      t.after.push_back(id);
+  };
+  auto writes = [&](block_users& u) {
+    depend(u.writer);
+    for (uint64_t r : u.readers)
+      depend(r);
+    u.writer = t.id;
+    u.readers.clear();
+  };
+  auto reads = [&](block_users& u) {
+    depend(u.writer);
+    u.readers.push_back(t.id);
+  };
+  switch (o.kind) {
+    case transfer_kind::backup:
+    case transfer_kind::write_back:
+      reads(slot(device_, o.device_block));
+      writes(slot(host_, o.host_block));
+      break;
+    case transfer_kind::swap_in:
+      reads(slot(host_, o.host_block));
+      writes(slot(device_, o.device_block));
+      break;
+    case transfer_kind::load:
+      writes(slot(host_, o.host_block));
+      break;
+    case transfer_kind::store:
+      reads(slot(host_, o.host_block));
+      break;
+  }
+}
+
+void transfer_tracker::users_of_device(block_id block, std::vector<uint64_t>& out) const {
+  if (block >= device_.size())
+    return;
+  const block_users& u = device_[block];
+  if (u.writer != 0)
+    out.push_back(u.writer);
+  out.insert(out.end(), u.readers.begin(), u.readers.end());
+}
+
+std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
+  std::vector<transfer_order> orders;
+  bool fill = false;
+  if (auto f = fills_.find(id); f != fills_.end()) {
+    orders = std::move(f->second);
+    fills_.erase(f);
+    fill = true;
+  } else {
+    auto it = orders_.find(id);
+    KVTIER_ASSERT(it != orders_.end());
+    orders = std::move(it->second);
+    orders_.erase(it);
+  }
+  auto forget = [&](std::vector<block_users>& v, block_id b) {
+    block_users& u = v[b];
+    if (u.writer == id)
+      u.writer = 0;
+    u.readers.erase(std::remove(u.readers.begin(), u.readers.end(), id), u.readers.end());
+  };
+  // The block entries are scattered: the next few are prefetched.
+  auto prefetch = [&](const transfer_order& o) {
+    bool device = o.kind != transfer_kind::load && o.kind != transfer_kind::store;
+    if (device && o.device_block < device_.size())
+      __builtin_prefetch(&device_[o.device_block]);
+    if (o.host_block < host_.size())
+      __builtin_prefetch(&host_[o.host_block]);
+  };
+  constexpr size_t ahead = 8;
+  for (size_t i = 0; i < std::min(ahead, orders.size()); ++i)
+    prefetch(orders[i]);
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const transfer_order& o = orders[i];
+    if (i + ahead < orders.size())
+      prefetch(orders[i + ahead]);
+    if (o.kind != transfer_kind::load && o.kind != transfer_kind::store)
+      forget(device_, o.device_block);
+    if (!fill)
+      forget(host_, o.host_block);
+  }
+  if (fill)
+    orders.clear();
+  return orders;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,59 @@
+#pragma once
+
+// Turns the cache model's transfer orders into batched transfers for the transfer engine, and
+// orders them safely. A transfer writes its destination blocks and reads its sources; it must
+// start after every earlier outstanding transfer that writes a block it touches, and after every
+// earlier reader of a block it writes (so a block is never overwritten while a copy still reads
+// it: the reuse-before-D2H-completes hazard). Dependencies only point backwards, so they never
+// deadlock.
+
+#include <cstdint>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
+
+#include "model/cache/cache_model.hpp"
+#include "model/messages.hpp"
+
+namespace kvtier {
+
+class transfer_tracker {
+ public:
+  /// `storage_namespace` names every block's storage key.
+  explicit transfer_tracker(uint64_t storage_namespace) : namespace_(storage_namespace) {}
+
+  /// Groups `orders` by kind into transfers (appended to `out`), in a fixed kind order; a kind
+  /// takes more than one transfer only where its orders touch a block one of them writes.
+  void batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out);
+  /// A fill transfer (--verify): marks computed device blocks with their patterns; later copies
+  /// reading those blocks follow it.
+  void fill(const std::vector<block_move>& blocks, std::vector<transfer>& out);
+  /// Outstanding transfers that touch device `block` (what writing it must wait for).
+  void users_of_device(block_id block, std::vector<uint64_t>& out) const;
+  /// A transfer is done: returns its orders (to complete in the model) and forgets it.
+  std::vector<transfer_order> finish(uint64_t id);
+  size_t outstanding_count() const { return orders_.size() + fills_.size(); }
+  uint64_t issued() const { return next_id_ - 1; }
+  uint64_t storage_key_of(block_hash h) const;
+
+ private:
+  struct block_users {
+    uint64_t writer = 0;
+    absl::InlinedVector<uint64_t, 2> readers;
+  };
+  void add_dependencies(transfer& t, const transfer_order& o);
+  /// Whether `o` touches a block that transfer `id` writes, or writes one that it reads.
+  bool touches_own_writes(const transfer_order& o, uint64_t id);
+  static move_kind kind_of(transfer_kind k);
+  static block_users& slot(std::vector<block_users>& v, block_id b);
+
+  uint64_t namespace_;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, std::vector<transfer_order>> orders_;
+  absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
+  std::vector<block_users> device_, host_;  // by block id, grown on demand
+  std::vector<transfer_order> groups_[5];   // scratch: orders by kind
+};
+
+}  // namespace kvtier

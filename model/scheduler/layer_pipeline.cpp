@@ -1,0 +1,30 @@
+#include "model/scheduler/layer_pipeline.hpp"
+
+#include <algorithm>
+
+#include "core/check.hpp"
+#include "core/time_math.hpp"
+
+namespace kvtier {
+
+pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
+                             const std::vector<int64_t>& ready_ns,
+                             std::vector<int64_t>* layer_end_ns) {
+  KVTIER_ASSERT(layers > 0);
+  KVTIER_ASSERT(ready_ns.empty() || ready_ns.size() == layers);
+  pipeline_result r;
+  int64_t t = time_add(start_ns, cost.overhead_ns);
+  for (uint32_t i = 0; i < layers; ++i) {
+    if (!ready_ns.empty() && ready_ns[i] > t) {
+      r.stall_ns += ready_ns[i] - t;
+      t = ready_ns[i];
+    }
+    t = time_add(t, i + 1 == layers ? cost.last_layer_ns : cost.layer_ns);
+    if (layer_end_ns)
+      layer_end_ns->push_back(t);
+  }
+  r.end_ns = t;
+  return r;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,32 @@
+#pragma once
+
+// When does a step end, given when each layer's inputs arrive? Layer i computes once layer i-1 is
+// computed and layer i's swapped-in blocks are in device memory:
+//
+//   end_-1  = start + overhead
+//   end_i   = max(end_{i-1}, ready_i) + layer_i
+//
+// The stall is the time compute waited for data: sum of max(0, ready_i - end_{i-1}). A swap-in
+// whose per-layer transfer is at most the per-layer compute is thus hidden behind compute, except
+// for its first layer; a slower one is exposed.
+
+#include <cstdint>
+#include <vector>
+
+#include "model/scheduler/cost_model.hpp"
+
+namespace kvtier {
+
+struct pipeline_result {
+  int64_t end_ns = 0;
+  int64_t stall_ns = 0;
+};
+
+/// `ready_ns` is empty (all inputs in place at `start_ns`) or has one time per layer.
+/// With `layer_end_ns`, also when each layer's compute ended (a PD prefill streams each layer's
+/// KV from then on).
+pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
+                             const std::vector<int64_t>& ready_ns,
+                             std::vector<int64_t>* layer_end_ns = nullptr);
+
+}  // namespace kvtier

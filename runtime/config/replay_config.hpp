@@ -1,0 +1,32 @@
+#pragma once
+
+// The typed settings of a replay, resolved from the config keys: capacities in blocks, parsed
+// policies, the model's bytes per block, and the storage key namespace.
+
+#include <cstdint>
+#include <string>
+
+#include "core/model_shape.hpp"
+#include "model/cache/cache_model.hpp"
+#include "model/storage/storage_index.hpp"
+#include "runtime/config/options.hpp"
+
+namespace kvtier {
+
+struct replay_config {
+  uint32_t block_size = 0;
+  cache_options cache;
+  uint64_t storage_blocks = 0;  ///< 0: no storage tier
+  uint32_t storage_nodes = 1;
+  storage_pool_policy storage_pool;  ///< storage.eviction, watermarks, storage.lease_ms
+  model_shape model;
+  /// Mixed into every storage key: blocks of other models or KV dtypes never collide.
+  uint64_t storage_namespace = 0;
+
+  uint64_t block_bytes() const { return model.bytes_per_token() * block_size; }
+};
+
+/// Resolves and cross-checks the settings; throws config_error on an inconsistent config.
+replay_config resolve(const config& c);
+
+}  // namespace kvtier

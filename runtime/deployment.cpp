@@ -1,0 +1,41 @@
+#include "runtime/deployment.hpp"
+
+#include <memory>
+#include <stdexcept>
+
+#include "actors/messages.hpp"
+#include "runtime/config/options.hpp"
+#include "storage/storage_backend.hpp"
+
+namespace kvtier {
+
+void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
+  cfg.set("scheduler.max-threads", threads);
+  // CAF's default middle stage polls every 50 us, whose timer slack stretches to ~100 us: a
+  // wake-up of `kvtier serve`'s worker cost a call that much, and between a wall-clock replay's
+  // events the polling of idle workers took the cores the storage backend's threads need
+  // (tools/bench-storage's check replay: 12.8 s of CPU in its 24 s with it, 5.3 s without, on 2
+  // cores). Without it an idle worker spins briefly, then sleeps until an enqueue signals it.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  add_kvtier_types(cfg);
+}
+
+// Byte-carrying storage: the backend is made (connections opened, directories made) before the
+// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
+// payload is its host block.
+void prepare_storage(timed_config& config) {
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(config.storage_backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
+  config.storage.backend = std::move(backend);
+  config.engine.storage_payload_bytes =
+    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
+}
+
+}  // namespace kvtier

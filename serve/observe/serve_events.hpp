@@ -1,0 +1,44 @@
+#pragma once
+
+// KV events of `kvtier serve` (docs/events.md): the publisher and the sink that the cache
+// controller reports to. Made before the actor system, so that it outlives the controller that
+// holds its sink.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/cache/block_events.hpp"
+#include "observe/events/event_publisher.hpp"
+
+namespace kvtier {
+
+struct serve_events_options {
+  std::string endpoint;         ///< --events; empty: off
+  std::string replay_endpoint;  ///< --events-replay; empty: no replay socket
+  std::string topic;            ///< serve.events_topic
+  uint64_t buffer_batches = 10000;  ///< serve.events_buffer
+  uint64_t hwm = 100000;            ///< serve.events_hwm
+};
+
+class serve_events {
+ public:
+  /// Binds the sockets when events are on; throws std::runtime_error naming the endpoint.
+  explicit serve_events(const serve_events_options& options);
+  ~serve_events();
+
+  bool on() const { return publisher_ != nullptr; }
+  /// The controller's sink (controller_options::events); null when off.
+  block_event_sink* sink() { return sink_.get(); }
+  /// Null when off.
+  event_publisher* publisher() { return publisher_.get(); }
+  /// The line the server prints once ready ("kvtier serve: events on ..."); empty when off.
+  std::string ready_line() const;
+
+ private:
+  std::unique_ptr<event_publisher> publisher_;
+  std::unique_ptr<block_event_sink> sink_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,118 @@
+#include "core/block_hash.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+using namespace kvtier;
+
+namespace {
+
+uint64_t total_tokens(const std::vector<cache_block>& blocks) {
+  uint64_t n = 0;
+  for (const auto& b : blocks)
+    n += b.tokens;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("block_hash: token blocks are chained over the parent", "[hash]") {
+  std::vector<int32_t> a{1, 2, 3, 4};
+  block_hash h1 = hash_token_block(0, a.data(), a.size());
+  CHECK(h1 == hash_token_block(0, a.data(), a.size()));
+  // Same tokens after another prefix: another block.
+  CHECK(hash_token_block(h1, a.data(), a.size()) != h1);
+  CHECK(hash_token_block(7, a.data(), a.size()) != hash_token_block(8, a.data(), a.size()));
+  // Extra keys (e.g. an image hash overlapping the block) are part of the identity.
+  uint64_t image = 42;
+  CHECK(hash_token_block(0, a.data(), a.size(), &image, 1) != h1);
+  std::vector<int32_t> b{1, 2, 3, 5};
+  CHECK(hash_token_block(0, b.data(), b.size()) != h1);
+}
+
+TEST_CASE("block_hash: only full token blocks are hashed", "[hash]") {
+  std::vector<int32_t> tokens(10);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  std::vector<cache_block> out;
+  map_token_blocks(tokens.data(), tokens.size(), 4, out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].tokens == 4);
+  CHECK(out[1].tokens == 4);
+  // The second block chains on the first.
+  CHECK(out[1].hash == hash_token_block(out[0].hash, tokens.data() + 4, 4));
+  // A shared prefix gives shared hashes.
+  std::vector<cache_block> other;
+  std::vector<int32_t> longer = tokens;
+  longer.push_back(99);
+  longer.push_back(98);
+  map_token_blocks(longer.data(), longer.size(), 4, other);
+  REQUIRE(other.size() == 3);
+  CHECK(other[0].hash == out[0].hash);
+  CHECK(other[1].hash == out[1].hash);
+}
+
+TEST_CASE("block_hash: trace blocks of the cache's size map one to one", "[hash]") {
+  std::vector<uint64_t> ids{0, 1, 2};
+  std::vector<cache_block> out;
+  map_trace_blocks(7, ids.data(), ids.size(), 1100, 512, 512, out);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].tokens == 512);
+  CHECK(out[1].tokens == 512);
+  CHECK(out[2].tokens == 76);  // the partial last block the trace lists
+  CHECK(out[0].hash == hash_trace_block(0, 7, 0, 0));
+  CHECK(out[1].hash == hash_trace_block(out[0].hash, 7, 1, 0));
+  // Ids are namespaced: the same ids in another file are other blocks.
+  std::vector<cache_block> elsewhere;
+  map_trace_blocks(8, ids.data(), ids.size(), 1100, 512, 512, elsewhere);
+  CHECK(elsewhere[0].hash != out[0].hash);
+}
+
+TEST_CASE("block_hash: large trace blocks split into whole cache blocks", "[hash]") {
+  std::vector<uint64_t> a{0, 1, 2}, b{0, 1, 3};
+  std::vector<cache_block> out_a, out_b;
+  map_trace_blocks(1, a.data(), a.size(), 1100, 512, 64, out_a);
+  map_trace_blocks(1, b.data(), b.size(), 1500, 512, 64, out_b);
+  // 512 + 512 tokens give 8 + 8 sub-blocks; the 76-token tail gives 64 + 12.
+  REQUIRE(out_a.size() == 18);
+  CHECK(out_a[16].tokens == 64);
+  CHECK(out_a[17].tokens == 12);
+  CHECK(total_tokens(out_a) == 1100);
+  // Shared trace ids give shared sub-blocks, up to the first differing id.
+  REQUIRE(out_b.size() == 8 + 8 + 8);
+  for (int i = 0; i < 16; ++i)
+    CHECK(out_a[i].hash == out_b[i].hash);
+  CHECK(out_a[16].hash != out_b[16].hash);
+  CHECK(total_tokens(out_b) == 1500);
+}
+
+TEST_CASE("block_hash: small trace blocks merge into cache blocks", "[hash]") {
+  std::vector<uint64_t> ids{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<cache_block> out;
+  // 650 tokens, ten 64-token blocks listed (640 tokens; 10 tokens belong to no block).
+  map_trace_blocks(3, ids.data(), ids.size(), 650, 64, 256, out);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].tokens == 256);
+  CHECK(out[1].tokens == 256);
+  CHECK(out[2].tokens == 128);  // a run cut short by the end of the listed blocks
+  // A request that continues the same ids shares the full cache blocks, not the partial one.
+  std::vector<uint64_t> more{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<cache_block> longer;
+  map_trace_blocks(3, more.data(), more.size(), 800, 64, 256, longer);
+  REQUIRE(longer.size() == 3);
+  CHECK(longer[0].hash == out[0].hash);
+  CHECK(longer[1].hash == out[1].hash);
+  CHECK(longer[2].hash != out[2].hash);
+  CHECK(longer[2].tokens == 256);
+}
+
+TEST_CASE("block_hash: block sizes that cannot map are refused", "[hash]") {
+  CHECK_FALSE(check_block_sizes(512, 64));
+  CHECK_FALSE(check_block_sizes(64, 512));
+  CHECK_FALSE(check_block_sizes(64, 64));
+  auto err = check_block_sizes(512, 96);
+  REQUIRE(err);
+  CHECK(err->find("cache.block_size=96") != std::string::npos);
+  CHECK(err->find("512") != std::string::npos);
+  CHECK(check_block_sizes(0, 64));
+}

@@ -1,0 +1,104 @@
+// Virtual time never wraps: sums and conversions saturate at the limit (core/time_math.hpp),
+// wherever the replay adds or converts times.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "caf/actor_system.hpp"
+#include "caf/actor_system_config.hpp"
+
+#include "model/scheduler/cost_model.hpp"
+#include "model/scheduler/layer_pipeline.hpp"
+#include "model/front_end/workload.hpp"
+#include "core/sim_clock.hpp"
+#include "core/time_math.hpp"
+#include "model/links/link_model.hpp"
+
+using namespace kvtier;
+
+namespace {
+
+constexpr int64_t max_i64 = std::numeric_limits<int64_t>::max();
+
+trace_request session_turn(uint64_t seq, uint32_t n, int64_t think) {
+  trace_request r;
+  r.seq = seq;
+  r.session = 1;
+  r.turn = n;
+  r.think_ns = think;
+  r.follows_previous = n > 0;
+  r.input_tokens = 16;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("time math: sums and conversions saturate at the limit", "[time]") {
+  CHECK(time_add(time_limit_ns, time_limit_ns) == time_limit_ns);
+  CHECK(time_add(time_limit_ns - 5, 3) == time_limit_ns - 2);
+  CHECK(time_from(1e300) == time_limit_ns);
+  CHECK(time_from(std::numeric_limits<double>::infinity()) == time_limit_ns);
+  CHECK(time_from(std::nan("")) == time_limit_ns);
+  CHECK(time_from(-1e300) == 0);
+  CHECK(time_from(2.5) == 3);
+  CHECK(time_scaled(max_i64, 1) == time_limit_ns);
+  CHECK(time_scaled(604'800'000'000'000, 1e5) == time_limit_ns);  // a week, 1e5 times over
+  CHECK(time_scaled(1000, 2.5) == 2500);
+}
+
+TEST_CASE("time math: session think times that each fit but together do not", "[time][workload]") {
+  // Turn 1 finishes at 1000; turn 2's think time alone fits in 64 bits but not added to it.
+  std::vector<trace_request> v = {session_turn(0, 0, 0), session_turn(1, 1, max_i64 - 10)};
+  auto next = std::make_shared<size_t>(0);
+  workload w([v, next](trace_request& r) {
+    if (*next >= v.size())
+      return false;
+    r = v[(*next)++];
+    return true;
+  });
+  std::vector<trace_request> due;
+  w.take_due(0, due);
+  REQUIRE(due.size() == 1);
+  w.finished(due[0], 1000);
+  // Wrapped, it would arrive at once (in the past); saturated, it is due at the limit.
+  CHECK(w.next_arrival() == time_limit_ns);
+}
+
+TEST_CASE("time math: a step's cost and pipeline saturate", "[time][cost]") {
+  compute_profile p;
+  p.prefill_attention_ns = 1e9;
+  p.step_overhead_ns = 1e30;
+  p.layers = 4;
+  batch_shape b;
+  b.add_prefill(4'000'000'000ull, 1'000'000'000ull);
+  step_cost c = cost_of(p, b);
+  CHECK(c.overhead_ns == time_limit_ns);
+  CHECK(c.total_work_ns == time_limit_ns);
+  CHECK(c.layer_ns >= 0);
+  pipeline_result r = run_pipeline(time_limit_ns - 1, c, 4, {});
+  CHECK(r.end_ns == time_limit_ns);
+}
+
+TEST_CASE("time math: a transfer on a slow link ends at the limit, not in the past",
+          "[time][links]") {
+  link_model m;
+  auto slow = m.add_link("slow", 1e-3);
+  m.start(time_limit_ns / 2, {slow}, {{1'000'000'000'000, 4'000'000'000'000'000'000}});
+  std::vector<link_model::op_done> done;
+  m.advance(time_limit_ns / 2 + 1'000'000'000'000, done);  // the latency has ended
+  CHECK(m.next_event() == time_limit_ns);
+}
+
+TEST_CASE("time math: the wall clock's conversions saturate", "[time][clock]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  // A tiny speed: waits grow by 1/speed; a huge one: the clock itself runs far ahead.
+  sim_clock slow(sys.clock().now(), 1e-300);
+  CHECK(slow.until(sys.clock(), 1'000'000).count() == time_limit_ns);
+  sim_clock fast(sys.clock().now() - std::chrono::hours(1), 1e300);
+  CHECK(fast.now(sys.clock()) == time_limit_ns);
+}

@@ -1,0 +1,428 @@
+#include "model/cache/cache_model.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "model/cache/invariants.hpp"
+
+#include <map>
+#include <set>
+
+using namespace kvtier;
+
+namespace {
+
+constexpr uint32_t bs = 16;
+
+std::vector<cache_block> blocks_of(const std::vector<uint64_t>& ids) {
+  std::vector<cache_block> out;
+  map_trace_blocks(1, ids.data(), ids.size(), static_cast<uint32_t>(ids.size()) * bs, bs, bs,
+                   out);
+  return out;
+}
+
+cache_options device_only(uint32_t device_blocks) {
+  cache_options o;
+  o.device_blocks = device_blocks;
+  return o;
+}
+
+cache_options tiers(uint32_t device_blocks, uint32_t host_blocks, write_policy p,
+                    uint32_t threshold = 2) {
+  cache_options o;
+  o.device_blocks = device_blocks;
+  o.host_blocks = host_blocks;
+  o.policy = p;
+  o.write_through_threshold = threshold;
+  return o;
+}
+
+// Drives the model the way the hit-rate replay does, one request at a time, transfers done at once.
+struct harness {
+  cache_model m;
+  std::vector<transfer_order> orders;
+  std::vector<transfer_order> done;
+
+  explicit harness(const cache_options& o) : m(o) {}
+
+  void drain() {
+    while (!orders.empty()) {
+      transfer_order o = orders.front();
+      orders.erase(orders.begin());
+      done.push_back(o);
+      m.complete(o, orders);
+    }
+  }
+
+  size_t count(transfer_kind k) const {
+    size_t n = 0;
+    for (const auto& o : done)
+      n += o.kind == k;
+    return n;
+  }
+
+  prefix_match match(const std::vector<uint64_t>& ids) {
+    auto blocks = blocks_of(ids);
+    prefix_match pm;
+    m.match(blocks.data(), blocks.size(), pm);
+    return pm;
+  }
+
+  prefix_match serve(const std::vector<uint64_t>& ids) {
+    auto blocks = blocks_of(ids);
+    prefix_match pm;
+    m.match(blocks.data(), blocks.size(), pm);
+    m.acquire_matched(pm.nodes.data(), pm.nodes.size());
+    std::vector<block_id> fresh;
+    REQUIRE(m.allocate_device(static_cast<uint32_t>(blocks.size()) - pm.device, fresh, orders));
+    std::vector<node_id> path = pm.nodes;
+    size_t next = 0;
+    for (uint32_t i = pm.device; i < pm.device + pm.host; ++i)
+      m.swap_in(path[i], fresh[next++], orders);
+    node_id parent = path.empty() ? root_node : path.back();
+    for (size_t i = path.size(); i < blocks.size(); ++i) {
+      commit_result r = m.commit(parent, blocks[i], fresh[next], orders);
+      if (!r.adopted)
+        m.free_device(fresh[next]);
+      ++next;
+      path.push_back(parent = r.node);
+    }
+    drain();
+    std::vector<node_id> reversed(path.rbegin(), path.rend());
+    m.release(reversed.data(), reversed.size());
+    m.collect_backups(orders);
+    drain();
+    check(true);
+    return pm;
+  }
+
+  void check(bool quiescent) {
+    invariant_report r;
+    check_invariants(m, quiescent, r);
+    INFO((r.messages.empty() ? std::string{} : r.messages.front()));
+    REQUIRE(r.ok());
+    REQUIRE(r.checked > 0);
+  }
+
+  bool cached(const std::vector<uint64_t>& ids) {
+    auto blocks = blocks_of(ids);
+    return m.tree().find(blocks.back().hash) != root_node;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cache_model: device only: prefix hits and leaf-first LRU eviction", "[model]") {
+  harness h(device_only(4));
+  CHECK(h.serve({1, 2, 3}).device == 0);
+  // Shares [1, 2]; one new block fits in the last free slot.
+  CHECK(h.serve({1, 2, 4}).device == 2);
+  CHECK(h.m.counters().device_evictions == 0);
+  // Two new blocks: only leaves go, oldest first: 3, then 4. Their parent 2 became a leaf, but
+  // two evictions were enough.
+  CHECK(h.serve({5, 6}).device == 0);
+  CHECK(h.m.counters().device_evictions == 2);
+  CHECK_FALSE(h.cached({1, 2, 3}));
+  CHECK_FALSE(h.cached({1, 2, 4}));
+  CHECK(h.cached({1, 2}));
+  CHECK(h.serve({1, 2, 3}).device == 2);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: allocation fails whole when held blocks fill the device", "[model]") {
+  harness h(device_only(3));
+  auto blocks = blocks_of({1, 2, 3});
+  std::vector<block_id> fresh;
+  REQUIRE(h.m.allocate_device(3, fresh, h.orders));
+  std::vector<block_id> more;
+  CHECK_FALSE(h.m.allocate_device(1, more, h.orders));
+  CHECK(more.empty());
+  CHECK(h.m.device_available() == 0);
+  for (block_id b : fresh)
+    h.m.free_device(b);
+  CHECK(h.m.device_available() == 3);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: write_through backs up committed blocks and eviction flips them to host",
+          "[model][write_policy]") {
+  harness h(tiers(2, 4, write_policy::write_through, 5));  // write_through forces threshold 1
+  h.serve({1, 2});
+  CHECK(h.count(transfer_kind::backup) == 2);
+  CHECK(h.m.pool(tier::host).used_count() == 2);
+  h.serve({3, 4});  // evicts 1 and 2 from device: metadata only, no copy
+  CHECK(h.count(transfer_kind::write_back) == 0);
+  CHECK(h.m.counters().device_evictions == 2);
+  auto pm = h.match({1, 2});
+  CHECK(pm.device == 0);
+  CHECK(pm.host == 2);
+  pm = h.serve({1, 2});
+  CHECK(pm.host == 2);
+  CHECK(h.count(transfer_kind::swap_in) == 2);
+  // The host copies stay after the swap-in (inclusive tiers).
+  node_id n1 = h.m.tree().find(blocks_of({1})[0].hash);
+  CHECK(h.m.tree().node(n1).ready(tier::device));
+  CHECK(h.m.tree().node(n1).ready(tier::host));
+  h.check(true);
+}
+
+TEST_CASE("cache_model: write_through_selective backs up once a block reaches the threshold",
+          "[model][write_policy]") {
+  harness h(tiers(8, 8, write_policy::write_through_selective, 2));
+  h.serve({1, 2});
+  CHECK(h.count(transfer_kind::backup) == 0);  // one use: hit_count 1
+  h.serve({1, 3});
+  CHECK(h.count(transfer_kind::backup) == 1);  // block 1 was reused: hit_count 2
+  h.serve({1, 2});
+  CHECK(h.count(transfer_kind::backup) == 2);  // now block 2 (its parent is backed up)
+  harness t3(tiers(8, 8, write_policy::write_through_selective, 3));
+  t3.serve({1});
+  t3.serve({1});
+  CHECK(t3.count(transfer_kind::backup) == 0);
+  t3.serve({1});
+  CHECK(t3.count(transfer_kind::backup) == 1);
+  h.check(true);
+  t3.check(true);
+}
+
+TEST_CASE("cache_model: selective eviction drops cold blocks and keeps backed-up ones",
+          "[model][write_policy]") {
+  harness h(tiers(2, 8, write_policy::write_through_selective, 2));
+  h.serve({1});
+  h.serve({1});  // block 1 backed up
+  h.serve({2});  // cold
+  h.serve({3, 4});  // evicts 2 (dropped) and 1 (flips to host)
+  CHECK(h.m.counters().device_evictions == 2);
+  CHECK(h.match({1}).host == 1);
+  CHECK(h.match({2}).host == 0);
+  CHECK(h.m.counters().dropped == 1);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: write_back copies at eviction and the freed block waits for the D2H",
+          "[model][write_policy]") {
+  harness h(tiers(2, 4, write_policy::write_back));
+  h.serve({1, 2});
+  CHECK(h.count(transfer_kind::backup) == 0);
+  // A new request needs both device blocks: 2 then 1 are written back.
+  std::vector<block_id> fresh;
+  REQUIRE(h.m.allocate_device(2, fresh, h.orders));
+  REQUIRE(h.orders.size() == 2);
+  CHECK(h.orders[0].kind == transfer_kind::write_back);
+  // The FastDeploy hazard: the blocks handed out are still read by the D2H. They are not free,
+  // and their pins tell the new owner to wait.
+  for (block_id b : fresh)
+    CHECK(h.m.pool(tier::device).pins(b) == 1);
+  CHECK(h.match({1}).host == 0);  // host copies are still being filled
+  h.check(false);
+  h.drain();
+  for (block_id b : fresh) {
+    CHECK(h.m.pool(tier::device).pins(b) == 0);
+    h.m.free_device(b);
+  }
+  CHECK(h.match({1, 2}).host == 2);
+  // A swap-in frees the host copy under write_back (exclusive tiers).
+  h.serve({1, 2});
+  CHECK(h.m.pool(tier::host).used_count() == 0);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: write_back with no host room drops the block", "[model][write_policy]") {
+  harness h(tiers(1, 1, write_policy::write_back));
+  h.serve({1});
+  h.serve({2});  // 1 written back into the only host block
+  CHECK(h.count(transfer_kind::write_back) == 1);
+  h.serve({3});  // 2 written back; host evicts 1 to make room
+  CHECK(h.count(transfer_kind::write_back) == 2);
+  CHECK(h.m.counters().host_evictions == 1);
+  CHECK(h.match({1}).host == 0);
+  CHECK(h.match({2}).host == 1);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: storage writes follow host copies", "[model][storage]") {
+  cache_options o = tiers(2, 2, write_policy::write_through);
+  o.storage_tier = true;
+  o.storage = storage_write::always;
+  harness always(o);
+  always.serve({1, 2});
+  CHECK(always.count(transfer_kind::store) == 2);  // after each backup completed
+
+  o.storage = storage_write::on_host_evict;
+  harness on_evict(o);
+  on_evict.serve({1, 2});
+  CHECK(on_evict.count(transfer_kind::store) == 0);
+  on_evict.serve({3, 4});  // 1, 2 flip to host; backing up 3, 4 evicts them from host
+  CHECK(on_evict.count(transfer_kind::store) == 2);
+
+  o.storage = storage_write::never;
+  harness never(o);
+  never.serve({1, 2});
+  never.serve({3, 4});
+  CHECK(never.count(transfer_kind::store) == 0);
+  always.check(true);
+  on_evict.check(true);
+  never.check(true);
+}
+
+TEST_CASE("cache_model: storage write_through_selective stores a block at its threshold hit",
+          "[model][storage]") {
+  cache_options o = tiers(8, 8, write_policy::write_through);
+  o.storage_tier = true;
+  o.storage = storage_write::write_through_selective;
+  o.storage_write_threshold = 2;
+  harness h(o);
+  h.serve({1, 2});  // backed up to host at once (write_through), one hit each: not stored
+  CHECK(h.count(transfer_kind::backup) == 2);
+  CHECK(h.count(transfer_kind::store) == 0);
+  h.serve({1, 3});  // block 1 reaches 2 hits with its host copy ready: stored now
+  CHECK(h.count(transfer_kind::store) == 1);
+  h.serve({1, 2});  // block 2 reaches 2 hits; block 1 (3 hits) is not stored again
+  CHECK(h.count(transfer_kind::store) == 2);
+  h.check(true);
+
+  // A block that has its hits before its host copy is ready is stored when the copy lands.
+  cache_options s = tiers(8, 8, write_policy::write_through_selective, 3);
+  s.storage_tier = true;
+  s.storage = storage_write::write_through_selective;
+  s.storage_write_threshold = 2;
+  harness late(s);
+  late.serve({1});
+  late.serve({1});
+  CHECK(late.count(transfer_kind::store) == 0);  // 2 hits, no host copy yet
+  late.serve({1});                                // 3 hits: backed up, stored once it is ready
+  CHECK(late.count(transfer_kind::backup) == 1);
+  CHECK(late.count(transfer_kind::store) == 1);
+  late.check(true);
+}
+
+TEST_CASE("cache_model: a storage load is matchable only once its host copy is ready",
+          "[model][storage]") {
+  cache_options o = tiers(4, 4, write_policy::write_through);
+  o.storage_tier = true;
+  harness h(o);
+  auto blocks = blocks_of({1, 2});
+  auto n1 = h.m.begin_load(root_node, blocks[0], h.orders);
+  REQUIRE(n1);
+  CHECK(h.m.tree().node(*n1).copy[1] == copy_state::filling);  // LOADING_FROM_STORAGE
+  CHECK(h.match({1}).host == 0);
+  CHECK_FALSE(h.m.begin_load(root_node, blocks[0], h.orders));  // already has a node
+  h.drain();
+  CHECK(h.match({1}).host == 1);
+  h.m.release(&*n1, 1);
+  h.check(true);
+}
+
+TEST_CASE("cache_model: a dropped block takes its host-only children along", "[model]") {
+  cache_options o = tiers(2, 4, write_policy::write_through_selective, 2);
+  o.storage_tier = true;
+  harness h(o);
+  h.serve({1});  // cold device block, no host copy
+  auto blocks = blocks_of({1, 2});
+  node_id n1 = h.m.tree().find(blocks[0].hash);
+  auto n2 = h.m.begin_load(n1, blocks[1], h.orders);  // a storage hit below it, host only
+  REQUIRE(n2);
+  h.drain();
+  h.m.release(&*n2, 1);
+  h.check(true);
+  h.serve({7, 8});  // needs both device blocks: 1 is a device leaf without a host copy
+  CHECK(h.m.counters().dropped == 2);
+  CHECK(h.m.tree().find(blocks[1].hash) == root_node);
+  h.check(true);
+}
+
+namespace {
+
+// The index as the event stream tells it: per tier, the blocks with a ready copy.
+struct followed_index {
+  std::set<block_hash> ready[tier_count];
+  std::map<block_hash, std::optional<block_hash>> parent;
+  uint32_t cleared = 0;
+
+  void apply(const std::vector<block_event>& events) {
+    for (const block_event& e : events) {
+      auto& s = ready[static_cast<int>(e.where)];
+      switch (e.kind) {
+        case block_event_kind::stored:
+          REQUIRE(s.insert(e.hash).second);  // never stored twice without a removal between
+          parent[e.hash] = e.parent;
+          break;
+        case block_event_kind::removed:
+          REQUIRE(s.erase(e.hash) == 1);     // never removed unless stored
+          break;
+        case block_event_kind::cleared:
+          ready[0].clear();
+          ready[1].clear();
+          ++cleared;
+          break;
+      }
+    }
+  }
+
+  void require_matches(const cache_model& m) const {
+    std::set<block_hash> truth[tier_count];
+    for (node_id id : m.tree().live_nodes()) {
+      if (id == root_node)
+        continue;
+      const tree_node& n = m.tree().node(id);
+      for (int t = 0; t < tier_count; ++t)
+        if (n.ready(static_cast<tier>(t)))
+          truth[t].insert(n.hash);
+      if (n.ready(tier::device) || n.ready(tier::host)) {
+        std::optional<block_hash> p;
+        if (n.parent != root_node)
+          p = m.tree().node(n.parent).hash;
+        REQUIRE(parent.at(n.hash) == p);
+      }
+    }
+    REQUIRE(truth[0] == ready[0]);
+    REQUIRE(truth[1] == ready[1]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cache_model: block events follow every ready copy in each tier", "[model][events]") {
+  for (write_policy p : {write_policy::write_through, write_policy::write_through_selective,
+                         write_policy::write_back}) {
+    CAPTURE(to_string(p));
+    cache_options o = tiers(3, 5, p);
+    o.storage = storage_write::never;
+    harness h(o);
+    block_event_log log;
+    h.m.set_event_sink(&log);
+    followed_index seen;
+    const std::vector<std::vector<uint64_t>> requests = {
+        {1, 2, 3}, {1, 2, 4}, {5, 6}, {1, 2, 3}, {7}, {5, 6, 8}, {1, 9}, {1, 2, 3}, {10, 11, 12}};
+    for (const auto& r : requests) {
+      h.serve(r);
+      seen.apply(log.take());
+      seen.require_matches(h.m);
+    }
+    CHECK(h.m.counters().device_evictions > 0);
+    h.m.reset();
+    seen.apply(log.take());
+    CHECK(seen.cleared == 1);
+    seen.require_matches(h.m);
+  }
+}
+
+TEST_CASE("cache_model: a stored event names its parent and its tokens", "[model][events]") {
+  harness h(tiers(4, 4, write_policy::write_through));
+  block_event_log log;
+  h.m.set_event_sink(&log);
+  h.serve({1, 2});
+  auto blocks = blocks_of({1, 2});
+  std::vector<block_event> device_stores;
+  for (const block_event& e : log.events())
+    if (e.kind == block_event_kind::stored && e.where == tier::device)
+      device_stores.push_back(e);
+  REQUIRE(device_stores.size() == 2);
+  CHECK(device_stores[0].hash == blocks[0].hash);
+  CHECK_FALSE(device_stores[0].parent.has_value());
+  CHECK(device_stores[1].parent == std::optional<block_hash>(blocks[0].hash));
+  CHECK(device_stores[1].tokens == bs);
+  h.m.set_event_sink(nullptr);
+  log.take();
+  h.serve({3});
+  CHECK(log.empty());  // unset: nobody hears anything
+}
