@@ -133,8 +133,8 @@ int run_server(const serve_job& job) {
   if (resolve_faults(job.cfg, 0, rc.storage_nodes, rc.storage_blocks).any())
     throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
                        "runs on the wall clock");
-  const double timeout_s = job.cfg.number("serve.client_timeout_s");
-  const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer("serve.max_message_bytes"));
+  const double timeout_s = job.cfg.number(keys::serve::client_timeout_s);
+  const uint64_t max_bytes = static_cast<uint64_t>(job.cfg.integer(keys::serve::max_message_bytes));
   std::shared_ptr<cuda_device> gpu;
   if (job.backend == copy_backend_kind::cuda) {
     if (!gpu::cuda_built())
@@ -249,7 +249,7 @@ int run_server(const serve_job& job) {
   ss.storage = t.controller.storage;
   ss.storage_namespace = rc.storage_namespace;
   ss.max_blocks_per_request =
-    static_cast<uint64_t>(job.cfg.integer("trace.max_blocks_per_request"));
+    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request));
   ss.speed = job.speed;
   ss.epoch = sys.clock().now();
   ss.observers = job.observers;

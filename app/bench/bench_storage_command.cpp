@@ -431,17 +431,17 @@ int run_bench_storage(const bench_storage_args& args) {
     std::string error;
     figures base;
     if (kind == "redis") {
-      auto list = cfg.text_list("storage.redis");
+      auto list = cfg.text_list(keys::storage::redis);
       if (list.empty())
         throw config_error("bench storage: redis needs storage.redis (one host:port)");
       o.redis = {list[0]};
       base = baseline_redis(list[0], bytes, blocks, error);
     } else if (kind == "file") {
-      auto list = cfg.text_list("storage.file_dirs");
+      auto list = cfg.text_list(keys::storage::file_dirs);
       if (list.empty())
         throw config_error("bench storage: file needs storage.file_dirs (one directory)");
       o.file_dirs = {list[0]};
-      o.file_direct = cfg.boolean("storage.file_direct");
+      o.file_direct = cfg.boolean(keys::storage::file_direct);
       auto backend = make_storage_backend(o);  // makes the directory
       base = baseline_file(list[0], bytes, blocks, args.batch, error);
     } else if (kind == "memory") {

@@ -53,7 +53,7 @@ const char* to_string(instance_role r) {
 }
 
 std::vector<instance_spec> resolve_cluster(const config& c) {
-  const json& groups = c.list("cluster.instances");
+  const json& groups = c.list(keys::cluster::instances);
   if (groups.empty())
     throw config_error("cluster.instances: expected at least one group of instances");
   std::vector<instance_spec> out;
@@ -115,7 +115,7 @@ std::vector<instance_spec> resolve_cluster(const config& c) {
 }
 
 bool single_instance(const config& c) {
-  const json& groups = c.list("cluster.instances");
+  const json& groups = c.list(keys::cluster::instances);
   return groups.size() == 1 && groups[0].is_object() && groups[0].value("role", "") == "mixed"
          && groups[0].value("count", 1) == 1 && !groups[0].contains("overrides");
 }

@@ -1,6 +1,7 @@
 #pragma once
 
-// Configuration: every key kvtier understands, with its type, range and meaning, in one table.
+// Configuration: every key kvtier understands, with its type, range and meaning, in one table
+// assembled from one table per section (runtime/config/*_keys.cpp, in keys.hpp's order).
 // Values come, in increasing precedence, from configs/default.json (compiled into the binary),
 // a --config file, and --set key=value overrides. Keys are dotted paths ("cache.block_size");
 // files may nest them ({"cache": {"block_size": 64}}) or spell them flat. An unknown key or a
@@ -14,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/keys.hpp"
+
 namespace kvtier {
 
 class config_error : public std::runtime_error {
@@ -21,22 +24,10 @@ class config_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class option_type { integer, number, text, boolean, list, text_list };
-
-struct option_spec {
-  const char* key;
-  option_type type;
-  double min;  ///< for integer and number
-  double max;
-  std::vector<const char*> choices;  ///< for text: the allowed values (empty: any text)
-  bool optional;  ///< may be null (unset), e.g. one of a tokens/blocks pair
-  const char* help;
-};
-
 /// The table of every key.
 const std::vector<option_spec>& option_specs();
-/// The spec of `key`; throws config_error (listing the valid keys) for an unknown one.
-const option_spec& option_spec_of(const std::string& key);
+/// The spec of `key`.
+const option_spec& option_spec_of(key_name key);
 /// What a value of `spec` must be, in words, with its range: "a number in [1e-6, 1e6]".
 std::string expected_value_text(const option_spec& spec);
 
@@ -53,14 +44,15 @@ class config {
   /// null, quoted text) and as plain text otherwise.
   void set(const std::string& assignment);
 
-  bool is_set(const std::string& key) const;
-  int64_t integer(const std::string& key) const;
-  double number(const std::string& key) const;
-  const std::string& text(const std::string& key) const;
-  bool boolean(const std::string& key) const;
+  // Reads take the named keys of keys.hpp, never text: see option_spec.hpp.
+  bool is_set(key_name key) const;
+  int64_t integer(integer_key key) const;
+  double number(number_key key) const;
+  const std::string& text(text_key key) const;
+  bool boolean(boolean_key key) const;
   /// A list's JSON array (its items are checked by whoever reads it).
-  const nlohmann::json& list(const std::string& key) const;
-  std::vector<std::string> text_list(const std::string& key) const;
+  const nlohmann::json& list(list_key key) const;
+  std::vector<std::string> text_list(text_list_key key) const;
 
   /// All keys and values as one nested object (for summary.json and `kvtier config`).
   nlohmann::json effective() const;
@@ -69,7 +61,7 @@ class config {
   /// No key set: what the compiled-in defaults are merged into, once.
   explicit config(std::nullptr_t);
   void assign(const std::string& key, const nlohmann::json& value, const std::string& source);
-  const nlohmann::json& value(const std::string& key) const;
+  const nlohmann::json& value(key_name key) const;
 
   std::vector<nlohmann::json> values_;  // parallel to option_specs()
   std::vector<std::string> sources_;    // where each value came from

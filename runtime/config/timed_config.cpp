@@ -23,7 +23,7 @@ void apply_calibration(const std::string& path, link_options& links) {
   } catch (const config_error& e) {
     throw config_error(std::string("links.calibration: ") + e.what());
   }
-  auto number = [&](const char* section, const char* field, const char* key) {
+  auto number = [&](const char* section, const char* field, number_key key) {
     const nlohmann::json* v = &j;
     std::string name = field;
     if (section) {
@@ -38,7 +38,7 @@ void apply_calibration(const std::string& path, link_options& links) {
     if (x == nullptr || !x->is_number() || !std::isfinite(x->get<double>()) ||
         x->get<double>() < range.min || x->get<double>() > range.max) {
       throw config_error("links.calibration: " + path + ": field '" + name + "' (it replaces " +
-                         key + "): expected " + expected_value_text(range) + ", got " +
+                         key.name + "): expected " + expected_value_text(range) + ", got " +
                          (x ? x->dump() : std::string("nothing")));
     }
     return x->get<double>();
@@ -46,37 +46,37 @@ void apply_calibration(const std::string& path, link_options& links) {
   if (j.value("schema", "") != "kvtier.calibration/1")
     throw config_error("links.calibration: " + path +
                        ": field 'schema': expected \"kvtier.calibration/1\"");
-  links.h2d_gbps = number("h2d", "bandwidth_gbps", "links.h2d_gbps");
+  links.h2d_gbps = number("h2d", "bandwidth_gbps", keys::links::h2d_gbps);
   links.h2d_layer_latency_ns =
-    us_to_ns(number("h2d", "layer_latency_us", "links.h2d_layer_latency_us"));
-  links.d2h_gbps = number("d2h", "bandwidth_gbps", "links.d2h_gbps");
-  links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", "links.d2h_latency_us"));
-  links.duplex_gbps = number(nullptr, "duplex_gbps", "links.duplex_gbps");
+    us_to_ns(number("h2d", "layer_latency_us", keys::links::h2d_layer_latency_us));
+  links.d2h_gbps = number("d2h", "bandwidth_gbps", keys::links::d2h_gbps);
+  links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", keys::links::d2h_latency_us));
+  links.duplex_gbps = number(nullptr, "duplex_gbps", keys::links::duplex_gbps);
 }
 
 // The storage.backend keys; a list that does not match storage.nodes is an error that says so.
 void resolve_storage_backend(const config& c, const replay_config& rc, timed_config& t) {
   backend_options& b = t.storage_backend;
-  b.kind = c.text("storage.backend");
+  b.kind = c.text(keys::storage::backend);
   b.ns = {rc.model.name, rc.model.kv_dtype};
   b.nodes = rc.storage_nodes;
-  b.redis = c.text_list("storage.redis");
-  b.redis_ttl_s = static_cast<uint32_t>(c.integer("storage.redis_ttl_s"));
-  b.file_dirs = c.text_list("storage.file_dirs");
-  b.file_direct = c.boolean("storage.file_direct");
-  b.file_quota_bytes = static_cast<uint64_t>(c.integer("storage.file_quota_bytes"));
-  auto one_per_node = [&](const char* key, size_t n) {
+  b.redis = c.text_list(keys::storage::redis);
+  b.redis_ttl_s = static_cast<uint32_t>(c.integer(keys::storage::redis_ttl_s));
+  b.file_dirs = c.text_list(keys::storage::file_dirs);
+  b.file_direct = c.boolean(keys::storage::file_direct);
+  b.file_quota_bytes = static_cast<uint64_t>(c.integer(keys::storage::file_quota_bytes));
+  auto one_per_node = [&](text_list_key key, size_t n) {
     if (n == 0)
-      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry "
-                         "per storage node; none given");
+      throw config_error(std::string(key.name) + ": storage.backend=" + b.kind +
+                         " needs one entry per storage node; none given");
     if (n != rc.storage_nodes)
-      throw config_error(std::string(key) + ": storage.backend=" + b.kind + " needs one entry per "
-                         "storage node: " + std::to_string(n) + " given, storage.nodes is " +
-                         std::to_string(rc.storage_nodes) + " (set storage.nodes=" +
-                         std::to_string(n) + ")");
+      throw config_error(std::string(key.name) + ": storage.backend=" + b.kind +
+                         " needs one entry per storage node: " + std::to_string(n) +
+                         " given, storage.nodes is " + std::to_string(rc.storage_nodes) +
+                         " (set storage.nodes=" + std::to_string(n) + ")");
   };
   if (b.kind == "redis") {
-    one_per_node("storage.redis", b.redis.size());
+    one_per_node(keys::storage::redis, b.redis.size());
     for (const std::string& a : b.redis) {
       try {
         parse_redis_address(a);
@@ -86,10 +86,10 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
     }
   }
   if (b.kind == "file")
-    one_per_node("storage.file_dirs", b.file_dirs.size());
+    one_per_node(keys::storage::file_dirs, b.file_dirs.size());
   t.storage_payload_bytes = b.kind == "model" ? 0
-                            : c.is_set("storage.payload_bytes")
-                              ? static_cast<uint64_t>(c.integer("storage.payload_bytes"))
+                            : c.is_set(keys::storage::payload_bytes)
+                              ? static_cast<uint64_t>(c.integer(keys::storage::payload_bytes))
                               : rc.block_bytes();
 }
 
@@ -108,13 +108,13 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
 
   scheduler_options& so = t.scheduler.options;
   so.block_size = rc.block_size;
-  so.max_num_seqs = static_cast<uint32_t>(c.integer("scheduler.max_num_seqs"));
-  so.token_budget = static_cast<uint32_t>(c.integer("scheduler.token_budget"));
-  so.reserve_output_blocks = c.number("scheduler.reserve_output_blocks");
-  so.reserve_decay = c.number("scheduler.reserve_decay");
-  so.reserve_min = static_cast<uint32_t>(c.integer("scheduler.reserve_min"));
-  so.probe_limit = static_cast<uint32_t>(c.integer("scheduler.probe_limit"));
-  so.preemption = *parse_preemption_mode(c.text("scheduler.preemption"));
+  so.max_num_seqs = static_cast<uint32_t>(c.integer(keys::scheduler::max_num_seqs));
+  so.token_budget = static_cast<uint32_t>(c.integer(keys::scheduler::token_budget));
+  so.reserve_output_blocks = c.number(keys::scheduler::reserve_output_blocks);
+  so.reserve_decay = c.number(keys::scheduler::reserve_decay);
+  so.reserve_min = static_cast<uint32_t>(c.integer(keys::scheduler::reserve_min));
+  so.probe_limit = static_cast<uint32_t>(c.integer(keys::scheduler::probe_limit));
+  so.preemption = *parse_preemption_mode(c.text(keys::scheduler::preemption));
   if (so.preemption == preemption_mode::save_to_storage && rc.storage_blocks == 0)
     throw config_error("scheduler.preemption=save_to_storage writes preempted requests' blocks to "
                        "storage, but there is no storage tier: set storage.capacity_tokens (or "
@@ -124,54 +124,54 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
                        "host memory, but there is no host tier: set cache.host_tokens (or "
                        "cache.host_blocks) above 0, or choose recompute");
   t.controller.preemption = so.preemption;
-  t.controller.prefetch = *parse_prefetch_policy(c.text("storage.prefetch_policy"));
+  t.controller.prefetch = *parse_prefetch_policy(c.text(keys::storage::prefetch_policy));
   t.controller.prefetch_threshold_tokens =
-    static_cast<uint64_t>(c.integer("storage.prefetch_threshold_tokens"));
-  t.controller.prefetch_timeout_ns = time_from(c.number("storage.prefetch_timeout_ms") * 1e6);
+    static_cast<uint64_t>(c.integer(keys::storage::prefetch_threshold_tokens));
+  t.controller.prefetch_timeout_ns = time_from(c.number(keys::storage::prefetch_timeout_ms) * 1e6);
   t.controller.prefetch_timeout_per_ki_token_ns =
-    time_from(c.number("storage.prefetch_timeout_per_ki_token_ms") * 1e6);
+    time_from(c.number(keys::storage::prefetch_timeout_per_ki_token_ms) * 1e6);
   t.controller.prefetch_capacity_blocks =
-    static_cast<uint32_t>(c.integer("storage.prefetch_capacity_blocks"));
+    static_cast<uint32_t>(c.integer(keys::storage::prefetch_capacity_blocks));
   compute_profile& cp = t.scheduler.compute;
-  cp.step_overhead_ns = c.number("compute.step_overhead_us") * 1000.0;
-  cp.prefill_token_ns = c.number("compute.prefill_token_us") * 1000.0;
-  cp.prefill_attention_ns = c.number("compute.prefill_attention_ns");
-  cp.decode_token_ns = c.number("compute.decode_token_us") * 1000.0;
-  cp.decode_context_ns = c.number("compute.decode_context_ns");
+  cp.step_overhead_ns = c.number(keys::compute::step_overhead_us) * 1000.0;
+  cp.prefill_token_ns = c.number(keys::compute::prefill_token_us) * 1000.0;
+  cp.prefill_attention_ns = c.number(keys::compute::prefill_attention_ns);
+  cp.decode_token_ns = c.number(keys::compute::decode_token_us) * 1000.0;
+  cp.decode_context_ns = c.number(keys::compute::decode_context_ns);
   cp.layers = rc.model.layers;
   t.scheduler.device_blocks = rc.cache.device_blocks;
   t.scheduler.pd.storage_namespace = rc.storage_namespace;
-  t.scheduler.output_caching = c.boolean("cache.output_caching");
+  t.scheduler.output_caching = c.boolean(keys::cache::output_caching);
   if (t.scheduler.output_caching && rc.storage_blocks == 0)
     throw config_error("cache.output_caching: finished requests are written to the storage pool, "
                        "which has no capacity (set storage.capacity_blocks or "
                        "storage.capacity_tokens)");
-  t.time_scale = c.number("trace.time_scale");
+  t.time_scale = c.number(keys::trace::time_scale);
 
   link_options& lo = t.engine.links;
-  lo.h2d_gbps = c.number("links.h2d_gbps");
-  lo.d2h_gbps = c.number("links.d2h_gbps");
-  lo.duplex_gbps = c.number("links.duplex_gbps");
-  lo.h2d_layer_latency_ns = us_to_ns(c.number("links.h2d_layer_latency_us"));
-  lo.d2h_latency_ns = us_to_ns(c.number("links.d2h_latency_us"));
-  if (c.is_set("links.calibration"))
-    apply_calibration(c.text("links.calibration"), lo);
-  lo.nic_gbps = c.number("links.nic_gbps");
-  lo.nic_latency_ns = us_to_ns(c.number("links.nic_latency_us"));
+  lo.h2d_gbps = c.number(keys::links::h2d_gbps);
+  lo.d2h_gbps = c.number(keys::links::d2h_gbps);
+  lo.duplex_gbps = c.number(keys::links::duplex_gbps);
+  lo.h2d_layer_latency_ns = us_to_ns(c.number(keys::links::h2d_layer_latency_us));
+  lo.d2h_latency_ns = us_to_ns(c.number(keys::links::d2h_latency_us));
+  if (c.is_set(keys::links::calibration))
+    apply_calibration(c.text(keys::links::calibration), lo);
+  lo.nic_gbps = c.number(keys::links::nic_gbps);
+  lo.nic_latency_ns = us_to_ns(c.number(keys::links::nic_latency_us));
   t.engine.layers = rc.model.layers;
   t.engine.block_bytes = rc.block_bytes();
 
   t.storage.capacity_blocks = rc.storage_blocks;
   t.storage.nodes = rc.storage_nodes;
-  t.storage.read_gbps = c.number("storage.read_gbps");
-  t.storage.write_gbps = c.number("storage.write_gbps");
-  t.storage.op_latency_ns = us_to_ns(c.number("storage.op_latency_us"));
-  if (c.is_set("storage.read_op_latency_us"))
-    t.storage.read_op_latency_ns = us_to_ns(c.number("storage.read_op_latency_us"));
-  t.storage.stream_read_gbps = c.number("storage.stream_read_gbps");
-  t.storage.stream_write_gbps = c.number("storage.stream_write_gbps");
-  if (c.is_set("storage.calibration"))
-    apply_storage_calibration(c.text("storage.calibration"), t.storage);
+  t.storage.read_gbps = c.number(keys::storage::read_gbps);
+  t.storage.write_gbps = c.number(keys::storage::write_gbps);
+  t.storage.op_latency_ns = us_to_ns(c.number(keys::storage::op_latency_us));
+  if (c.is_set(keys::storage::read_op_latency_us))
+    t.storage.read_op_latency_ns = us_to_ns(c.number(keys::storage::read_op_latency_us));
+  t.storage.stream_read_gbps = c.number(keys::storage::stream_read_gbps);
+  t.storage.stream_write_gbps = c.number(keys::storage::stream_write_gbps);
+  if (c.is_set(keys::storage::calibration))
+    apply_storage_calibration(c.text(keys::storage::calibration), t.storage);
   t.storage.name_space = rc.storage_namespace;
   t.storage.pool = rc.storage_pool;
   resolve_storage_backend(c, rc, t);
@@ -180,23 +180,24 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
 
 pd_options resolve_pd(const config& c, const replay_config& rc) {
   pd_options o;
-  o.transfer = c.text("pd.transfer") == "storage" ? pd_transfer::storage : pd_transfer::direct;
-  o.link_gbps = c.number("links.pd_gbps");
-  o.link_latency_ns = us_to_ns(c.number("links.pd_latency_us"));
-  o.wait_decode_resource_ns = time_from(c.number("pd.wait_decode_resource_s") * 1e9);
-  o.retry_decode_resource = c.boolean("pd.retry_decode_resource");
-  o.retry_interval_ns = time_from(c.number("pd.retry_interval_ms") * 1e6);
-  o.on_failure = c.text("pd.on_handoff_failure") == "recompute" ? handoff_failure_rule::recompute
-                                                                 : handoff_failure_rule::error;
-  o.failure_rate = c.number("pd.failure_rate");
+  o.transfer = c.text(keys::pd::transfer) == "storage" ? pd_transfer::storage : pd_transfer::direct;
+  o.link_gbps = c.number(keys::links::pd_gbps);
+  o.link_latency_ns = us_to_ns(c.number(keys::links::pd_latency_us));
+  o.wait_decode_resource_ns = time_from(c.number(keys::pd::wait_decode_resource_s) * 1e9);
+  o.retry_decode_resource = c.boolean(keys::pd::retry_decode_resource);
+  o.retry_interval_ns = time_from(c.number(keys::pd::retry_interval_ms) * 1e6);
+  o.on_failure = c.text(keys::pd::on_handoff_failure) == "recompute"
+                   ? handoff_failure_rule::recompute
+                   : handoff_failure_rule::error;
+  o.failure_rate = c.number(keys::pd::failure_rate);
   o.storage_namespace = rc.storage_namespace;
   if (o.transfer == pd_transfer::storage) {
     if (rc.storage_blocks == 0)
       throw config_error("pd.transfer=storage: the handoff goes through the storage pool, which "
                          "has no capacity (set storage.capacity_blocks or storage.capacity_tokens)");
-    if (c.text("storage.backend") != "model")
+    if (c.text(keys::storage::backend) != "model")
       throw config_error("pd.transfer=storage: handed-off blocks are modelled only; set "
-                         "storage.backend=model (got " + c.text("storage.backend") + ")");
+                         "storage.backend=model (got " + c.text(keys::storage::backend) + ")");
   }
   return o;
 }
@@ -213,9 +214,9 @@ route_policy route_policy_of(const std::string& name) {
 
 timed_config resolve_timed(const config& c, const replay_config& rc) {
   timed_config t = resolve_one(c, rc);
-  t.router.policy = route_policy_of(c.text("router.policy"));
-  t.router.session_affinity = c.boolean("router.session_affinity");
-  t.router.load_weight = c.number("router.load_weight");
+  t.router.policy = route_policy_of(c.text(keys::router::policy));
+  t.router.session_affinity = c.boolean(keys::router::session_affinity);
+  t.router.load_weight = c.number(keys::router::load_weight);
   std::vector<instance_spec> specs = resolve_cluster(c);
   if (single_instance(c))
     return t;

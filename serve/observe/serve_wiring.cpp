@@ -24,9 +24,9 @@ std::unique_ptr<serve_events> open_events(const serve::serve_job& job) {
   }
   require_local_or_token(job, o.endpoint, "--events");
   require_local_or_token(job, o.replay_endpoint, "--events-replay");
-  o.topic = job.cfg.text("serve.events_topic");
-  o.buffer_batches = static_cast<uint64_t>(job.cfg.integer("serve.events_buffer"));
-  o.hwm = static_cast<uint64_t>(job.cfg.integer("serve.events_hwm"));
+  o.topic = job.cfg.text(keys::serve::events_topic);
+  o.buffer_batches = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_buffer));
+  o.hwm = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_hwm));
   try {
     return std::make_unique<serve_events>(o);
   } catch (const std::invalid_argument& e) {

@@ -41,8 +41,9 @@ std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   reader_options options;
   options.skip_bad_lines = job.skip_bad_lines;
   options.on_skip = job.on_skip;
-  options.max_line_bytes = static_cast<uint64_t>(job.cfg.integer("trace.max_line_bytes"));
-  options.max_document_bytes = static_cast<uint64_t>(job.cfg.integer("trace.max_document_bytes"));
+  options.max_line_bytes = static_cast<uint64_t>(job.cfg.integer(keys::trace::max_line_bytes));
+  options.max_document_bytes =
+    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_document_bytes));
   std::vector<std::unique_ptr<trace_source>> sources;
   for (size_t i = 0; i < job.traces.size(); ++i)
     sources.push_back(open_trace(job.traces[i], *format, static_cast<uint32_t>(i), options));
@@ -68,8 +69,9 @@ run_info run_info_of(const replay_job& job) {
 }
 
 request_blocks mapper_of(const replay_job& job, const replay_config& rc) {
-  return request_blocks(rc.block_size, job.traces,
-                        static_cast<uint64_t>(job.cfg.integer("trace.max_blocks_per_request")));
+  return request_blocks(
+    rc.block_size, job.traces,
+    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request)));
 }
 
 // The outputs of one run: the folder is made (and checked writable, by opening both temporaries)

@@ -11,17 +11,16 @@
 
 #include "sim/full/full_replay.hpp"
 #include "sim/report/hitrate_report.hpp"
+#include "sim/report/summary_math.hpp"
 
 namespace kvtier {
 
 void write_full_csv(std::ostream& out, const full_result& r);
 
+/// summary.json: one object per section (summary_sections.hpp), in one pass over the requests.
 nlohmann::json full_summary(const full_result& r, const run_info& run,
                             const std::vector<trace_file_info>& files);
 
 std::string full_text(const nlohmann::json& summary, const std::string& out_dir);
-
-/// Nearest-rank percentile of `sorted` (p in [0, 100]); 0 when empty.
-double percentile(const std::vector<double>& sorted, double p);
 
 }  // namespace kvtier

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/report/summary_math.hpp"
+
 namespace kvtier {
 
 namespace {
@@ -14,8 +16,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[(v.size() - 1) / 2];
 }
-
-double round6(double x) { return std::round(x * 1e6) / 1e6; }
 
 }  // namespace
 

@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     replay_config rc = resolve(c);
     // A calibration names another file: the fuzzer's paths would read whatever they point at.
-    if (c.is_set("links.calibration"))
+    if (c.is_set(keys::links::calibration))
       return 0;
     timed_config t = resolve_timed(c, rc);
     check_time_limits(t);

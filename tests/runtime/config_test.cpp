@@ -55,7 +55,7 @@ TEST_CASE("config: --set overrides with typed values", "[config]") {
 TEST_CASE("config: a capacity set in blocks replaces the default in tokens", "[config]") {
   config c;
   c.set("cache.host_blocks=10");
-  CHECK_FALSE(c.is_set("cache.host_tokens"));
+  CHECK_FALSE(c.is_set(keys::cache::host_tokens));
   CHECK(resolve(c).cache.host_blocks == 10);
   nlohmann::json both = {{"cache", {{"device_tokens", 64}, {"device_blocks", 2}}}};
   CHECK(error_of([&] { c.merge_json(both, "x.json"); }).find("only one of") != std::string::npos);
@@ -172,7 +172,7 @@ TEST_CASE("config: preemption modes and prefetch policies resolve, and need thei
 TEST_CASE("config: storage.read_op_latency_us gives gets their own latency; null follows the "
           "op latency", "[config][storage]") {
   config c;
-  CHECK_FALSE(c.is_set("storage.read_op_latency_us"));
+  CHECK_FALSE(c.is_set(keys::storage::read_op_latency_us));
   timed_config t = resolve_timed(c, resolve(c));
   CHECK(t.storage.op_latency_ns == 100'000);
   CHECK_FALSE(t.storage.read_op_latency_ns.has_value());

@@ -97,7 +97,7 @@ TEST_CASE("config: a key given twice in a config file is refused", "[config][hos
   // The same key in two different objects is no repetition.
   temp_file fine(R"({"cache": {"block_size": 16}, "storage": {"nodes": 2}})");
   CHECK(error_of([&] { c.merge_file(fine.path); }).empty());
-  CHECK(c.integer("cache.block_size") == 16);
+  CHECK(c.integer(keys::cache::block_size) == 16);
 }
 
 TEST_CASE("config: a config path that is a folder is refused by name", "[config][hostile]") {

@@ -1,0 +1,27 @@
+#pragma once
+
+// The model.* config keys: the model whose KV is cached (its shape sets the bytes per block; its
+// name and dtype go into every storage key). Read by replay_config.cpp.
+// Each key is a named constant, so a misspelled key is a compile error; its type, range and
+// meaning are its row in model_keys.cpp.
+
+#include <vector>
+
+#include "runtime/config/option_spec.hpp"
+
+namespace kvtier {
+
+namespace keys::model {
+
+inline constexpr text_key name{"model.name"};
+inline constexpr integer_key layers{"model.layers"};
+inline constexpr integer_key kv_heads{"model.kv_heads"};
+inline constexpr integer_key head_dim{"model.head_dim"};
+inline constexpr text_key kv_dtype{"model.kv_dtype"};
+
+}  // namespace keys::model
+
+/// The model.* rows of the options table, in the order `kvtier config` lists them.
+std::vector<option_spec> model_key_specs();
+
+}  // namespace kvtier

@@ -1,0 +1,22 @@
+#include "runtime/config/serve_keys.hpp"
+
+namespace kvtier {
+
+std::vector<option_spec> serve_key_specs() {
+  return {
+    {keys::serve::client_timeout_s, 0.01, 86400, {}, false,
+     "kvtier serve: an engine silent this long is dropped and every request it holds released"},
+    {keys::serve::max_message_bytes, 256, 1073741824.0, {}, false,
+     "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large "
+     "undecoded)"},
+    {keys::serve::events_topic, 0, 0, {}, false,
+     "kvtier serve --events: the topic frame of every KV event message (docs/events.md)"},
+    {keys::serve::events_buffer, 1, 10000000, {}, false,
+     "kvtier serve --events: KV event batches the replay socket keeps for subscribers that "
+     "missed them"},
+    {keys::serve::events_hwm, 1, 100000000, {}, false,
+     "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
+  };
+}
+
+}  // namespace kvtier

@@ -1,0 +1,27 @@
+#pragma once
+
+// The serve.* config keys: the live controller, kvtier serve (docs/protocol.md, docs/events.md).
+// Read by serve/server.cpp and serve/observe/serve_wiring.cpp.
+// Each key is a named constant, so a misspelled key is a compile error; its type, range and
+// meaning are its row in serve_keys.cpp.
+
+#include <vector>
+
+#include "runtime/config/option_spec.hpp"
+
+namespace kvtier {
+
+namespace keys::serve {
+
+inline constexpr number_key client_timeout_s{"serve.client_timeout_s"};
+inline constexpr integer_key max_message_bytes{"serve.max_message_bytes"};
+inline constexpr text_key events_topic{"serve.events_topic"};
+inline constexpr integer_key events_buffer{"serve.events_buffer"};
+inline constexpr integer_key events_hwm{"serve.events_hwm"};
+
+}  // namespace keys::serve
+
+/// The serve.* rows of the options table, in the order `kvtier config` lists them.
+std::vector<option_spec> serve_key_specs();
+
+}  // namespace kvtier

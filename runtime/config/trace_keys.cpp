@@ -1,0 +1,20 @@
+#include "runtime/config/trace_keys.hpp"
+
+namespace kvtier {
+
+std::vector<option_spec> trace_key_specs() {
+  return {
+    {keys::trace::time_scale, 1e-6, 1e6, {}, false,
+     "stretches the trace's recorded times (arrivals, think times): 4 = a quarter of the request "
+     "rate, as one of four instances sharing a cluster's trace would see it"},
+    {keys::trace::max_line_bytes, 1024, 4294967296.0, {}, false,
+     "longest trace line read, in bytes: a longer one is an error before it is buffered whole"},
+    {keys::trace::max_document_bytes, 1024, 68719476736.0, {}, false,
+     "largest agentic JSON document read, in bytes (it is read whole)"},
+    {keys::trace::max_blocks_per_request, 1, max_block_count, {}, false,
+     "cache blocks one request may cover (ceil(input tokens / cache.block_size)), at most: a "
+     "larger request is an error before its blocks are built"},
+  };
+}
+
+}  // namespace kvtier

@@ -1,0 +1,26 @@
+#pragma once
+
+// The trace.* config keys: how traces are read (the time scale, and the limits on what one line,
+// document or request may hold). Read by timed_config.cpp; the limits by sim/driver/ and serve/.
+// Each key is a named constant, so a misspelled key is a compile error; its type, range and
+// meaning are its row in trace_keys.cpp.
+
+#include <vector>
+
+#include "runtime/config/option_spec.hpp"
+
+namespace kvtier {
+
+namespace keys::trace {
+
+inline constexpr number_key time_scale{"trace.time_scale"};
+inline constexpr integer_key max_line_bytes{"trace.max_line_bytes"};
+inline constexpr integer_key max_document_bytes{"trace.max_document_bytes"};
+inline constexpr integer_key max_blocks_per_request{"trace.max_blocks_per_request"};
+
+}  // namespace keys::trace
+
+/// The trace.* rows of the options table, in the order `kvtier config` lists them.
+std::vector<option_spec> trace_key_specs();
+
+}  // namespace kvtier
