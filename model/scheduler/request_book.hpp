@@ -34,6 +34,9 @@ struct live_request {
   bool finished = false;
   int64_t decode_ready_ns = -1;  ///< PD decode: its KV was in place (or recompute began)
   bool recomputed = false;       ///< PD decode: its handoff failed and it computes the prompt
+  /// PD decode: the listed blocks it was preallocated with, which it goes back to the router
+  /// with if it is dropped (kept until it is answered).
+  std::vector<cache_block> decode_blocks;
   /// save_to_storage: preempted with `saved_blocks` computed blocks saved; until re-admitted, a
   /// probe that finds fewer of them in the tiers has the controller look them up in storage
   /// (once per preemption), and the request waits for that at the head of the queue.
