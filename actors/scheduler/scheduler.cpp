@@ -141,10 +141,10 @@ void expect_handoff(self_ptr self, const live_request& x, const request_arrival&
   }
 }
 
-transfer handoff_transfer(self_ptr self, move_kind kind, const std::vector<uint64_t>& keys) {
+transfer handoff_transfer(self_ptr self, transfer_kind kind, const std::vector<uint64_t>& keys) {
   transfer t;
   t.id = self->state.next_transfer++;
-  t.kind = static_cast<uint8_t>(kind);
+  t.kind = kind;
   for (uint64_t k : keys)
     t.blocks.push_back({0, 0, 0, k});
   return t;
@@ -211,8 +211,8 @@ void begin_handoff(self_ptr self, request_id id, int64_t now) {
   }
   const std::vector<uint64_t>& keys = st.store_keys.at(id);
   st.report.handoff_blocks_sent += keys.size();
-  transfer d2h = handoff_transfer(self, move_kind::d2h, keys);
-  transfer store = handoff_transfer(self, move_kind::store, keys);
+  transfer d2h = handoff_transfer(self, transfer_kind::backup, keys);
+  transfer store = handoff_transfer(self, transfer_kind::store, keys);
   store.after.push_back(d2h.id);
   self->request(st.config.engine, caf::infinite, std::move(d2h))
     .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
@@ -251,8 +251,8 @@ bool write_output(self_ptr self, request_id id) {
   ++st.report.output_cache_writes;
   st.report.output_cache_blocks += keys.size();
   ++st.writing_outputs;
-  transfer d2h = handoff_transfer(self, move_kind::d2h, keys);
-  transfer store = handoff_transfer(self, move_kind::store, keys);
+  transfer d2h = handoff_transfer(self, transfer_kind::backup, keys);
+  transfer store = handoff_transfer(self, transfer_kind::store, keys);
   store.after.push_back(d2h.id);
   self->request(st.config.engine, caf::infinite, std::move(d2h))
     .then([](const transfer_done&) {}, [=](const caf::error& e) { fail(self, e); });
@@ -279,7 +279,7 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
   uint32_t prompt = tr.input_tokens > 0 ? tr.input_tokens : 1;
   uint32_t output = tr.output_tokens > 0 ? tr.output_tokens : 1;
   if (layout.blocks_for(prompt + uint64_t{output} - 1) > st.config.device_blocks)
-    return preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::never_fits), 0};
+    return preallocate_reply{id, preallocation_verdict::never_fits, 0};
   decode_load load;
   load.waiting = st.book.waiting.size() + st.awaiting_ready;
   load.holding = st.book.running.size() + st.awaiting_kv.size() + st.decode_ready.size();
@@ -289,7 +289,7 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
   preallocation_verdict v = decide_preallocation(load, layout.blocks_for(prompt));
   if (v != preallocation_verdict::granted) {
     ++st.report.preallocation_refusals;
-    return preallocate_reply{id, static_cast<uint8_t>(v), 0};
+    return preallocate_reply{id, v, 0};
   }
   auto promise = self->make_response_promise<preallocate_reply>();
   preallocation ask{id, p.arrival.blocks, prompt};
@@ -300,7 +300,7 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
         s.known_available = res.available_blocks;
         if (!res.ok) {
           ++s.report.preallocation_refusals;
-          promise.deliver(preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::no_blocks), 0});
+          promise.deliver(preallocate_reply{id, preallocation_verdict::no_blocks, 0});
           return;
         }
         ++s.report.preallocations;
@@ -321,7 +321,7 @@ caf::result<preallocate_reply> on_preallocate(self_ptr self, preallocate_request
         }
         s.awaiting_kv.emplace(id, std::move(w));
         expect_output(self, x, a.blocks);
-        promise.deliver(preallocate_reply{id, static_cast<uint8_t>(preallocation_verdict::granted),
+        promise.deliver(preallocate_reply{id, preallocation_verdict::granted,
                                           res.device_hit_blocks});
       },
       [=](const caf::error& e) mutable {
@@ -387,8 +387,8 @@ void read_handoff(self_ptr self, request_id id) {
     return;
   }
   ++st.report.handoff_reads;
-  transfer load = handoff_transfer(self, move_kind::load, keys);
-  transfer swap_in = handoff_transfer(self, move_kind::swap_in, keys);
+  transfer load = handoff_transfer(self, transfer_kind::load, keys);
+  transfer swap_in = handoff_transfer(self, transfer_kind::swap_in, keys);
   self->request(st.config.engine, caf::infinite, std::move(load))
     .then(
       [=, swap_in = std::move(swap_in)](const transfer_done& d) mutable {
@@ -414,7 +414,7 @@ caf::result<request_done> on_kv_handoff(self_ptr self, kv_handoff& k) {
   st.answers.emplace(id, promise);
   live_request& r = st.book.at(id);
   r.record.first_token_ns = k.first_token_ns;
-  auto outcome = static_cast<handoff_outcome>(k.outcome);
+  handoff_outcome outcome = k.outcome;
   if (outcome == handoff_outcome::cancelled) {
     st.awaiting_kv.erase(id);
     st.output_keys.erase(id);

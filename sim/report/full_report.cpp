@@ -33,36 +33,35 @@ json distribution(std::vector<double> v) {
           {"p99", round6(percentile(v, 99))}};
 }
 
-const char* const tier_names[3] = {"device", "host", "storage"};
-
 // One instance of a cluster: its requests' latency and hits, its own traffic and evictions.
 json instance_summary(const instance_result& x) {
   std::vector<double> ttft, tpot;
-  uint64_t finished = 0, input = 0, tier_tokens[3] = {0, 0, 0};
+  uint64_t finished = 0, input = 0;
+  per_tier<uint64_t> tier_tokens{};
   for (const request_record& q : x.scheduler.requests) {
     if (q.finish_ns < 0)
       continue;
     ++finished;
     input += q.input_tokens;
-    for (int t = 0; t < 3; ++t)
-      tier_tokens[t] += q.hit_tokens[t];
+    for (tier t : all_tiers)
+      at(tier_tokens, t) += at(q.hit_tokens, t);
     ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
     if (q.output_tokens > 1)
       tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6
                      / static_cast<double>(q.output_tokens - 1));
   }
   json by_tier = json::object();
-  for (int t = 0; t < 3; ++t)
-    by_tier[tier_names[t]] = ratio(tier_tokens[t], input);
+  for (tier t : all_tiers)
+    by_tier[to_string(t)] = ratio(at(tier_tokens, t), input);
   const engine_report& e = x.engine;
   return {{"name", x.name},
           {"requests", {{"finished", finished}, {"rejected", x.scheduler.rejected}}},
           {"hit_ratio_tokens", by_tier},
           {"latency_ms", {{"ttft", distribution(ttft)}, {"tpot", distribution(tpot)}}},
-          {"traffic", {{"h2d_bytes", e.bytes[static_cast<int>(move_kind::swap_in)]},
-                       {"d2h_bytes", e.bytes[static_cast<int>(move_kind::d2h)]},
-                       {"storage_read_bytes", e.bytes[static_cast<int>(move_kind::load)]},
-                       {"storage_write_bytes", e.bytes[static_cast<int>(move_kind::store)]}}},
+          {"traffic", {{"h2d_bytes", at(e.bytes, transfer_kind::swap_in)},
+                       {"d2h_bytes", d2h_bytes(e)},
+                       {"storage_read_bytes", at(e.bytes, transfer_kind::load)},
+                       {"storage_write_bytes", at(e.bytes, transfer_kind::store)}}},
           {"evictions", {{"device", x.controller.device_evictions},
                          {"host", x.controller.host_evictions}}},
           {"preemptions", x.scheduler.preemptions},
@@ -80,7 +79,7 @@ json pd_summary(const full_result& r) {
   // Later passes of a request a decode instance dropped re-prefill it: its first token came
   // from the first pass, and its TPOT spans every pass (the joined records).
   uint64_t passes = 0, reprefilled = 0;
-  std::array<uint64_t, 3> restored{};
+  per_tier<uint64_t> restored{};
   for (const instance_result& x : r.instances)
     for (const request_record& q : x.scheduler.requests) {
       if (x.role != pd_role::prefill)
@@ -92,8 +91,8 @@ json pd_summary(const full_result& r) {
       }
       ++passes;
       reprefilled += q.computed_tokens;
-      for (int t = 0; t < 3; ++t)
-        restored[t] += q.first_hit_tokens[t];
+      for (tier t : all_tiers)
+        at(restored, t) += at(q.first_hit_tokens, t);
     }
   for (const request_record& q : s.requests)
     if (q.finish_ns >= 0 && q.output_tokens > 1)
@@ -191,7 +190,7 @@ json full_summary(const full_result& r, const run_info& run,
   // Requests preempted at least once, and the rest: what preemption costs those it hits.
   std::vector<double> preempted_ttft, preempted_e2e, other_ttft, other_e2e;
   uint64_t finished = 0, blocks = 0, input = 0, output = 0, hit_blocks = 0, hit_tokens = 0;
-  uint64_t tier_blocks[3] = {0, 0, 0}, tier_tokens[3] = {0, 0, 0};
+  per_tier<uint64_t> tier_blocks{}, tier_tokens{};
   uint64_t rejected_input = 0, rejected_output = 0;
   uint64_t readmitted = 0, readmission_blocks = 0, readmission_tokens = 0;
   int64_t first_arrival = INT64_MAX, last_finish = 0;
@@ -211,17 +210,17 @@ json full_summary(const full_result& r, const run_info& run,
     // Hits found when the request was first admitted: what the cache saved it. After a
     // preemption its last admission also finds its own blocks, computed before it was preempted;
     // those are reported apart, as readmission hits.
-    for (int t = 0; t < 3; ++t) {
-      tier_blocks[t] += x.first_hit_blocks[t];
-      tier_tokens[t] += x.first_hit_tokens[t];
-      hit_blocks += x.first_hit_blocks[t];
-      hit_tokens += x.first_hit_tokens[t];
+    for (tier t : all_tiers) {
+      at(tier_blocks, t) += at(x.first_hit_blocks, t);
+      at(tier_tokens, t) += at(x.first_hit_tokens, t);
+      hit_blocks += at(x.first_hit_blocks, t);
+      hit_tokens += at(x.first_hit_tokens, t);
     }
     if (x.preemptions > 0) {
       ++readmitted;
-      for (int t = 0; t < 3; ++t) {
-        readmission_blocks += x.hit_blocks[t];
-        readmission_tokens += x.hit_tokens[t];
+      for (tier t : all_tiers) {
+        readmission_blocks += at(x.hit_blocks, t);
+        readmission_tokens += at(x.hit_tokens, t);
       }
     }
     ttft.push_back(static_cast<double>(x.first_token_ns - x.arrival_ns) / 1e6);
@@ -236,11 +235,11 @@ json full_summary(const full_result& r, const run_info& run,
   double makespan = finished ? static_cast<double>(last_finish - first_arrival) / 1e9 : 0;
   auto per_s = [&](double v) { return round6(makespan > 0 ? v / makespan : 0); };
   json by_tier = json::object(), hits_blocks = json::object(), hits_tokens = json::object();
-  for (int t = 0; t < 3; ++t) {
-    by_tier[tier_names[t]] = {{"blocks", ratio(tier_blocks[t], blocks)},
-                              {"tokens", ratio(tier_tokens[t], input)}};
-    hits_blocks[tier_names[t]] = tier_blocks[t];
-    hits_tokens[tier_names[t]] = tier_tokens[t];
+  for (tier t : all_tiers) {
+    by_tier[to_string(t)] = {{"blocks", ratio(at(tier_blocks, t), blocks)},
+                             {"tokens", ratio(at(tier_tokens, t), input)}};
+    hits_blocks[to_string(t)] = at(tier_blocks, t);
+    hits_tokens[to_string(t)] = at(tier_tokens, t);
   }
   json links = json::array();
   for (const auto& l : r.engine.links)
@@ -260,12 +259,13 @@ json full_summary(const full_result& r, const run_info& run,
   }
   // Transfer time per kind: from each transfer's start (its dependencies met) to its end, as
   // the modelled links computed it or as CUDA events measured it.
-  double kind_ns[move_kinds] = {0, 0, 0, 0, 0};
+  per_transfer_kind<double> kind_ns{};
   for (const transfer_log& l : r.engine.log)
-    kind_ns[l.kind] += static_cast<double>(l.duration_ns);
-  auto rate = [&](move_kind k) {
-    int i = static_cast<int>(k);
-    return round6(kind_ns[i] > 0 ? static_cast<double>(r.engine.bytes[i]) / kind_ns[i] : 0.0);
+    at(kind_ns, l.kind) += static_cast<double>(l.duration_ns);
+  const double h2d_ns = at(kind_ns, transfer_kind::swap_in);
+  const double d2h_ns = at(kind_ns, transfer_kind::backup) + at(kind_ns, transfer_kind::write_back);
+  auto rate = [&](uint64_t bytes, double ns) {
+    return round6(ns > 0 ? static_cast<double>(bytes) / ns : 0.0);
   };
   const controller_report& c = r.controller;
   json preemption = {
@@ -273,8 +273,9 @@ json full_summary(const full_result& r, const run_info& run,
     {"count", s.preemptions},
     {"requests", preempted_ttft.size()},
     {"recomputed_tokens", s.recomputed_tokens},
-    {"restored_tokens", {{"device", s.restored_tokens[0]}, {"host", s.restored_tokens[1]},
-                         {"storage", s.restored_tokens[2]}}},
+    {"restored_tokens", {{"device", at(s.restored_tokens, tier::device)},
+                         {"host", at(s.restored_tokens, tier::host)},
+                         {"storage", at(s.restored_tokens, tier::storage)}}},
     {"saved_blocks", c.preemption.saved_blocks},
     {"unsaved_blocks", c.preemption.unsaved_blocks},
     {"named_blocks", c.preemption.named_blocks},
@@ -328,14 +329,15 @@ json full_summary(const full_result& r, const run_info& run,
                {"busy_s", round6(static_cast<double>(s.busy_ns) / 1e9)},
                {"layer_wait_s", round6(static_cast<double>(s.layer_wait_ns) / 1e9)},
                {"prefill_tokens", s.prefill_tokens}, {"decode_tokens", s.decode_tokens}}},
-    {"traffic", {{"h2d_bytes", r.engine.bytes[static_cast<int>(move_kind::swap_in)]},
-                 {"d2h_bytes", r.engine.bytes[static_cast<int>(move_kind::d2h)]},
-                 {"storage_read_bytes", r.engine.bytes[static_cast<int>(move_kind::load)]},
-                 {"storage_write_bytes", r.engine.bytes[static_cast<int>(move_kind::store)]},
+    {"traffic", {{"h2d_bytes", at(r.engine.bytes, transfer_kind::swap_in)},
+                 {"d2h_bytes", d2h_bytes(r.engine)},
+                 {"storage_read_bytes", at(r.engine.bytes, transfer_kind::load)},
+                 {"storage_write_bytes", at(r.engine.bytes, transfer_kind::store)},
                  {"backend", r.engine.backend}, {"device", r.engine.device},
-                 {"h2d_transfer_s", round6(kind_ns[static_cast<int>(move_kind::swap_in)] / 1e9)},
-                 {"d2h_transfer_s", round6(kind_ns[static_cast<int>(move_kind::d2h)] / 1e9)},
-                 {"h2d_gbps", rate(move_kind::swap_in)}, {"d2h_gbps", rate(move_kind::d2h)},
+                 {"h2d_transfer_s", round6(h2d_ns / 1e9)},
+                 {"d2h_transfer_s", round6(d2h_ns / 1e9)},
+                 {"h2d_gbps", rate(at(r.engine.bytes, transfer_kind::swap_in), h2d_ns)},
+                 {"d2h_gbps", rate(d2h_bytes(r.engine), d2h_ns)},
                  {"links", links}}},
     {"transfers", {{"swap_ins", c.swap_ins}, {"backups", c.backups},
                    {"backups_skipped", c.backups_skipped}, {"write_backs", c.write_backs},
@@ -343,7 +345,7 @@ json full_summary(const full_result& r, const run_info& run,
                    {"failed_loads", c.failed_loads}, {"batches", c.transfers}}},
     {"evictions", {{"device", c.device_evictions}, {"host", c.host_evictions},
                    {"storage", r.storage.evictions}}},
-    {"storage", {{"hit_blocks", tier_blocks[2]}, {"stored_blocks", r.storage.stored},
+    {"storage", {{"hit_blocks", at(tier_blocks, tier::storage)}, {"stored_blocks", r.storage.stored},
                  {"capacity_blocks", r.storage.capacity}, {"exists_queries", r.storage.exists_queries},
                  {"gets", r.storage.gets}, {"puts", r.storage.puts},
                  {"backend", r.storage.backend},
