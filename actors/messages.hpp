@@ -10,6 +10,11 @@
 namespace kvtier {
 
 // -- inspect ---------------------------------------------------------------------------------------------
+// A message's enum fields (transfer::kind, transfer_log::kind, preallocate_reply::verdict,
+// kv_handoff::outcome) are inspected as their enum type: CAF 0.17's serializers round-trip any
+// enum through its underlying type, and its to_string() names it in logs. An inspect() overload
+// of an enum of ours would be ambiguous with that built-in rule, so there is none; each such
+// enum has a to_string() instead.
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_block& x) {

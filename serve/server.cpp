@@ -16,6 +16,7 @@
 #include "actors/cache_controller/cache_controller.hpp"
 #include "gpu/device_info.hpp"
 #include "actors/storage/storage.hpp"
+#include "actors/transfer_engine/cuda_copies.hpp"
 #include "actors/transfer_engine/transfer_engine.hpp"
 #include "serve/observe/serve_wiring.hpp"
 #include "serve/encode.hpp"
@@ -148,8 +149,7 @@ int run_server(const serve_job& job) {
     o.verify = job.verify;
     o.attach_later = true;  // the engine's tensors come with its hello
     gpu = std::make_shared<cuda_device>(o);
-    t.engine.gpu = gpu;
-    t.engine.block_bytes = gpu->block_bytes();
+    use_cuda_copies(t.engine, gpu, job.verify ? copy_checks::verify : copy_checks::none);
     // The reply of a step goes before its swap-in lands: the engine waits on IPC events.
     t.controller.grant_early = true;
     t.controller.verify = job.verify;

@@ -153,13 +153,12 @@ void cuda_device::expect_swap_in(uint64_t transfer) {
 
 uint64_t cuda_device::submit_copy(const transfer& t) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto kind = static_cast<move_kind>(t.kind);
-  if (kind == move_kind::d2h) {
+  if (is_d2h(t.kind)) {
     uint64_t op = cache_->submit_d2h(pairs_of(t));
     copy_ops_[op] = 0;
     return op;
   }
-  KVTIER_ASSERT(kind == move_kind::swap_in);
+  KVTIER_ASSERT(t.kind == transfer_kind::swap_in);
   uint64_t op = cache_->submit_h2d(pairs_of(t));
   copy_ops_[op] = t.id;
   if (event_slots_ > 0) {
@@ -186,47 +185,17 @@ void cuda_device::fill(const transfer& t) {
   cache_->fill_device_blocks(patterns_of(t));
 }
 
-std::string cuda_device::check_arrived(const transfer& t) {
-  if (!options_.verify)
-    return {};
+std::string cuda_device::check_device_blocks(const transfer& t) {
   std::lock_guard<std::mutex> guard(mutex_);
   auto bad = cache_->check_device_blocks(patterns_of(t));
   return bad ? to_string(*bad) : std::string{};
 }
 
-std::string cuda_device::keep(const transfer& t) {
-  if (!options_.verify)
-    return {};
+std::string cuda_device::check_host_block(const block_move& b) {
   std::lock_guard<std::mutex> guard(mutex_);
-  uint64_t bytes = block_bytes();
-  for (const block_move& b : t.blocks) {
-    auto& copy = stored_[b.storage_key];
-    if (copy.empty()) {
-      stored_bytes_ += bytes;
-      if (stored_bytes_ > options_.payload_limit_bytes)
-        return "verify: storage payloads exceed " + std::to_string(options_.payload_limit_bytes)
-               + " bytes; replay fewer blocks with --verify";
-      copy.resize(bytes);
-    }
-    std::memcpy(copy.data(), cache_->host_block(b.host_block), bytes);
-  }
-  return {};
-}
-
-std::string cuda_device::restore(const transfer& t) {
-  if (!options_.verify)
-    return {};
-  std::lock_guard<std::mutex> guard(mutex_);
-  for (const block_move& b : t.blocks) {
-    auto it = stored_.find(b.storage_key);
-    if (it == stored_.end())
-      return "verify: storage read block " + std::to_string(b.hash) + " that was never stored";
-    std::byte* host = cache_->host_block(b.host_block);
-    std::memcpy(host, it->second.data(), it->second.size());
-    if (auto bad = gpu::check_host_block(host, options_.shape, b.hash, b.host_block))
-      return "after a storage read: " + to_string(*bad);
-  }
-  return {};
+  auto bad = gpu::check_host_block(cache_->host_block(b.host_block), options_.shape, b.hash,
+                                   b.host_block);
+  return bad ? to_string(*bad) : std::string{};
 }
 
 std::vector<uint8_t> cuda_device::host_payload(uint32_t host_block) {
@@ -235,19 +204,15 @@ std::vector<uint8_t> cuda_device::host_payload(uint32_t host_block) {
   return std::vector<uint8_t>(p, p + block_bytes());
 }
 
+void cuda_device::write_host_block(uint32_t host_block, const std::vector<uint8_t>& bytes) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  KVTIER_ASSERT(bytes.size() == block_bytes());
+  std::memcpy(cache_->host_block(host_block), bytes.data(), bytes.size());
+}
+
 payload_destination cuda_device::host_destination(uint32_t host_block) {
   std::lock_guard<std::mutex> guard(mutex_);
   return {reinterpret_cast<uint64_t>(cache_->host_block(host_block)), block_bytes()};
-}
-
-std::string cuda_device::check_loaded(const block_move& b) {
-  if (!options_.verify)
-    return {};
-  std::lock_guard<std::mutex> guard(mutex_);
-  if (auto bad = gpu::check_host_block(cache_->host_block(b.host_block), options_.shape, b.hash,
-                                       b.host_block))
-    return "after a storage read: " + to_string(*bad);
-  return {};
 }
 
 void cuda_device::release_if_done_locked(uint64_t transfer) {

@@ -11,9 +11,8 @@
 // and released. A swap-in is released once it is complete and its compute has been submitted.
 //
 // Completions arrive on a CUDA thread; each goes to the sink of the actor that submitted its op.
-// No storage system is attached: with --verify the bytes a store reads out of host memory are
-// kept here and a load writes exactly those bytes back, so a block's round trip through every
-// tier is checked against its pattern.
+// With --verify the transfer engine checks the blocks through cuda_copies and verified_copies
+// (actors/transfer_engine/), which read and write them with the calls below.
 
 #include <cstdint>
 #include <functional>
@@ -37,8 +36,9 @@ struct cuda_device_options {
   gpu::kv_shape shape;
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;
+  /// --verify: the deployment checks every block wherever it lands (its transfer engine's
+  /// copies are verified_copies, see use_cuda_copies); the device itself checks nothing.
   bool verify = false;
-  uint64_t payload_limit_bytes = 16ull << 30;  ///< --verify: stored bytes kept, at most
   /// The device tensors are an engine's, given later to attach() (kvtier serve --backend
   /// cuda): nothing is allocated until then.
   bool attach_later = false;
@@ -96,19 +96,17 @@ class cuda_device : public compute_device {
   uint64_t submit_copy(const transfer& t);
   /// Marks the device blocks a step produced with their patterns (ordered before later D2Hs).
   void fill(const transfer& t);
-  /// After a swap-in: whether its blocks arrived intact (empty) or what is wrong.
-  std::string check_arrived(const transfer& t);
-  /// A store read these host blocks: keep their bytes (--verify).
-  std::string keep(const transfer& t);
-  /// A load wrote these host blocks: put the kept bytes there and check them (--verify).
-  std::string restore(const transfer& t);
-  /// A byte-carrying storage pool keeps the bytes instead: a copy of a host block for a put;
-  /// a get reads into the host block itself (host_destination), which is then checked against
-  /// its pattern with --verify (check_loaded). The host block belongs to that load until it
-  /// ends, so the storage backend's thread writes it without this lock.
+  /// Whether the device blocks of `t` hold their patterns (empty) or what is wrong.
+  std::string check_device_blocks(const transfer& t);
+  /// Whether host block `b.host_block` holds the pattern of `b.hash` (empty) or what is wrong.
+  std::string check_host_block(const block_move& b);
+  /// A copy of a host block's bytes (a put to a byte-carrying storage pool; --verify keeps
+  /// them when storage is modelled), and a write of such bytes back into a host block.
   std::vector<uint8_t> host_payload(uint32_t host_block);
+  void write_host_block(uint32_t host_block, const std::vector<uint8_t>& bytes);
+  /// A get from a byte-carrying pool reads into the host block itself. The host block belongs
+  /// to that load until it ends, so the storage backend's thread writes it without this lock.
   payload_destination host_destination(uint32_t host_block);
-  std::string check_loaded(const block_move& b);
   /// The copy op completed: its measured duration; the op is released when nothing waits on it.
   int64_t copy_completed(uint64_t op);
 
@@ -154,8 +152,6 @@ class cuda_device : public compute_device {
   absl::flat_hash_map<uint64_t, uint64_t> copy_ops_;   // op -> transfer id (swap-ins), or 0
   absl::flat_hash_map<uint64_t, uint64_t> compute_ops_;  // op -> step
   uint64_t last_expected_ = 0;
-  absl::flat_hash_map<uint64_t, std::vector<std::byte>> stored_;  // by storage key
-  uint64_t stored_bytes_ = 0;
 };
 
 }  // namespace kvtier

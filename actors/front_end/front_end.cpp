@@ -216,11 +216,11 @@ void on_prefilled(self_ptr self, request_id id, size_t d, const request_done& do
   k.req = id;
   k.first_token_ns = done.first_token_ns;
   if (done.rejected) {
-    k.outcome = static_cast<uint8_t>(handoff_outcome::cancelled);
+    k.outcome = handoff_outcome::cancelled;
   } else if (!done.handoff_ok) {
-    k.outcome = static_cast<uint8_t>(handoff_outcome::failed);
+    k.outcome = handoff_outcome::failed;
   } else {
-    k.outcome = static_cast<uint8_t>(handoff_outcome::delivered);
+    k.outcome = handoff_outcome::delivered;
     k.inject_failure = handoff_fails(st.config.pd.seed, id, st.config.pd.failure_rate);
     st.report.injected_failures += k.inject_failure;
   }
@@ -238,7 +238,7 @@ bool retries_decode_resource(const front_end_state& st, const front_end_state::h
 void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_reply& r) {
   auto& st = self->state;
   auto& h = st.handoffs.at(id);
-  auto verdict = static_cast<preallocation_verdict>(r.verdict);
+  preallocation_verdict verdict = r.verdict;
   if (verdict != preallocation_verdict::granted) {
     --st.decoding[d];
     if (verdict == preallocation_verdict::never_fits) {

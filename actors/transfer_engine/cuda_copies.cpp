@@ -5,27 +5,26 @@
 namespace kvtier {
 
 void cuda_copies::expect(const transfer& t) {
-  if (static_cast<move_kind>(t.kind) == move_kind::swap_in)
+  if (t.kind == transfer_kind::swap_in)
     device_->expect_swap_in(t.id);  // a step's compute asking for it waits
 }
 
 void cuda_copies::start(const transfer& t) {
   uint64_t op = device_->submit_copy(t);
-  running_.emplace(op, t);
+  running_.emplace(op, t.id);
 }
 
 void cuda_copies::on_device_event(uint64_t op, int32_t layer, copy_events& events) {
   auto it = running_.find(op);
   KVTIER_ASSERT(it != running_.end());
   if (layer >= 0) {
-    events.layer_done(it->second.id);
+    events.layer_done(it->second);
     return;
   }
-  transfer t = std::move(it->second);
+  uint64_t id = it->second;
   running_.erase(it);
   int64_t took = device_->copy_completed(op);
-  bool swap_in = static_cast<move_kind>(t.kind) == move_kind::swap_in;
-  events.copy_done(t.id, took, swap_in ? device_->check_arrived(t) : std::string{});
+  events.copy_done(id, took, {});
 }
 
 std::vector<payload_destination> cuda_copies::load_destinations(const transfer& t, uint64_t bytes) {
@@ -36,13 +35,18 @@ std::vector<payload_destination> cuda_copies::load_destinations(const transfer& 
   return out;
 }
 
-std::string cuda_copies::loaded(const transfer& t, uint64_t, bool found) {
-  if (!found)
-    return {};
-  for (const block_move& b : t.blocks)
-    if (std::string bad = device_->check_loaded(b); !bad.empty())
-      return bad;
-  return {};
+void use_cuda_copies(transfer_engine_options& o, std::shared_ptr<cuda_device> gpu,
+                     copy_checks checks) {
+  o.gpu = gpu;
+  o.block_bytes = gpu->block_bytes();
+  o.copies = [gpu, checks](const transfer_engine_options&, link_model&,
+                           flow_starter) -> std::unique_ptr<copy_backend> {
+    auto copies = std::make_unique<cuda_copies>(gpu);
+    if (checks == copy_checks::none)
+      return copies;
+    block_memory& blocks = *copies;
+    return std::make_unique<verified_copies>(std::move(copies), blocks);
+  };
 }
 
 }  // namespace kvtier

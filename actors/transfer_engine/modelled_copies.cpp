@@ -16,16 +16,20 @@ modelled_copies::modelled_copies(link_model& links, const transfer_engine_option
   pcie_ = links.add_link("pcie_duplex", links_.duplex_gbps);
 }
 
+std::unique_ptr<copy_backend> make_modelled_copies(const transfer_engine_options& options,
+                                                   link_model& links, flow_starter start) {
+  return std::make_unique<modelled_copies>(links, options, std::move(start));
+}
+
 void modelled_copies::start(const transfer& t) {
   uint64_t n = t.blocks.size();
-  auto kind = static_cast<move_kind>(t.kind);
-  if (kind == move_kind::swap_in) {
+  if (t.kind == transfer_kind::swap_in) {
     uint64_t layer_bytes = block_bytes_ / layers_ * n;
     std::vector<link_model::op> ops(layers_, {links_.h2d_layer_latency_ns, layer_bytes});
     start_flow_(t.id, {h2d_, pcie_}, std::move(ops));
     return;
   }
-  KVTIER_ASSERT(kind == move_kind::d2h);
+  KVTIER_ASSERT(is_d2h(t.kind));
   start_flow_(t.id, {d2h_, pcie_}, {{links_.d2h_latency_ns, block_bytes_ * n}});
 }
 

@@ -5,9 +5,8 @@
 //   pcie       both directions together (duplex cap: one direction alone gets its own limit,
 //              both at once share this one).
 // A swap-in is one operation per layer (latency, then K and V of every block of that layer); a
-// D2H is one operation for all layers. The engine's link timers complete them.
+// device -> host copy is one operation for all layers. The engine's link timers complete them.
 
-#include <functional>
 #include <map>
 #include <vector>
 
@@ -19,19 +18,12 @@ namespace kvtier {
 
 class modelled_copies : public copy_backend {
  public:
-  /// Starts flow `ops` of transfer `id` over `links` on the engine's link model.
-  using flow_starter = std::function<void(uint64_t id, std::vector<link_model::link_id> links,
-                                          std::vector<link_model::op> ops)>;
-
   /// Adds the PCIe links to `links`.
   modelled_copies(link_model& links, const transfer_engine_options& options, flow_starter start);
 
   std::string name() const override { return "modelled"; }
   void expect(const transfer&) override {}
   void start(const transfer& t) override;
-  void fill(const transfer&) override {}
-  std::string before_store(const transfer&) override { return {}; }
-  std::string after_load(const transfer&) override { return {}; }
   void on_device_event(uint64_t, int32_t, copy_events&) override {}
   /// No device bytes: a stored block is its hash pattern, checked when it comes back.
   std::vector<uint8_t> storage_payload(const block_move& b, uint64_t bytes) override;

@@ -5,8 +5,6 @@
 
 #include "core/check.hpp"
 #include "actors/timed_links.hpp"
-#include "actors/transfer_engine/cuda_copies.hpp"
-#include "actors/transfer_engine/modelled_copies.hpp"
 
 namespace kvtier {
 
@@ -85,21 +83,21 @@ void start(self_ptr self, uint64_t id) {
   r.started = true;
   r.started_ns = now_of(self);
   const transfer& t = r.msg;
-  auto kind = static_cast<move_kind>(t.kind);
   const link_options& lo = st.options.links;
-  switch (kind) {
-    case move_kind::fill:
+  switch (t.kind) {
+    case transfer_kind::fill:
       st.copies->fill(t);  // before any later D2H reads them
       finish(self, id);
       return;
-    case move_kind::swap_in:
-    case move_kind::d2h:
+    case transfer_kind::swap_in:
+    case transfer_kind::backup:
+    case transfer_kind::write_back:
       st.copies->start(t);
       return;
-    case move_kind::store:
+    case transfer_kind::store:
       start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
       return;
-    case move_kind::load: {
+    case transfer_kind::load: {
       storage_io io;
       for (const auto& b : t.blocks)
         io.keys.push_back(b.storage_key);
@@ -170,10 +168,10 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   auto& st = self->state;
   auto it = st.transfers.find(id);
   running_transfer& r = it->second;
-  auto kind = r.msg.kind;
-  ++st.report.transfers[kind];
+  transfer_kind kind = r.msg.kind;
+  ++at(st.report.transfers, kind);
   if (ok)
-    st.report.bytes[kind] += bytes_of(st, r.msg);
+    at(st.report.bytes, kind) += bytes_of(st, r.msg);
   else
     ++st.report.failed;
   int64_t took = r.measured_ns >= 0 ? r.measured_ns : now_of(self) - r.started_ns;
@@ -187,8 +185,8 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
 void finish(self_ptr self, uint64_t id) {
   auto& st = self->state;
   running_transfer& r = st.transfers.at(id);
-  auto kind = static_cast<move_kind>(r.msg.kind);
-  if (kind == move_kind::load) {
+  transfer_kind kind = r.msg.kind;
+  if (kind == transfer_kind::load) {
     if (r.lease == 0) {
       deliver(self, id, false, "storage no longer holds every block");
       return;
@@ -202,7 +200,7 @@ void finish(self_ptr self, uint64_t id) {
       }
     }
   }
-  if (kind == move_kind::store) {
+  if (kind == transfer_kind::store) {
     if (st.options.storage_payload_bytes == 0) {
       std::string bad = st.copies->before_store(r.msg);
       if (!bad.empty()) {
@@ -239,7 +237,7 @@ void sync(self_ptr self) {
   for (const auto& d : done) {
     uint64_t id = st.flow_to_transfer.at(d.flow);
     running_transfer& r = st.transfers.at(id);
-    if (static_cast<move_kind>(r.msg.kind) == move_kind::swap_in)
+    if (r.msg.kind == transfer_kind::swap_in)
       r.layer_done.push_back(d.at);
     if (d.last) {
       st.flow_to_transfer.erase(d.flow);
@@ -268,12 +266,11 @@ class engine_events : public copy_events {
   self_ptr self_;
 };
 
+// The backend the deployment chose; the modelled one adds its links before the engine's nic.
 std::unique_ptr<copy_backend> make_copies(self_ptr self) {
   auto& st = self->state;
-  if (st.options.gpu)
-    return std::make_unique<cuda_copies>(st.options.gpu);
-  return std::make_unique<modelled_copies>(
-    st.links.links(), st.options,
+  return st.options.copies(
+    st.options, st.links.links(),
     [self](uint64_t id, std::vector<link_model::link_id> links, std::vector<link_model::op> ops) {
       start_flow(self, id, std::move(links), std::move(ops));
     });
@@ -297,8 +294,7 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
       r.promise = self->make_response_promise<transfer_done>();
       auto promise = r.promise;
       bool go = ready_to_start(s, t);
-      auto kind = static_cast<move_kind>(t.kind);
-      if (kind == move_kind::swap_in || kind == move_kind::d2h)
+      if (is_pcie(t.kind))
         s.copies->expect(t);
       r.msg = std::move(t);
       s.transfers.emplace(id, std::move(r));

@@ -1,20 +1,20 @@
 #pragma once
 
 // The transfer engine: moves blocks between device and host memory and between host memory and
-// storage. Device and host copies run on a copy backend (copy_backend.hpp): the modelled PCIe
-// links or the GPU. A swap-in reports when each layer was in device memory; a D2H moves all
+// storage. Device and host copies run on the copy backend its options name (copy_backend.hpp):
+// the modelled PCIe links or the GPU, checked or not. A swap-in reports when each layer was in device memory; a D2H moves all
 // layers at once. Storage traffic crosses the host's network link (`nic`, modelled): a load asks
 // storage for the blocks (the node's media time) and then crosses the nic; a store crosses the
 // nic, then storage writes. A transfer starts once the transfers it must follow are done.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
-#include <memory>
-
-#include "actors/messages.hpp"
-#include "core/sim_clock.hpp"
 #include "actors/device/cuda_device.hpp"
+#include "actors/messages.hpp"
+#include "actors/transfer_engine/copy_backend.hpp"
+#include "core/sim_clock.hpp"
 
 namespace kvtier {
 
@@ -33,8 +33,12 @@ struct transfer_engine_options {
   uint32_t layers = 32;
   uint64_t block_bytes = 0;  ///< K and V of every layer of one block
   sim_clock clock;
-  /// The GPU the copies run on (null: the modelled links). Its copy completions must be posted
-  /// to the engine as (gpu_done_atom, op, layer); storage transfers stay modelled.
+  /// Where device and host copies run: the modelled links unless the deployment chose the GPU
+  /// (use_cuda_copies, cuda_copies.hpp). Storage transfers stay modelled either way.
+  copy_backend_factory copies = make_modelled_copies;
+  /// The GPU that `copies` run on, set with them by use_cuda_copies (null: modelled). The
+  /// instance runs its step compute there, and the GPU's copy completions must be posted to the
+  /// engine as (gpu_done_atom, op, layer).
   std::shared_ptr<cuda_device> gpu;
   /// Storage keeps bytes (storage.backend is not `model`): each store sends every block's bytes
   /// (the copy backend's: the host block's on the GPU, else this many bytes of the block's hash

@@ -21,11 +21,11 @@ namespace {
 
 using nlohmann::json;
 
-// Per request: its share of every swap-in that loaded blocks for it; and totals per kind.
+// Per request: its share of every swap-in that loaded blocks for it; and totals per direction.
 struct transfer_times {
   std::map<request_id, double> swap_in_ns;
   std::map<request_id, uint32_t> swap_in_blocks;
-  double kind_ns[move_kinds] = {0, 0, 0, 0, 0};
+  double h2d_ns = 0, d2h_ns = 0;
 };
 
 transfer_times times_of(const full_result& r) {
@@ -33,7 +33,10 @@ transfer_times times_of(const full_result& r) {
   std::map<uint64_t, transfer_log> by_id;
   for (const transfer_log& l : r.engine.log) {
     by_id[l.id] = l;
-    t.kind_ns[l.kind] += static_cast<double>(l.duration_ns);
+    if (l.kind == transfer_kind::swap_in)
+      t.h2d_ns += static_cast<double>(l.duration_ns);
+    else if (is_d2h(l.kind))
+      t.d2h_ns += static_cast<double>(l.duration_ns);
   }
   for (const swap_in_log& s : r.controller.swap_ins_by_request) {
     auto it = by_id.find(s.transfer);
@@ -109,18 +112,17 @@ int run_bench_emulation(const bench_emulation_args& args) {
   std::printf("total over %zu requests: predicted %.3f ms, measured %.3f ms, error %+.1f%% (%s)\n",
               rows.size(), total_p / 1e6, total_q / 1e6, err * 100,
               std::abs(err) <= 0.10 ? "within 10%" : "NOT within 10%");
-  int h2d = static_cast<int>(move_kind::swap_in), d2h = static_cast<int>(move_kind::d2h);
   std::printf("all swap-ins: predicted %.3f ms, measured %.3f ms; all D2H: predicted %.3f ms, "
               "measured %.3f ms; layer-wait stall: predicted %.3f ms, measured %.3f ms\n",
-              p.kind_ns[h2d] / 1e6, q.kind_ns[h2d] / 1e6, p.kind_ns[d2h] / 1e6,
-              q.kind_ns[d2h] / 1e6, predicted.scheduler.layer_wait_ns / 1e6,
+              p.h2d_ns / 1e6, q.h2d_ns / 1e6, p.d2h_ns / 1e6,
+              q.d2h_ns / 1e6, predicted.scheduler.layer_wait_ns / 1e6,
               measured.scheduler.layer_wait_ns / 1e6);
   if (!args.json_out.empty()) {
     json out = {{"device", measured.engine.device}, {"calibration", args.calibration},
                 {"requests", rows}, {"total_predicted_ms", total_p / 1e6},
                 {"total_measured_ms", total_q / 1e6}, {"error", err},
-                {"swap_in_ms", {{"predicted", p.kind_ns[h2d] / 1e6}, {"measured", q.kind_ns[h2d] / 1e6}}},
-                {"d2h_ms", {{"predicted", p.kind_ns[d2h] / 1e6}, {"measured", q.kind_ns[d2h] / 1e6}}},
+                {"swap_in_ms", {{"predicted", p.h2d_ns / 1e6}, {"measured", q.h2d_ns / 1e6}}},
+                {"d2h_ms", {{"predicted", p.d2h_ns / 1e6}, {"measured", q.d2h_ns / 1e6}}},
                 {"verified", !args.no_verify}};
     atomic_file f(args.json_out);
     f.out() << out.dump(2) << '\n';

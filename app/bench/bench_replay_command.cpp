@@ -59,7 +59,9 @@ cache_run time_replay(const std::string& name, const preloaded_trace& t, const r
       throw std::runtime_error("invariant violation in benchmark replay " + name);
     const hitrate_totals& tot = replay.totals();
     run.ops = tot.operations();
-    uint64_t hits = tot.hit_blocks[0] + tot.hit_blocks[1] + tot.hit_blocks[2];
+    uint64_t hits = 0;
+    for (tier t : all_tiers)
+      hits += at(tot.hit_blocks, t);
     run.hit_ratio_blocks = ratio(hits, tot.blocks);
   }
   run.seconds = median(times);

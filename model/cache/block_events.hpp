@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "core/block_hash.hpp"
+#include "core/tier.hpp"
 
 namespace kvtier {
-
-enum class tier : uint8_t;
 
 class block_event_sink {
  public:

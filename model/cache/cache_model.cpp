@@ -6,17 +6,6 @@
 
 namespace kvtier {
 
-const char* to_string(transfer_kind k) {
-  switch (k) {
-    case transfer_kind::backup: return "backup";
-    case transfer_kind::write_back: return "write_back";
-    case transfer_kind::swap_in: return "swap_in";
-    case transfer_kind::load: return "load";
-    case transfer_kind::store: return "store";
-  }
-  return "?";
-}
-
 cache_model::cache_model(const cache_options& options)
   : options_(options),
     decisions_(options.policy, options.write_through_threshold, options.host_blocks > 0,
@@ -399,6 +388,8 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
     case transfer_kind::store:
       host_.unpin(o.host_block);
       return;
+    case transfer_kind::fill:  // the controller's (--verify), never an order of the model
+      KVTIER_ASSERT(false);
   }
 }
 

@@ -29,6 +29,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include "core/block_hash.hpp"
+#include "core/transfer_kind.hpp"
 #include "model/cache/block_pool.hpp"
 #include "model/cache/outstanding_orders.hpp"
 #include "model/cache/radix_tree.hpp"
@@ -47,15 +48,6 @@ struct cache_options {
   bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
   uint32_t storage_write_threshold = 2;     ///< storage write_through_selective: hits first
 };
-
-enum class transfer_kind : uint8_t {
-  backup,      ///< D2H of a device block that stays on device (write-through)
-  write_back,  ///< D2H of an evicted device block (write-back)
-  swap_in,     ///< H2D of a host hit
-  load,        ///< storage -> host of a storage hit
-  store,       ///< host -> storage
-};
-const char* to_string(transfer_kind k);
 
 /// A copy the model wants done. Its blocks are pinned from issue to complete(). A destination
 /// block may still be pinned by an earlier order (a reader of its previous content): the copy

@@ -17,8 +17,8 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
   r.expect(live.size() == tree.size(), [&] { return std::string{"live node count matches size()"}; });
   r.expect(tree.indexed() == tree.size(), [&] { return std::string{"hash map holds exactly the live nodes"}; });
   std::vector<uint32_t> children(tree.slot_count(), 0), device_children(tree.slot_count(), 0);
-  uint32_t in_set[tier_count] = {0, 0};
-  uint32_t reclaimable[tier_count] = {0, 0};
+  uint32_t in_set[node_tier_count] = {0, 0};
+  uint32_t reclaimable[node_tier_count] = {0, 0};
   for (node_id id : live) {
     const tree_node& x = tree.node(id);
     const tree_node& p = tree.node(x.parent);
@@ -32,7 +32,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     r.expect(x.has(tier::device) || x.has(tier::host), [&] { return node_text(tree, id) + " has a copy in some tier"; });
     r.expect(x.parent == root_node || p.ref_count >= x.ref_count, [&] { return node_text(tree, id) + ": ref above its parent's (T3)"; });
     r.expect(!x.taken[0] && !x.taken[1], [&] { return node_text(tree, id) + " is not left half-evicted"; });
-    for (int t = 0; t < tier_count; ++t) {
+    for (int t = 0; t < node_tier_count; ++t) {
       tier tt = static_cast<tier>(t);
       bool want = tree.belongs_in_set(id, tt);
       r.expect(x.in_set[t] == want, [&] { return node_text(tree, id) + ": " + to_string(tt)
@@ -52,7 +52,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     r.expect(listed == children[id] && x.children == children[id], [&] { return node_text(tree, id) + ": child count (T1)"; });
     r.expect(x.device_children == device_children[id], [&] { return node_text(tree, id) + ": device child count (T1)"; });
   }
-  for (int t = 0; t < tier_count; ++t) {
+  for (int t = 0; t < node_tier_count; ++t) {
     tier tt = static_cast<tier>(t);
     std::string name = to_string(tt);
     r.expect(tree.evictable(tt) == in_set[t], [&] { return name + " evictable count"; });
@@ -80,7 +80,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
 
 void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
   const radix_tree& tree = m.tree();
-  for (int t = 0; t < tier_count; ++t) {
+  for (int t = 0; t < node_tier_count; ++t) {
     tier tt = static_cast<tier>(t);
     const block_pool& pool = m.pool(tt);
     std::string name = to_string(tt);
@@ -136,7 +136,7 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
   });
   for (node_id id : tree.live_nodes()) {
     const tree_node& x = tree.node(id);
-    for (int t = 0; t < tier_count; ++t) {
+    for (int t = 0; t < node_tier_count; ++t) {
       bool filling = x.copy[t] == copy_state::filling;
       r.expect(filling == (filled[2 * id + t] == 1), [&] { return node_text(tree, id) + ": a filling copy has exactly one order filling it"; });
     }

@@ -6,18 +6,14 @@
 
 namespace kvtier {
 
-const char* to_string(tier t) {
-  return t == tier::device ? "device" : "host";
-}
-
 const char* to_string(eviction_policy p) {
   return p == eviction_policy::lru ? "lru" : "lfu";
 }
 
 namespace {
 
-constexpr int device_index = static_cast<int>(tier::device);
-constexpr int host_index = static_cast<int>(tier::host);
+constexpr int device_index = node_tier(tier::device);
+constexpr int host_index = node_tier(tier::host);
 
 bool counts_reclaimable(const tree_node& n, int t) {
   return radix_tree::reclaimable_copy(n, static_cast<tier>(t));
@@ -26,7 +22,7 @@ bool counts_reclaimable(const tree_node& n, int t) {
 }  // namespace
 
 bool radix_tree::reclaimable_copy(const tree_node& n, tier t) {
-  int ti = static_cast<int>(t);
+  int ti = node_tier(t);
   if (!n.live || n.ref_count != 0 || n.taken[ti] || n.copy[ti] != copy_state::ready)
     return false;
   return ti == device_index || n.copy[device_index] == copy_state::absent;
@@ -42,7 +38,7 @@ void radix_tree::reset() {
   nodes_[root_node].live = true;
   free_slots_.clear();
   by_hash_.clear();
-  for (int t = 0; t < tier_count; ++t) {
+  for (int t = 0; t < node_tier_count; ++t) {
     queue_[t].clear();
     set_count_[t] = 0;
     reclaimable_[t] = 0;
@@ -89,7 +85,7 @@ node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens
   tree_node& n = nodes_[id];
   KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1]);
   uint32_t generation = n.generation + 1;
-  uint32_t stamps[tier_count] = {n.set_stamp[0], n.set_stamp[1]};
+  uint32_t stamps[node_tier_count] = {n.set_stamp[0], n.set_stamp[1]};
   n = tree_node{};
   n.generation = generation;
   n.set_stamp[0] = stamps[0];  // stamps only grow, so old queue entries stay stale
@@ -145,7 +141,7 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   KVTIER_ASSERT(id != root_node);
   tree_node& n = nodes_[id];
   KVTIER_ASSERT(n.live);
-  int ti = static_cast<int>(t);
+  int ti = node_tier(t);
   bool had = n.copy[ti] != copy_state::absent;
   bool has = st != copy_state::absent;
   count_reclaimable(n, -1);
@@ -219,7 +215,7 @@ void radix_tree::renew_order(node_id id) {
 }
 
 void radix_tree::count_reclaimable(const tree_node& n, int delta) {
-  for (int t = 0; t < tier_count; ++t)
+  for (int t = 0; t < node_tier_count; ++t)
     if (counts_reclaimable(n, t))
       reclaimable_[t] += delta;
 }
@@ -253,14 +249,14 @@ void radix_tree::refresh_both(node_id id) {
 }
 
 uint32_t radix_tree::live_entries(tier t) const {
-  int ti = static_cast<int>(t);
+  int ti = node_tier(t);
   uint32_t n = 0;
   queue_[ti].for_each([&](const evictable_queue::entry& e) { n += current(e, ti); });
   return n;
 }
 
 node_id radix_tree::peek_victim(tier t) const {
-  int ti = static_cast<int>(t);
+  int ti = node_tier(t);
   const evictable_queue::entry* best = nullptr;
   queue_[ti].for_each([&](const evictable_queue::entry& e) {
     if (current(e, ti) && (!best || evictable_queue::before(e, *best)))
@@ -270,7 +266,7 @@ node_id radix_tree::peek_victim(tier t) const {
 }
 
 bool radix_tree::belongs_in_set(node_id id, tier t) const {
-  return wants_set(nodes_[id], static_cast<int>(t));
+  return wants_set(nodes_[id], node_tier(t));
 }
 
 void radix_tree::push(node_id id, int t) {
@@ -310,7 +306,7 @@ void radix_tree::compact(int t) {
 }
 
 bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
-  int ti = static_cast<int>(t);
+  int ti = node_tier(t);
   if (n == 0)
     return true;
   if (reclaimable_[ti] < n)

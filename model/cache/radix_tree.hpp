@@ -27,6 +27,7 @@
 
 #include "model/cache/block_events.hpp"
 #include "core/block_hash.hpp"
+#include "core/tier.hpp"
 #include "model/cache/block_pool.hpp"
 #include "model/cache/evictable_queue.hpp"
 
@@ -37,9 +38,12 @@ using node_id = uint32_t;
 /// The root stands for the empty prefix; it holds no block and is never evicted.
 inline constexpr node_id root_node = 0;
 
-enum class tier : uint8_t { device = 0, host = 1 };
-inline constexpr int tier_count = 2;
-const char* to_string(tier t);
+/// A node holds copies in the device and host tiers only: a block's storage copy is the storage
+/// pool's, found by key (model/storage/storage_index.hpp), and it outlives the node, so the tree
+/// keeps no state for it. Its per-tier fields are indexed by node_tier(t), device or host.
+inline constexpr int node_tier_count = 2;
+constexpr int node_tier(tier t) { return static_cast<int>(t); }
+static_assert(node_tier(tier::device) == 0 && node_tier(tier::host) == 1);
 
 enum class copy_state : uint8_t { absent, filling, ready };
 
@@ -58,17 +62,17 @@ struct tree_node {
   uint32_t ref_count = 0;
   uint32_t hit_count = 0;        // 1 when created, +1 per match that holds it (FastDeploy)
   uint32_t generation = 0;       // bumps when the slot is reused for another block
-  block_id block[tier_count] = {0, 0};  // meaningful while copy[t] != absent
-  uint32_t set_stamp[tier_count] = {0, 0};
+  block_id block[node_tier_count] = {0, 0};  // meaningful while copy[t] != absent
+  uint32_t set_stamp[node_tier_count] = {0, 0};
   uint16_t tokens = 0;
-  copy_state copy[tier_count] = {copy_state::absent, copy_state::absent};
-  bool in_set[tier_count] = {false, false};
-  bool taken[tier_count] = {false, false};  // chosen for eviction, not yet dropped
+  copy_state copy[node_tier_count] = {copy_state::absent, copy_state::absent};
+  bool in_set[node_tier_count] = {false, false};
+  bool taken[node_tier_count] = {false, false};  // chosen for eviction, not yet dropped
   bool live = false;
 
-  bool has(tier t) const { return copy[static_cast<int>(t)] != copy_state::absent; }
-  bool ready(tier t) const { return copy[static_cast<int>(t)] == copy_state::ready; }
-  block_id block_in(tier t) const { return block[static_cast<int>(t)]; }
+  bool has(tier t) const { return copy[node_tier(t)] != copy_state::absent; }
+  bool ready(tier t) const { return copy[node_tier(t)] == copy_state::ready; }
+  block_id block_in(tier t) const { return block[node_tier(t)]; }
 };
 static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bound");
 
@@ -94,10 +98,10 @@ class radix_tree {
     __builtin_prefetch(p + sizeof(tree_node) - 1);
   }
   /// Members of a tier's evictable set (the leaves that may go now).
-  uint32_t evictable(tier t) const { return set_count_[static_cast<int>(t)]; }
+  uint32_t evictable(tier t) const { return set_count_[node_tier(t)]; }
   /// Blocks a tier could free by evicting leaf after leaf: device: ready and unreferenced;
   /// host: ready, host-only and unreferenced.
-  uint32_t reclaimable(tier t) const { return reclaimable_[static_cast<int>(t)]; }
+  uint32_t reclaimable(tier t) const { return reclaimable_[node_tier(t)]; }
   /// Whether n's copy in t counts in reclaimable(t).
   static bool reclaimable_copy(const tree_node& n, tier t);
   /// Calls f(child) for each child of `id`.
@@ -173,9 +177,9 @@ class radix_tree {
   std::vector<tree_node> nodes_;
   std::vector<node_id> free_slots_;
   absl::flat_hash_map<block_hash, node_id> by_hash_;
-  evictable_queue queue_[tier_count];
-  uint32_t set_count_[tier_count] = {0, 0};
-  uint32_t reclaimable_[tier_count] = {0, 0};
+  evictable_queue queue_[node_tier_count];
+  uint32_t set_count_[node_tier_count] = {0, 0};
+  uint32_t reclaimable_[node_tier_count] = {0, 0};
   uint32_t live_count_ = 0;
   uint64_t next_order_ = 1;
   block_event_sink* sink_ = nullptr;

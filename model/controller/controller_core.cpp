@@ -108,7 +108,7 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
   size_t first = out.size();
   tracker_.batch(orders, out);
   for (size_t i = first; i < out.size(); ++i)
-    if (out[i].kind == static_cast<uint8_t>(move_kind::load))
+    if (out[i].kind == transfer_kind::load)
       load_owner_[r.load_transfer = out[i].id] = req;
   ++prefetch_.started;
   return true;
@@ -260,12 +260,12 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
     return false;
   }
   uint32_t storage = 0;
-  uint64_t tokens[3] = {0, 0, 0};
+  per_tier<uint64_t> tokens{};
   for (uint32_t i = 0; i < hits; ++i) {
     bool prefetched = i >= r.prefetch_first && i - r.prefetch_first < r.prefetched;
-    int tier_index = i < device ? 0 : prefetched ? 2 : 1;
-    storage += tier_index == 2;
-    tokens[tier_index] += r.layout.tokens_of(i);
+    tier from = i < device ? tier::device : prefetched ? tier::storage : tier::host;
+    storage += from == tier::storage;
+    at(tokens, from) += r.layout.tokens_of(i);
   }
   // A protected prefetch held its blocks until now; under best_effort or timeout its loads may
   // still be in flight (what has not landed is computed).
@@ -296,9 +296,9 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   res.device_blocks = device;
   res.host_blocks = hits - device - storage;
   res.storage_blocks = storage;
-  res.device_tokens = tokens[0];
-  res.host_tokens = tokens[1];
-  res.storage_tokens = tokens[2];
+  res.device_tokens = at(tokens, tier::device);
+  res.host_tokens = at(tokens, tier::host);
+  res.storage_tokens = at(tokens, tier::storage);
   return true;
 }
 
@@ -386,7 +386,7 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   size_t first = out.size();
   tracker_.batch(orders, out);
   for (size_t i = first; i < out.size(); ++i)
-    if (out[i].kind == static_cast<uint8_t>(move_kind::swap_in))
+    if (out[i].kind == transfer_kind::swap_in)
       inputs.swap_in = out[i].id;
   if (options_.log && inputs.swap_in != 0)
     for (const admit_result& a : g.admits)

@@ -7,17 +7,6 @@
 
 namespace kvtier {
 
-move_kind transfer_tracker::kind_of(transfer_kind k) {
-  switch (k) {
-    case transfer_kind::swap_in: return move_kind::swap_in;
-    case transfer_kind::backup:
-    case transfer_kind::write_back: return move_kind::d2h;
-    case transfer_kind::load: return move_kind::load;
-    case transfer_kind::store: return move_kind::store;
-  }
-  return move_kind::d2h;
-}
-
 uint64_t transfer_tracker::storage_key_of(block_hash h) const {
   return make_storage_key(namespace_, h);
 }
@@ -55,7 +44,7 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       // such an order starts the next transfer, which comes after this one.
       transfer t;
       t.id = next_id_++;
-      t.kind = static_cast<uint8_t>(kind_of(kinds[k]));
+      t.kind = kinds[k];
       std::vector<transfer_order> members;
       size_t end = first;
       for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
@@ -94,6 +83,8 @@ bool transfer_tracker::touches_own_writes(const transfer_order& o, uint64_t id) 
       return written(host_, o.host_block) || read(host_, o.host_block);
     case transfer_kind::store:
       return written(host_, o.host_block);
+    case transfer_kind::fill:  // fill() claims its blocks as swap-in targets
+      KVTIER_ASSERT(false);
   }
   return false;
 }
@@ -101,7 +92,7 @@ bool transfer_tracker::touches_own_writes(const transfer_order& o, uint64_t id) 
 void transfer_tracker::fill(const std::vector<block_move>& blocks, std::vector<transfer>& out) {
   transfer t;
   t.id = next_id_++;
-  t.kind = static_cast<uint8_t>(move_kind::fill);
+  t.kind = transfer_kind::fill;
   t.blocks = blocks;
   std::vector<transfer_order> writes;
   for (const block_move& b : blocks) {
@@ -151,6 +142,8 @@ void transfer_tracker::add_dependencies(transfer& t, const transfer_order& o) {
     case transfer_kind::store:
       reads(slot(host_, o.host_block));
       break;
+    case transfer_kind::fill:
+      KVTIER_ASSERT(false);
   }
 }
 

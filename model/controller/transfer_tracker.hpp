@@ -45,7 +45,6 @@ class transfer_tracker {
   void add_dependencies(transfer& t, const transfer_order& o);
   /// Whether `o` touches a block that transfer `id` writes, or writes one that it reads.
   bool touches_own_writes(const transfer_order& o, uint64_t id);
-  static move_kind kind_of(transfer_kind k);
   static block_users& slot(std::vector<block_users>& v, block_id b);
 
   uint64_t namespace_;
@@ -53,7 +52,7 @@ class transfer_tracker {
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> orders_;
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
   std::vector<block_users> device_, host_;  // by block id, grown on demand
-  std::vector<transfer_order> groups_[5];   // scratch: orders by kind
+  std::vector<transfer_order> groups_[5];   // scratch: orders by kind, in batch()'s order
 };
 
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/messages/ids.hpp"
+#include "model/pd/preallocation.hpp"
 
 namespace kvtier {
 
@@ -69,7 +70,7 @@ struct preallocate_request {
 
 struct preallocate_reply {
   request_id req = 0;
-  uint8_t verdict = 0;             ///< preallocation_verdict
+  preallocation_verdict verdict = preallocation_verdict::granted;
   uint32_t device_hit_blocks = 0;  ///< leading prompt blocks D already held
 };
 
@@ -79,10 +80,19 @@ enum class handoff_outcome : uint8_t {
   cancelled = 2,  ///< P never prefilled it (rejected there): D gives the blocks back
 };
 
+constexpr const char* to_string(handoff_outcome o) {
+  switch (o) {
+    case handoff_outcome::delivered: return "delivered";
+    case handoff_outcome::failed: return "failed";
+    case handoff_outcome::cancelled: return "cancelled";
+  }
+  return "?";
+}
+
 /// P is done with a request: D may decode it. Answered when D finishes it.
 struct kv_handoff {
   request_id req = 0;
-  uint8_t outcome = 0;  ///< handoff_outcome
+  handoff_outcome outcome = handoff_outcome::delivered;
   int64_t first_token_ns = -1;
   bool inject_failure = false;  ///< pd.failure_rate drew this handoff: it fails
 };

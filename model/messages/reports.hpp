@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tier.hpp"
+#include "core/transfer_kind.hpp"
 #include "model/messages/ids.hpp"
 #include "model/messages/transfer.hpp"
 
@@ -29,12 +31,12 @@ struct request_record {
   uint32_t input_tokens = 0;
   uint32_t output_tokens = 0;
   uint32_t blocks = 0;
-  std::array<uint32_t, 3> hit_blocks{};  ///< device, host, storage (at the last admission)
-  std::array<uint64_t, 3> hit_tokens{};
+  per_tier<uint32_t> hit_blocks{};  ///< at the last admission
+  per_tier<uint64_t> hit_tokens{};
   /// At the first admission: after a preemption, the last admission also finds the request's
   /// own blocks, computed before it was preempted.
-  std::array<uint32_t, 3> first_hit_blocks{};
-  std::array<uint64_t, 3> first_hit_tokens{};
+  per_tier<uint32_t> first_hit_blocks{};
+  per_tier<uint64_t> first_hit_tokens{};
   uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
   uint32_t preemptions = 0;
   uint32_t attempt = 0;                ///< PD: routings before this pass (handoff_order::reroutes)
@@ -81,8 +83,8 @@ struct scheduler_report {
   int64_t lag_ns = 0;
   int64_t lag_max_ns = 0;      ///< the longest single such delay
   bool drained = false;        ///< every request finished
-  /// Tokens preempted requests found cached at re-admission, by tier (device, host, storage).
-  std::array<uint64_t, 3> restored_tokens{};
+  /// Tokens preempted requests found cached at re-admission, by tier.
+  per_tier<uint64_t> restored_tokens{};
   // PD
   uint64_t pd_link_bytes = 0;        ///< prefill: KV sent over the PD link
   int64_t pd_link_busy_ns = 0;
@@ -105,7 +107,7 @@ struct scheduler_report {
 /// One transfer as the engine ran it.
 struct transfer_log {
   uint64_t id = 0;
-  uint8_t kind = 0;
+  transfer_kind kind = transfer_kind::backup;
   uint32_t blocks = 0;
   int64_t duration_ns = 0;  ///< from its start (dependencies met) to its end
 };
@@ -162,14 +164,19 @@ struct link_report {
 
 struct engine_report {
   std::vector<link_report> links;
-  std::array<uint64_t, move_kinds> transfers{};  ///< by move_kind
-  std::array<uint64_t, move_kinds> bytes{};
+  per_transfer_kind<uint64_t> transfers{};
+  per_transfer_kind<uint64_t> bytes{};
   uint64_t failed = 0;
   uint64_t payload_errors = 0;          ///< storage reads whose bytes were not what was stored
   std::string backend;                  ///< modelled or cuda
   std::string device;                   ///< cuda: the GPU
   std::vector<transfer_log> log;
 };
+
+/// What crossed the device -> host link: backups and write-backs alike.
+inline uint64_t d2h_bytes(const engine_report& e) {
+  return at(e.bytes, transfer_kind::backup) + at(e.bytes, transfer_kind::write_back);
+}
 
 struct storage_report {
   uint64_t exists_queries = 0, gets = 0, puts = 0;

@@ -10,20 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "core/transfer_kind.hpp"
 #include "model/messages/ids.hpp"
 
 namespace kvtier {
 
 // -- cache controller -> transfer engine -------------------------------------------------------------
-
-enum class move_kind : uint8_t {
-  swap_in = 0,  ///< host -> device, layer by layer
-  d2h = 1,      ///< device -> host, all layers at once (backups and write-backs)
-  load = 2,     ///< storage -> host
-  store = 3,    ///< host -> storage
-  fill = 4,     ///< --verify: a step produced these device blocks; mark each with its pattern
-};
-inline constexpr int move_kinds = 5;
 
 struct block_move {
   uint32_t device_block = 0;
@@ -36,7 +28,7 @@ struct block_move {
 /// reads a block this one writes).
 struct transfer {
   uint64_t id = 0;
-  uint8_t kind = 0;  ///< move_kind
+  transfer_kind kind = transfer_kind::backup;
   std::vector<block_move> blocks;
   std::vector<uint64_t> after;
 };

@@ -20,7 +20,7 @@ constexpr int64_t drop_poll_first_ns = 1000;
 constexpr int64_t drop_poll_limit_ns = 5'000'000'000;
 
 preallocate_reply reply(request_id id, preallocation_verdict v, uint32_t hits = 0) {
-  return preallocate_reply{id, static_cast<uint8_t>(v), hits};
+  return preallocate_reply{id, v, hits};
 }
 
 }  // namespace
@@ -91,7 +91,7 @@ bool decode_side::on_kv_handoff(const kv_handoff& k, scheduler_state& st, schedu
   st.unanswered.insert(id);
   live_request& r = st.book.at(id);
   r.record.first_token_ns = k.first_token_ns;
-  auto outcome = static_cast<handoff_outcome>(k.outcome);
+  handoff_outcome outcome = k.outcome;
   if (outcome == handoff_outcome::cancelled) {
     awaiting_kv_.erase(id);
     st.output_keys.erase(id);
@@ -121,8 +121,8 @@ void decode_side::read_handoff(request_id id, scheduler_state& st, scheduler_ord
     return;
   }
   ++st.report.handoff_reads;
-  transfer load = st.new_transfer(move_kind::load, w.read_keys);
-  w.swap_in = st.new_transfer(move_kind::swap_in, w.read_keys);
+  transfer load = st.new_transfer(transfer_kind::load, w.read_keys);
+  w.swap_in = st.new_transfer(transfer_kind::swap_in, w.read_keys);
   out.push_back(engine_order{std::move(load), transfer_use::handoff_load, id});
 }
 

@@ -28,10 +28,10 @@ void scheduler_state::request_plan(scheduler_orders& out) {
   out.push_back(timer_order{timer_kind::plan, now(), 0});
 }
 
-transfer scheduler_state::new_transfer(move_kind kind, const std::vector<uint64_t>& keys) {
+transfer scheduler_state::new_transfer(transfer_kind kind, const std::vector<uint64_t>& keys) {
   transfer t;
   t.id = next_transfer++;
-  t.kind = static_cast<uint8_t>(kind);
+  t.kind = kind;
   for (uint64_t k : keys)
     t.blocks.push_back({0, 0, 0, k});
   return t;
@@ -39,8 +39,8 @@ transfer scheduler_state::new_transfer(move_kind kind, const std::vector<uint64_
 
 void scheduler_state::write_to_storage(const std::vector<uint64_t>& keys, transfer_use use,
                                        request_id req, scheduler_orders& out) {
-  transfer d2h = new_transfer(move_kind::d2h, keys);
-  transfer store = new_transfer(move_kind::store, keys);
+  transfer d2h = new_transfer(transfer_kind::backup, keys);
+  transfer store = new_transfer(transfer_kind::store, keys);
   store.after.push_back(d2h.id);
   out.push_back(engine_order{std::move(d2h), transfer_use::background, req});
   out.push_back(engine_order{std::move(store), use, req});

@@ -78,7 +78,7 @@ struct scheduler_state {
   /// together are planned together, as an engine loop sees its whole waiting queue.
   void request_plan(scheduler_orders& out);
   /// A transfer of this instance's own (not the controller's) over `keys`' blocks.
-  transfer new_transfer(move_kind kind, const std::vector<uint64_t>& keys);
+  transfer new_transfer(transfer_kind kind, const std::vector<uint64_t>& keys);
   /// Device -> host -> storage: the store waits for the D2H; `use` names who hears the store.
   void write_to_storage(const std::vector<uint64_t>& keys, transfer_use use, request_id req,
                         scheduler_orders& out);

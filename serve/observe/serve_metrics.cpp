@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/tier.hpp"
 #include "model/cache/radix_tree.hpp"
 #include "observe/events/event_publisher.hpp"
 #include "observe/metrics/metrics_http.hpp"
@@ -11,8 +12,6 @@
 namespace kvtier {
 
 namespace {
-
-const char* const tier_names[3] = {"device", "host", "storage"};
 
 // Counts calls as the server answers them; runs on the server actor's thread.
 class call_metrics final : public serve::serve_observer {
@@ -38,13 +37,13 @@ class call_metrics final : public serve::serve_observer {
                                 "Live requests released because their engine left.");
     for (int s = 0; s < 2; ++s) {
       const char* source = s == 0 ? "lookup" : "admit";
-      for (int t = 0; t < 3; ++t) {
-        metric_labels l = {{"tier", tier_names[t]}, {"source", source}};
-        asked_[s][t] = &r_.add_counter(
+      for (tier t : all_tiers) {
+        metric_labels l = {{"tier", to_string(t)}, {"source", source}};
+        at(asked_[s], t) = &r_.add_counter(
           "kvtier:lookup_blocks_total",
           "Prompt blocks asked of each tier: all of them of the device, those after the "
           "device's prefix of the host, those after both of storage.", l);
-        hits_[s][t] = &r_.add_counter("kvtier:hit_blocks_total",
+        at(hits_[s], t) = &r_.add_counter("kvtier:hit_blocks_total",
                                       "Prompt blocks each tier held (a contiguous prefix).", l);
       }
     }
@@ -66,12 +65,12 @@ class call_metrics final : public serve::serve_observer {
   void on_hits(serve::verb v, uint32_t prompt_blocks, uint32_t device, uint32_t host,
                uint32_t storage) override {
     int s = v == serve::verb::lookup ? 0 : 1;
-    const uint32_t held[3] = {device, host, storage};
+    const per_tier<uint32_t> held = {device, host, storage};
     uint32_t left = prompt_blocks;
-    for (int t = 0; t < 3; ++t) {
-      asked_[s][t]->inc(left);
-      hits_[s][t]->inc(held[t]);
-      left = left > held[t] ? left - held[t] : 0;
+    for (tier t : all_tiers) {
+      at(asked_[s], t)->inc(left);
+      at(hits_[s], t)->inc(at(held, t));
+      left = left > at(held, t) ? left - at(held, t) : 0;
     }
   }
 
@@ -82,24 +81,25 @@ class call_metrics final : public serve::serve_observer {
   counter* errors_[serve::error_kind_count] = {};
   gauge* engines_ = nullptr;
   counter* released_ = nullptr;
-  counter* asked_[2][3] = {};
-  counter* hits_[2][3] = {};
+  per_tier<counter*> asked_[2] = {};  // by source: lookup, admit
+  per_tier<counter*> hits_[2] = {};
 };
 
 // Reads the actors' reports when scraped (on the endpoint's thread).
 void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) {
-  gauge* capacity[3];
-  gauge* used[3];
-  counter* evictions[3];
-  for (int t = 0; t < 3; ++t) {
-    metric_labels l = {{"tier", tier_names[t]}};
-    capacity[t] = &r.add_gauge("kvtier:tier_capacity_blocks", "Blocks each tier holds at most.", l);
-    used[t] = &r.add_gauge("kvtier:tier_used_blocks",
-                           "Blocks in use in each tier (storage: blocks stored).", l);
-    evictions[t] = &r.add_counter("kvtier:evictions_total", "Blocks evicted from each tier.", l);
+  per_tier<gauge*> capacity{}, used{};
+  per_tier<counter*> evictions{};
+  for (tier t : all_tiers) {
+    metric_labels l = {{"tier", to_string(t)}};
+    at(capacity, t) =
+      &r.add_gauge("kvtier:tier_capacity_blocks", "Blocks each tier holds at most.", l);
+    at(used, t) = &r.add_gauge("kvtier:tier_used_blocks",
+                               "Blocks in use in each tier (storage: blocks stored).", l);
+    at(evictions, t) =
+      &r.add_counter("kvtier:evictions_total", "Blocks evicted from each tier.", l);
   }
-  capacity[0]->set(src.device_blocks);
-  capacity[1]->set(src.host_blocks);
+  at(capacity, tier::device)->set(src.device_blocks);
+  at(capacity, tier::host)->set(src.host_blocks);
   gauge* in_flight = &r.add_gauge("kvtier:copies_in_flight",
                                   "Block copies the controller issued that have not finished.");
   gauge* scrape_errors = &r.add_gauge(
@@ -114,10 +114,10 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
     self->request(s.controller, timeout, report_atom_v)
       .receive(
         [&](const controller_report& c) {
-          used[0]->set(c.device_used);
-          used[1]->set(c.host_used);
-          evictions[0]->set_total(static_cast<double>(c.device_evictions));
-          evictions[1]->set_total(static_cast<double>(c.host_evictions));
+          at(used, tier::device)->set(c.device_used);
+          at(used, tier::host)->set(c.host_used);
+          at(evictions, tier::device)->set_total(static_cast<double>(c.device_evictions));
+          at(evictions, tier::host)->set_total(static_cast<double>(c.host_evictions));
           in_flight->set(static_cast<double>(c.copies_in_flight));
         },
         on_error);
@@ -136,9 +136,9 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
     self->request(s.storage, timeout, report_atom_v)
       .receive(
         [&](const storage_report& st) {
-          capacity[2]->set(static_cast<double>(st.capacity));
-          used[2]->set(static_cast<double>(st.stored));
-          evictions[2]->set_total(static_cast<double>(st.evictions));
+          at(capacity, tier::storage)->set(static_cast<double>(st.capacity));
+          at(used, tier::storage)->set(static_cast<double>(st.stored));
+          at(evictions, tier::storage)->set_total(static_cast<double>(st.evictions));
           links(st.nodes);
         },
         on_error);

@@ -9,6 +9,7 @@
 
 #include "actors/front_end/front_end.hpp"
 #include "actors/instance.hpp"
+#include "actors/transfer_engine/cuda_copies.hpp"
 #include "actors/storage/storage.hpp"
 #include "runtime/deployment.hpp"
 #include "runtime/config/options.hpp"
@@ -29,8 +30,8 @@ struct deployment {
 void prepare_backend(timed_config& config) {
   if (config.backend != copy_backend_kind::cuda)
     return;
-  config.engine.gpu = std::make_shared<cuda_device>(config.cuda_options);
-  config.engine.block_bytes = config.engine.gpu->block_bytes();
+  use_cuda_copies(config.engine, std::make_shared<cuda_device>(config.cuda_options),
+                  config.cuda_options.verify ? copy_checks::verify : copy_checks::none);
 }
 
 
@@ -70,8 +71,8 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.rejected += x.rejected;
   sum.refused_admissions += x.refused_admissions;
   sum.drained = sum.drained && x.drained;
-  for (int t = 0; t < 3; ++t)
-    sum.restored_tokens[t] += x.restored_tokens[t];
+  for (tier t : all_tiers)
+    at(sum.restored_tokens, t) += at(x.restored_tokens, t);
   sum.pd_link_bytes += x.pd_link_bytes;
   sum.pd_link_busy_ns += x.pd_link_busy_ns;
   sum.pd_link_messages += x.pd_link_messages;
@@ -197,7 +198,7 @@ void add_to(engine_report& sum, const engine_report& x) {
     it->busy_ns += l.busy_ns;
     it->transfers += l.transfers;
   }
-  for (int k = 0; k < move_kinds; ++k) {
+  for (size_t k = 0; k < transfer_kind_count; ++k) {
     sum.transfers[k] += x.transfers[k];
     sum.bytes[k] += x.bytes[k];
   }

@@ -61,13 +61,13 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
     }
   }
   out.hit_blocks = {match_.device, match_.host, stored};
-  out.hit_tokens[hit_device] = match_.device_tokens;
-  out.hit_tokens[hit_host] = match_.host_tokens;
+  at(out.hit_tokens, tier::device) = match_.device_tokens;
+  at(out.hit_tokens, tier::host) = match_.host_tokens;
   for (uint32_t i = in_tree; i < in_tree + stored; ++i)
-    out.hit_tokens[hit_storage] += blocks[i].tokens;
-  for (int t = 0; t < hit_tier_count; ++t) {
-    totals_.hit_blocks[t] += out.hit_blocks[t];
-    totals_.hit_tokens[t] += out.hit_tokens[t];
+    at(out.hit_tokens, tier::storage) += blocks[i].tokens;
+  for (tier t : all_tiers) {
+    at(totals_.hit_blocks, t) += at(out.hit_blocks, t);
+    at(totals_.hit_tokens, t) += at(out.hit_tokens, t);
   }
 
   // -- then every block goes to the device, as far as it fits ----------------------------------

@@ -23,18 +23,16 @@
 #include "model/cache/invariants.hpp"
 #include "model/storage/storage_index.hpp"
 #include "runtime/config/replay_config.hpp"
+#include "core/tier.hpp"
 #include "core/trace_request.hpp"
 
 namespace kvtier {
 
-enum hit_tier { hit_device = 0, hit_host = 1, hit_storage = 2 };
-inline constexpr int hit_tier_count = 3;
-
 /// What happened to one request.
 struct request_outcome {
   uint32_t blocks = 0;
-  std::array<uint32_t, hit_tier_count> hit_blocks{};
-  std::array<uint64_t, hit_tier_count> hit_tokens{};
+  per_tier<uint32_t> hit_blocks{};
+  per_tier<uint64_t> hit_tokens{};
   uint32_t uncached_blocks = 0;  ///< blocks that did not fit on the device at all
 };
 
@@ -43,8 +41,8 @@ struct hitrate_totals {
   uint64_t blocks = 0;
   uint64_t input_tokens = 0;
   uint64_t output_tokens = 0;
-  std::array<uint64_t, hit_tier_count> hit_blocks{};
-  std::array<uint64_t, hit_tier_count> hit_tokens{};
+  per_tier<uint64_t> hit_blocks{};
+  per_tier<uint64_t> hit_tokens{};
   uint64_t uncached_blocks = 0;
   uint64_t lookups = 0;          ///< block lookups (tree matching, storage probes)
   uint64_t inserts = 0;          ///< blocks placed on the device (new, swapped in, loaded)

@@ -34,9 +34,9 @@ void write_full_csv(std::ostream& out, const full_result& r) {
     for (uint64_t t : x.hit_tokens)
       out << ',' << t;
     uint64_t first_blocks = 0, first_tokens = 0;
-    for (int t = 0; t < 3; ++t) {
-      first_blocks += x.first_hit_blocks[t];
-      first_tokens += x.first_hit_tokens[t];
+    for (tier t : all_tiers) {
+      first_blocks += at(x.first_hit_blocks, t);
+      first_tokens += at(x.first_hit_tokens, t);
     }
     out << ',' << x.computed_tokens << ',' << x.preemptions << ',' << first_blocks << ','
         << first_tokens << '\n';

@@ -11,8 +11,6 @@ using nlohmann::json;
 
 namespace {
 
-const char* const tier_names[hit_tier_count] = {"device", "host", "storage"};
-
 std::string thousands(uint64_t v) {
   std::string s = std::to_string(v);
   for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
@@ -37,10 +35,10 @@ void write_hitrate_csv_header(std::ostream& out) {
 void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o) {
   out << r.seq << ',' << r.file << ',' << r.line << ',' << seconds_text(r.arrival_ns) << ','
       << r.input_tokens << ',' << r.output_tokens << ',' << o.blocks;
-  for (int t = 0; t < hit_tier_count; ++t)
-    out << ',' << o.hit_blocks[t];
-  for (int t = 0; t < hit_tier_count; ++t)
-    out << ',' << o.hit_tokens[t];
+  for (tier t : all_tiers)
+    out << ',' << at(o.hit_blocks, t);
+  for (tier t : all_tiers)
+    out << ',' << at(o.hit_tokens, t);
   out << ',' << o.uncached_blocks << '\n';
 }
 
@@ -57,13 +55,13 @@ json hitrate_summary(const hitrate_replay& replay, const run_info& run) {
   }
   uint64_t hit_blocks = 0, hit_tokens = 0;
   json by_tier = json::object(), hits_blocks = json::object(), hits_tokens = json::object();
-  for (int i = 0; i < hit_tier_count; ++i) {
-    hit_blocks += t.hit_blocks[i];
-    hit_tokens += t.hit_tokens[i];
-    by_tier[tier_names[i]] = {{"blocks", ratio(t.hit_blocks[i], t.blocks)},
-                              {"tokens", ratio(t.hit_tokens[i], t.input_tokens)}};
-    hits_blocks[tier_names[i]] = t.hit_blocks[i];
-    hits_tokens[tier_names[i]] = t.hit_tokens[i];
+  for (tier i : all_tiers) {
+    hit_blocks += at(t.hit_blocks, i);
+    hit_tokens += at(t.hit_tokens, i);
+    by_tier[to_string(i)] = {{"blocks", ratio(at(t.hit_blocks, i), t.blocks)},
+                             {"tokens", ratio(at(t.hit_tokens, i), t.input_tokens)}};
+    hits_blocks[to_string(i)] = at(t.hit_blocks, i);
+    hits_tokens[to_string(i)] = at(t.hit_tokens, i);
   }
   const invariant_report& inv = replay.invariants();
   const storage_index* storage = replay.storage();
@@ -110,7 +108,8 @@ std::string hitrate_text(const json& s, const std::string& out_dir) {
   std::snprintf(line, sizeof(line), "  hit ratio        blocks %.4f   tokens %.4f\n",
                 h["blocks"].get<double>(), h["tokens"].get<double>());
   out += line;
-  for (const char* tier : tier_names) {
+  for (tier each : all_tiers) {
+    const char* tier = to_string(each);
     std::snprintf(line, sizeof(line), "    %-13s  blocks %.4f   tokens %.4f\n", tier,
                   h["by_tier"][tier]["blocks"].get<double>(),
                   h["by_tier"][tier]["tokens"].get<double>());

@@ -11,31 +11,32 @@ namespace {
 // One instance of a cluster: its requests' latency and hits, its own traffic and evictions.
 json instance_summary(const instance_result& x) {
   std::vector<double> ttft, tpot;
-  uint64_t finished = 0, input = 0, tier_tokens[3] = {0, 0, 0};
+  uint64_t finished = 0, input = 0;
+  per_tier<uint64_t> tier_tokens{};
   for (const request_record& q : x.scheduler.requests) {
     if (q.finish_ns < 0)
       continue;
     ++finished;
     input += q.input_tokens;
-    for (int t = 0; t < 3; ++t)
-      tier_tokens[t] += q.hit_tokens[t];
+    for (tier t : all_tiers)
+      at(tier_tokens, t) += at(q.hit_tokens, t);
     ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
     if (q.output_tokens > 1)
       tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6
                      / static_cast<double>(q.output_tokens - 1));
   }
   json by_tier = json::object();
-  for (int t = 0; t < 3; ++t)
-    by_tier[summary_tier_names[t]] = ratio(tier_tokens[t], input);
+  for (tier t : all_tiers)
+    by_tier[to_string(t)] = ratio(at(tier_tokens, t), input);
   const engine_report& e = x.engine;
   return {{"name", x.name},
           {"requests", {{"finished", finished}, {"rejected", x.scheduler.rejected}}},
           {"hit_ratio_tokens", by_tier},
           {"latency_ms", {{"ttft", distribution(ttft)}, {"tpot", distribution(tpot)}}},
-          {"traffic", {{"h2d_bytes", e.bytes[static_cast<int>(move_kind::swap_in)]},
-                       {"d2h_bytes", e.bytes[static_cast<int>(move_kind::d2h)]},
-                       {"storage_read_bytes", e.bytes[static_cast<int>(move_kind::load)]},
-                       {"storage_write_bytes", e.bytes[static_cast<int>(move_kind::store)]}}},
+          {"traffic", {{"h2d_bytes", at(e.bytes, transfer_kind::swap_in)},
+                       {"d2h_bytes", d2h_bytes(e)},
+                       {"storage_read_bytes", at(e.bytes, transfer_kind::load)},
+                       {"storage_write_bytes", at(e.bytes, transfer_kind::store)}}},
           {"evictions", {{"device", x.controller.device_evictions},
                          {"host", x.controller.host_evictions}}},
           {"preemptions", x.scheduler.preemptions},

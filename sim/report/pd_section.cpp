@@ -16,7 +16,7 @@ struct prefill_passes {
   std::vector<double> first_ttft;  ///< ms, first passes that gave a first token
   uint64_t reprefills = 0;
   uint64_t reprefilled_tokens = 0;  ///< computed by the later passes
-  std::array<uint64_t, 3> restored{};  ///< found cached by the later passes, per tier
+  per_tier<uint64_t> restored{};  ///< found cached by the later passes, per tier
 };
 
 prefill_passes tally_prefill_passes(const full_result& r) {
@@ -32,8 +32,8 @@ prefill_passes tally_prefill_passes(const full_result& r) {
       }
       ++p.reprefills;
       p.reprefilled_tokens += q.computed_tokens;
-      for (int t = 0; t < 3; ++t)
-        p.restored[t] += q.first_hit_tokens[t];
+      for (tier t : all_tiers)
+        at(p.restored, t) += at(q.first_hit_tokens, t);
     }
   return p;
 }
@@ -73,7 +73,8 @@ json decode_drops(const full_result& r, const prefill_passes& p) {
     {"reprefills", p.reprefills},
     {"reprefill_computed_tokens", p.reprefilled_tokens},
     {"reprefill_restored_tokens",
-     {{"device", p.restored[0]}, {"host", p.restored[1]}, {"storage", p.restored[2]}}},
+     {{"device", at(p.restored, tier::device)}, {"host", at(p.restored, tier::host)},
+      {"storage", at(p.restored, tier::storage)}}},
   };
 }
 

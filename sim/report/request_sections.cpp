@@ -40,18 +40,18 @@ json requests_section(const full_result& r, const request_tally& t) {
 
 json hit_ratio_section(const request_tally& t) {
   json by_tier = json::object();
-  for (int k = 0; k < 3; ++k)
-    by_tier[summary_tier_names[k]] = {{"blocks", ratio(t.tier_blocks[k], t.blocks)},
-                                      {"tokens", ratio(t.tier_tokens[k], t.input)}};
+  for (tier k : all_tiers)
+    by_tier[to_string(k)] = {{"blocks", ratio(at(t.tier_blocks, k), t.blocks)},
+                             {"tokens", ratio(at(t.tier_tokens, k), t.input)}};
   return {{"blocks", ratio(t.hit_blocks, t.blocks)}, {"tokens", ratio(t.hit_tokens, t.input)},
           {"by_tier", by_tier}};
 }
 
 json hits_section(const request_tally& t) {
   json blocks = json::object(), tokens = json::object();
-  for (int k = 0; k < 3; ++k) {
-    blocks[summary_tier_names[k]] = t.tier_blocks[k];
-    tokens[summary_tier_names[k]] = t.tier_tokens[k];
+  for (tier k : all_tiers) {
+    blocks[to_string(k)] = at(t.tier_blocks, k);
+    tokens[to_string(k)] = at(t.tier_tokens, k);
   }
   return {{"blocks", blocks}, {"tokens", tokens}};
 }

@@ -15,17 +15,17 @@ void add_finished(request_tally& t, const request_record& x) {
   // Hits found when the request was first admitted: what the cache saved it. After a
   // preemption its last admission also finds its own blocks, computed before it was preempted;
   // those are reported apart, as readmission hits.
-  for (int k = 0; k < 3; ++k) {
-    t.tier_blocks[k] += x.first_hit_blocks[k];
-    t.tier_tokens[k] += x.first_hit_tokens[k];
-    t.hit_blocks += x.first_hit_blocks[k];
-    t.hit_tokens += x.first_hit_tokens[k];
+  for (tier k : all_tiers) {
+    at(t.tier_blocks, k) += at(x.first_hit_blocks, k);
+    at(t.tier_tokens, k) += at(x.first_hit_tokens, k);
+    t.hit_blocks += at(x.first_hit_blocks, k);
+    t.hit_tokens += at(x.first_hit_tokens, k);
   }
   if (x.preemptions > 0) {
     ++t.readmitted;
-    for (int k = 0; k < 3; ++k) {
-      t.readmission_blocks += x.hit_blocks[k];
-      t.readmission_tokens += x.hit_tokens[k];
+    for (tier k : all_tiers) {
+      t.readmission_blocks += at(x.hit_blocks, k);
+      t.readmission_tokens += at(x.hit_tokens, k);
     }
   }
   t.ttft.push_back(static_cast<double>(x.first_token_ns - x.arrival_ns) / 1e6);

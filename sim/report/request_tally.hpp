@@ -19,8 +19,8 @@ struct request_tally {
   uint64_t rejected_input = 0;
   uint64_t rejected_output = 0;
   /// Hits at the first admission (what the cache saved), per tier and in all.
-  uint64_t tier_blocks[3] = {0, 0, 0};
-  uint64_t tier_tokens[3] = {0, 0, 0};
+  per_tier<uint64_t> tier_blocks{};
+  per_tier<uint64_t> tier_tokens{};
   uint64_t hit_blocks = 0;
   uint64_t hit_tokens = 0;
   /// Preempted requests, and the hits on their own blocks at their last admission.

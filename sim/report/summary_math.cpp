@@ -5,8 +5,6 @@
 
 namespace kvtier {
 
-const char* const summary_tier_names[3] = {"device", "host", "storage"};
-
 double round6(double x) {
   return std::round(x * 1e6) / 1e6;
 }

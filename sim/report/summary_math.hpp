@@ -25,7 +25,4 @@ double percentile(const std::vector<double>& sorted, double p);
 /// count, mean, p50, p90 and p99 of `v` (any order).
 nlohmann::json distribution(std::vector<double> v);
 
-/// The tiers in the order of every per-tier array: device, host, storage.
-extern const char* const summary_tier_names[3];
-
 }  // namespace kvtier

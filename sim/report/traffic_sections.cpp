@@ -23,29 +23,30 @@ json traffic_section(const full_result& r) {
   const engine_report& e = r.engine;
   // Transfer time per kind: from each transfer's start (its dependencies met) to its end, as
   // the modelled links computed it or as CUDA events measured it.
-  double kind_ns[move_kinds] = {0, 0, 0, 0, 0};
+  per_transfer_kind<double> kind_ns{};
   for (const transfer_log& l : e.log)
-    kind_ns[l.kind] += static_cast<double>(l.duration_ns);
-  auto bytes = [&](move_kind k) { return e.bytes[static_cast<int>(k)]; };
-  auto seconds = [&](move_kind k) { return round6(kind_ns[static_cast<int>(k)] / 1e9); };
-  auto rate = [&](move_kind k) {
-    int i = static_cast<int>(k);
-    return round6(kind_ns[i] > 0 ? static_cast<double>(e.bytes[i]) / kind_ns[i] : 0.0);
+    at(kind_ns, l.kind) += static_cast<double>(l.duration_ns);
+  // The device -> host link carries backups and write-backs alike: one figure for both.
+  const double h2d_ns = at(kind_ns, transfer_kind::swap_in);
+  const double d2h_ns = at(kind_ns, transfer_kind::backup) + at(kind_ns, transfer_kind::write_back);
+  auto rate = [](uint64_t bytes, double ns) {
+    return round6(ns > 0 ? static_cast<double>(bytes) / ns : 0.0);
   };
-  return {{"h2d_bytes", bytes(move_kind::swap_in)},
-          {"d2h_bytes", bytes(move_kind::d2h)},
-          {"storage_read_bytes", bytes(move_kind::load)},
-          {"storage_write_bytes", bytes(move_kind::store)},
+  return {{"h2d_bytes", at(e.bytes, transfer_kind::swap_in)},
+          {"d2h_bytes", d2h_bytes(e)},
+          {"storage_read_bytes", at(e.bytes, transfer_kind::load)},
+          {"storage_write_bytes", at(e.bytes, transfer_kind::store)},
           {"backend", e.backend}, {"device", e.device},
-          {"h2d_transfer_s", seconds(move_kind::swap_in)},
-          {"d2h_transfer_s", seconds(move_kind::d2h)},
-          {"h2d_gbps", rate(move_kind::swap_in)}, {"d2h_gbps", rate(move_kind::d2h)},
+          {"h2d_transfer_s", round6(h2d_ns / 1e9)},
+          {"d2h_transfer_s", round6(d2h_ns / 1e9)},
+          {"h2d_gbps", rate(at(e.bytes, transfer_kind::swap_in), h2d_ns)},
+          {"d2h_gbps", rate(d2h_bytes(e), d2h_ns)},
           {"links", link_list(r)}};
 }
 
 json storage_section(const full_result& r, const request_tally& t) {
   const storage_report& p = r.storage;
-  json out = {{"hit_blocks", t.tier_blocks[2]}, {"stored_blocks", p.stored},
+  json out = {{"hit_blocks", at(t.tier_blocks, tier::storage)}, {"stored_blocks", p.stored},
               {"capacity_blocks", p.capacity}, {"exists_queries", p.exists_queries},
               {"gets", p.gets}, {"puts", p.puts}, {"backend", p.backend},
               {"read_service_s", seconds6(p.read_service_ns)},

@@ -34,10 +34,10 @@ storage_options storage_opts(const sim_clock& clock) {
   return o;
 }
 
-transfer make(uint64_t id, move_kind kind, std::vector<uint64_t> keys, std::vector<uint64_t> after = {}) {
+transfer make(uint64_t id, transfer_kind kind, std::vector<uint64_t> keys, std::vector<uint64_t> after = {}) {
   transfer t;
   t.id = id;
-  t.kind = static_cast<uint8_t>(kind);
+  t.kind = kind;
   for (uint64_t k : keys)
     t.blocks.push_back({static_cast<uint32_t>(k), static_cast<uint32_t>(k), k, k});
   t.after = std::move(after);
@@ -50,7 +50,7 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: a swap-in completes layer by lay
                  "[actors][transfer_engine]") {
   auto storage = spawn_storage(sys, storage_opts(clock));
   auto engine = spawn_transfer_engine(sys, options(clock), storage);
-  auto [done, at] = ask<transfer_done>(engine, make(1, move_kind::swap_in, {7, 8}));
+  auto [done, at] = ask<transfer_done>(engine, make(1, transfer_kind::swap_in, {7, 8}));
   // per layer: 100 ns latency, then 2 blocks x 1024 bytes at 1 byte/ns
   CHECK(done.ok);
   CHECK(done.layer_done_ns == std::vector<int64_t>{2148, 4296, 6444, 8592});
@@ -62,7 +62,7 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: a D2H moves all layers at once",
                  "[actors][transfer_engine]") {
   auto storage = spawn_storage(sys, storage_opts(clock));
   auto engine = spawn_transfer_engine(sys, options(clock), storage);
-  auto [done, at] = ask<transfer_done>(engine, make(1, move_kind::d2h, {7, 8}));
+  auto [done, at] = ask<transfer_done>(engine, make(1, transfer_kind::backup, {7, 8}));
   CHECK(done.layer_done_ns.empty());
   CHECK(at == 500 + 8192);
 }
@@ -74,8 +74,8 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: both directions share the duplex
   o.links.h2d_layer_latency_ns = 0;
   o.links.d2h_latency_ns = 0;
   auto engine = spawn_transfer_engine(sys, o, storage);
-  auto in = self->request(engine, caf::infinite, make(1, move_kind::swap_in, {1}));
-  auto out = self->request(engine, caf::infinite, make(2, move_kind::d2h, {2}));
+  auto in = self->request(engine, caf::infinite, make(1, transfer_kind::swap_in, {1}));
+  auto out = self->request(engine, caf::infinite, make(2, transfer_kind::backup, {2}));
   run();
   // Alone each direction gets 1 byte/ns; together they share 1.5: 0.75 each, so 4096 bytes
   // take 5462 ns (4096 alone).
@@ -89,16 +89,16 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: both directions share the duplex
               [](const caf::error& e) { FAIL(caf::to_string(e)); });
   auto [rep, at] = ask<engine_report>(engine, report_atom_v);
   (void) at;
-  CHECK(rep.transfers[static_cast<int>(move_kind::swap_in)] == 1);
-  CHECK(rep.bytes[static_cast<int>(move_kind::d2h)] == 4096);
+  CHECK(kvtier::at(rep.transfers, transfer_kind::swap_in) == 1);
+  CHECK(kvtier::at(rep.bytes, transfer_kind::backup) == 4096);
 }
 
 TEST_CASE_METHOD(det_fixture, "transfer engine: a transfer waits for the ones it must follow",
                  "[actors][transfer_engine]") {
   auto storage = spawn_storage(sys, storage_opts(clock));
   auto engine = spawn_transfer_engine(sys, options(clock), storage);
-  auto first = self->request(engine, caf::infinite, make(1, move_kind::d2h, {1}));
-  auto second = self->request(engine, caf::infinite, make(2, move_kind::swap_in, {1}, {1}));
+  auto first = self->request(engine, caf::infinite, make(1, transfer_kind::backup, {1}));
+  auto second = self->request(engine, caf::infinite, make(2, transfer_kind::swap_in, {1}, {1}));
   run();
   int64_t first_done = 0;
   first.receive([&](const transfer_done& d) { first_done = d.done_ns; },
@@ -117,17 +117,17 @@ TEST_CASE_METHOD(det_fixture, "transfer engine: loads read storage then cross th
   auto storage = spawn_storage(sys, storage_opts(clock));
   auto engine = spawn_transfer_engine(sys, options(clock), storage);
   // A store crosses the network (50 + 8192 / 2 ns), then storage writes (1000 + 8192 ns).
-  auto [stored, stored_at] = ask<transfer_done>(engine, make(1, move_kind::store, {5, 6}));
+  auto [stored, stored_at] = ask<transfer_done>(engine, make(1, transfer_kind::store, {5, 6}));
   CHECK(stored.ok);
   CHECK(stored_at == 50 + 4096 + 1000 + 8192);
   CHECK(ask<exists_reply>(storage, exists_query{{5, 6}}).first.leading == 2);
   // A load: storage reads (1000 + 8192 ns), then the network (50 + 4096 ns).
   int64_t start = now();
-  auto [loaded, loaded_at] = ask<transfer_done>(engine, make(2, move_kind::load, {5, 6}));
+  auto [loaded, loaded_at] = ask<transfer_done>(engine, make(2, transfer_kind::load, {5, 6}));
   CHECK(loaded.ok);
   CHECK(loaded_at - start == 1000 + 8192 + 50 + 4096);
   // A block storage does not hold fails the load.
-  auto [missing, at] = ask<transfer_done>(engine, make(3, move_kind::load, {5, 9}));
+  auto [missing, at] = ask<transfer_done>(engine, make(3, transfer_kind::load, {5, 9}));
   (void) at;
   CHECK_FALSE(missing.ok);
   CHECK(missing.error.find("storage") != std::string::npos);
@@ -141,10 +141,10 @@ TEST_CASE_METHOD(det_fixture,
   // (it once was: the engine died of a lookup of the finished fill).
   auto storage = spawn_storage(sys, storage_opts(clock));
   auto engine = spawn_transfer_engine(sys, options(clock), storage);
-  auto first = self->request(engine, caf::infinite, make(1, move_kind::d2h, {1}));
-  auto a = self->request(engine, caf::infinite, make(2, move_kind::fill, {2}, {1}));
-  auto b = self->request(engine, caf::infinite, make(3, move_kind::fill, {3}, {1}));
-  auto c = self->request(engine, caf::infinite, make(4, move_kind::fill, {4}, {1}));
+  auto first = self->request(engine, caf::infinite, make(1, transfer_kind::backup, {1}));
+  auto a = self->request(engine, caf::infinite, make(2, transfer_kind::fill, {2}, {1}));
+  auto b = self->request(engine, caf::infinite, make(3, transfer_kind::fill, {3}, {1}));
+  auto c = self->request(engine, caf::infinite, make(4, transfer_kind::fill, {4}, {1}));
   run();
   std::vector<uint64_t> done;
   for (auto* pending : {&first, &a, &b, &c})
@@ -152,5 +152,5 @@ TEST_CASE_METHOD(det_fixture,
                      [&](const caf::error& e) { FAIL(caf::to_string(e)); });
   CHECK(done == std::vector<uint64_t>{1, 2, 3, 4});
   auto [report, at] = ask<engine_report>(engine, report_atom_v);
-  CHECK(report.transfers[static_cast<int>(move_kind::fill)] == 3);
+  CHECK(kvtier::at(report.transfers, transfer_kind::fill) == 3);
 }

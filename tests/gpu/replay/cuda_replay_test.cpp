@@ -61,7 +61,7 @@ TEST_CASE("cuda replay: blocks survive every tier on the real backend, verified"
       second_turn_hits += x.hit_blocks[1] + x.hit_blocks[2];
   CHECK(second_turn_hits > 0);
   for (const transfer_log& l : r.engine.log)
-    if (l.kind == static_cast<uint8_t>(move_kind::swap_in))
+    if (l.kind == transfer_kind::swap_in)
       CHECK(l.duration_ns > 0);
 }
 

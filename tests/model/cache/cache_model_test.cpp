@@ -334,7 +334,7 @@ namespace {
 
 // The index as the event stream tells it: per tier, the blocks with a ready copy.
 struct followed_index {
-  std::set<block_hash> ready[tier_count];
+  std::set<block_hash> ready[node_tier_count];
   std::map<block_hash, std::optional<block_hash>> parent;
   uint32_t cleared = 0;
 
@@ -359,12 +359,12 @@ struct followed_index {
   }
 
   void require_matches(const cache_model& m) const {
-    std::set<block_hash> truth[tier_count];
+    std::set<block_hash> truth[node_tier_count];
     for (node_id id : m.tree().live_nodes()) {
       if (id == root_node)
         continue;
       const tree_node& n = m.tree().node(id);
-      for (int t = 0; t < tier_count; ++t)
+      for (int t = 0; t < node_tier_count; ++t)
         if (n.ready(static_cast<tier>(t)))
           truth[t].insert(n.hash);
       if (n.ready(tier::device) || n.ready(tier::host)) {

@@ -26,10 +26,10 @@ TEST_CASE("transfer_tracker: one transfer per kind, later kinds after the ones t
            order(3, transfer_kind::store, 0, 7)},
           out);
   REQUIRE(out.size() == 2);
-  CHECK(out[0].kind == static_cast<uint8_t>(move_kind::d2h));
+  CHECK(out[0].kind == transfer_kind::backup);
   CHECK(out[0].blocks.size() == 2);
   CHECK(out[0].after.empty());
-  CHECK(out[1].kind == static_cast<uint8_t>(move_kind::store));
+  CHECK(out[1].kind == transfer_kind::store);
   CHECK(out[1].after == std::vector<uint64_t>{out[0].id});
   // A swap-in into device block 3 must wait for the backup still reading it.
   std::vector<transfer> next;
