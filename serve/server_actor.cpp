@@ -36,14 +36,6 @@ void fail(self_ptr self, uint64_t conn, verb op, uint64_t id, steady::time_point
   answer(self, conn, op, since, buf, kind);
 }
 
-// {"id", "ok": true, + n more}
-map_writer ok_reply(msgpack::sbuffer& buf, uint64_t id, uint32_t fields) {
-  map_writer w(buf, fields + 2);
-  w.put("id", id);
-  w.put("ok", true);
-  return w;
-}
-
 // -- engines and their requests ------------------------------------------------------------------
 
 // Answered by the controller when its blocks are released; a grant the engine no longer waits

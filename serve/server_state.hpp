@@ -94,8 +94,6 @@ void answer(self_ptr self, uint64_t conn, verb op, steady::time_point since, msg
 /// Answers an error reply of `kind`.
 void fail(self_ptr self, uint64_t conn, verb op, uint64_t id, steady::time_point since,
           error_kind kind, const std::string& message);
-/// Starts {"id", "ok": true, + `fields` more}.
-map_writer ok_reply(msgpack::sbuffer& buf, uint64_t id, uint32_t fields);
 
 // -- engines and the controller (server_actor.cpp) -----------------------------------------------
 
@@ -130,8 +128,5 @@ std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t
 void do_bench_swap(self_ptr self, ctx& x);
 /// A swap-in was submitted on the device: the step reply parked for it goes now.
 void on_swap_in_submitted(self_ptr self, swap_in_signal sig);
-/// The device blocks a real-mode reply names, each as [device block id, pattern key].
-void pack_blocks(msgpack::packer<msgpack::sbuffer>& out,
-                 const std::vector<gpu::block_pattern>& blocks);
 
 }  // namespace kvtier::serve

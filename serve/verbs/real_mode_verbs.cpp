@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "gpu/bench_blocks.hpp"
+#include "serve/codec/step_reply.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -69,18 +70,6 @@ std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t
   return std::nullopt;
 }
 
-// Real mode: the device blocks a reply names, each as [device block id, the hash its verify
-// pattern is drawn from].
-void pack_blocks(msgpack::packer<msgpack::sbuffer>& out,
-                 const std::vector<gpu::block_pattern>& blocks) {
-  out.pack_array(static_cast<uint32_t>(blocks.size()));
-  for (const gpu::block_pattern& b : blocks) {
-    out.pack_array(2);
-    out.pack(b.block);
-    out.pack(b.hash);
-  }
-}
-
 // Real mode, before any request: loads host blocks into the engine's tensors and times it on the
 // device (docs/protocol.md, bench_swap). It overwrites device and host blocks, so it runs only
 // while no request was ever allocated.
@@ -117,7 +106,7 @@ void do_bench_swap(self_ptr self, ctx& x) {
   m.put("gbps", r.gbps);
   m.put("slot", r.slot);
   m.put("layers", s.layers);
-  pack_blocks(m.key("blocks"), targets);
+  pack_block_patterns(m.key("blocks"), targets);
   answer(self, x.conn, c.op, x.since, buf);
 }
 

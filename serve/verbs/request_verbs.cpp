@@ -4,6 +4,7 @@
 
 #include "model/storage/storage_index.hpp"
 #include "serve/block_names.hpp"
+#include "serve/codec/request_replies.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -63,9 +64,7 @@ void on_ready(self_ptr self, const ready& rd) {
   r.available = rd.available_blocks;
   for (const waiter& w : r.waiters) {
     msgpack::sbuffer buf;
-    auto m = ok_reply(buf, w.id, 2);
-    m.put("prefetched_blocks", r.prefetched);
-    m.put("available_blocks", r.available);
+    encode_wait_reply(buf, w.id, rd);
     answer(self, w.conn, verb::wait, w.since, buf);
   }
   r.waiters.clear();
@@ -82,13 +81,7 @@ void do_lookup(self_ptr self, ctx& x) {
       o->on_hits(verb::lookup, static_cast<uint32_t>(blocks.size()), h.device_blocks,
                  h.host_blocks, storage_blocks);
     msgpack::sbuffer buf;
-    auto m = ok_reply(buf, x.c.id, 6);
-    m.put("device_blocks", h.device_blocks);
-    m.put("host_blocks", h.host_blocks);
-    m.put("storage_blocks", storage_blocks);
-    m.put("device_tokens", h.device_tokens);
-    m.put("host_tokens", h.host_tokens);
-    m.put("storage_tokens", storage_tokens);
+    encode_lookup_reply(buf, x.c.id, {h, storage_blocks, storage_tokens});
     answer(self, x.conn, x.c.op, x.since, buf);
   };
   bool storage = self->state.settings.storage;
@@ -122,13 +115,10 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   auto found = e.requests.find(c.req);
   auto reply_state = [=](uint64_t id, const live_request& r) {
     msgpack::sbuffer buf;
-    bool ready = r.state != req_state::loading;
-    auto m = ok_reply(buf, id, ready ? 3 : 1);
-    m.put_str("state", ready ? "ready" : "pending");
-    if (ready) {
-      m.put("prefetched_blocks", r.prefetched);
-      m.put("available_blocks", r.available);
-    }
+    std::optional<ready> loaded;
+    if (r.state != req_state::loading)
+      loaded = ready{r.global, r.prefetched, r.available};
+    encode_allocate_reply(buf, id, loaded);
     answer(self, x.conn, verb::allocate, x.since, buf);
   };
   if (found != e.requests.end()) {
@@ -183,9 +173,7 @@ void do_wait(self_ptr self, ctx& x, engine_state& e) {
     return;
   }
   msgpack::sbuffer buf;
-  auto m = ok_reply(buf, x.c.id, 2);
-  m.put("prefetched_blocks", r.prefetched);
-  m.put("available_blocks", r.available);
+  encode_wait_reply(buf, x.c.id, ready{r.global, r.prefetched, r.available});
   answer(self, x.conn, x.c.op, x.since, buf);
 }
 

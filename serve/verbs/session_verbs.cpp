@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "serve/codec/stats_reply.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -105,47 +106,19 @@ void do_stats(self_ptr self, ctx& x) {
           .then(
             [=](const storage_report& sr) {
               auto& s2 = self->state;
-              uint64_t live = 0;
+              stats_answer a;
+              a.engines = s2.engines.size();
               for (auto& [id, e] : s2.engines)
-                live += e.requests.size();
+                a.requests += e.requests.size();
+              std::copy(std::begin(s2.counters.calls), std::end(s2.counters.calls),
+                        a.calls.begin());
+              std::copy(std::begin(s2.counters.errors), std::end(s2.counters.errors),
+                        a.errors.begin());
+              a.controller = cr;
+              a.storage = sr;
+              a.now_ns = now_ns(self);
               msgpack::sbuffer buf;
-              auto m = ok_reply(buf, x.c.id, 7);
-              m.put("engines", static_cast<uint64_t>(s2.engines.size()));
-              m.put("requests", live);
-              auto& calls = m.key("calls");
-              calls.pack_map(verb_count);
-              for (int i = 0; i < verb_count; ++i) {
-                calls.pack(std::string(verb_name(static_cast<verb>(i))));
-                calls.pack(s2.counters.calls[i]);
-              }
-              auto& errors = m.key("errors");
-              errors.pack_map(error_kind_count);
-              for (int i = 0; i < error_kind_count; ++i) {
-                errors.pack(std::string(error_name(static_cast<error_kind>(i))));
-                errors.pack(s2.counters.errors[i]);
-              }
-              m.key("controller");
-              map_writer c(buf, 12);
-              c.put("device_used", cr.device_used);
-              c.put("host_used", cr.host_used);
-              c.put("tree_nodes", cr.tree_nodes);
-              c.put("swap_ins", cr.swap_ins);
-              c.put("backups", cr.backups);
-              c.put("write_backs", cr.write_backs);
-              c.put("loads", cr.loads);
-              c.put("stores", cr.stores);
-              c.put("device_evictions", cr.device_evictions);
-              c.put("host_evictions", cr.host_evictions);
-              c.put("invariant_violations", cr.invariant_violations);
-              c.put("copies_in_flight", cr.copies_in_flight);
-              m.key("storage");
-              map_writer sw(buf, 5);
-              sw.put("stored", sr.stored);
-              sw.put("capacity", sr.capacity);
-              sw.put("rebuilt", sr.rebuilt);
-              sw.put("misses", sr.misses);
-              sw.put_str("backend", sr.backend);
-              m.put("now_ns", now_ns(self));
+              encode_stats_reply(buf, x.c.id, a);
               answer(self, x.conn, x.c.op, x.since, buf);
             },
             [=](const caf::error& e) { self->quit(e); });

@@ -2,6 +2,8 @@
 // shorthands commit, save, free, preempt, finish) hands the controller one step's block work
 // after checking it against each request's state.
 
+#include "serve/codec/probe_reply.hpp"
+#include "serve/codec/step_reply.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -63,49 +65,28 @@ std::optional<std::string> check_step(engine_state& e, commit& c) {
   return std::nullopt;
 }
 
+// The grant as the engine knows it: its own step number and request ids.
 void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const grant& g,
                      const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig) {
-  auto& s2 = self->state;
-  const call& c = x.c;
-  bool real = s2.settings.gpu != nullptr;
-  msgpack::sbuffer buf;
-  auto m = ok_reply(buf, c.id, 6 + (real ? 1 : 0));
-  m.put("step", engine_step);
-  auto& pk = m.key("admits");
-  pk.pack_array(static_cast<uint32_t>(g.admits.size()));
-  for (size_t i = 0; i < g.admits.size(); ++i) {
-    const admit_result& a = g.admits[i];
-    map_writer one(buf, 8);
-    one.put("req", engine_reqs[i]);
-    one.put("admitted", a.admitted);
-    one.put("device_blocks", a.device_blocks);
-    one.put("host_blocks", a.host_blocks);
-    one.put("storage_blocks", a.storage_blocks);
-    one.put("device_tokens", a.device_tokens);
-    one.put("host_tokens", a.host_tokens);
-    one.put("storage_tokens", a.storage_tokens);
-  }
-  auto& fg = m.key("failed_grows");
-  fg.pack_array(static_cast<uint32_t>(g.failed_grows.size()));
+  auto& st = self->state;
+  step_answer a;
+  a.granted.step = engine_step;
+  a.granted.admits = g.admits;
+  for (size_t i = 0; i < g.admits.size(); ++i)
+    a.granted.admits[i].req = engine_reqs[i];
   for (request_id r : g.failed_grows) {
-    auto o = s2.owners.find(r);
-    fg.pack(o == s2.owners.end() ? uint64_t{0} : o->second.req);
+    auto o = st.owners.find(r);
+    a.granted.failed_grows.push_back(o == st.owners.end() ? uint64_t{0} : o->second.req);
   }
-  m.put("available_blocks", g.available_blocks);
-  m.put("layer_ready_ns", g.layer_ready_ns);
-  m.put("now_ns", now_ns(self));
-  if (real) {
-    auto& sw = m.key("swap_in");
-    if (sig == nullptr) {
-      sw.pack_nil();
-    } else {
-      map_writer one(buf, 3);
-      one.put("slot", sig->slot);
-      one.put("layers", s2.settings.layers);
-      pack_blocks(one.key("blocks"), sig->blocks);
-    }
-  }
-  answer(self, x.conn, c.op, x.since, buf);
+  a.granted.available_blocks = g.available_blocks;
+  a.granted.layer_ready_ns = g.layer_ready_ns;
+  a.now_ns = now_ns(self);
+  if (sig)
+    a.swap_in = swap_in_slot{sig->slot, st.settings.layers, sig->blocks};
+  msgpack::sbuffer buf;
+  encode_step_reply(buf, x.c.id, a,
+                    st.settings.gpu ? copy_backend_kind::cuda : copy_backend_kind::modelled);
+  answer(self, x.conn, x.c.op, x.since, buf);
 }
 
 }  // namespace
@@ -125,23 +106,12 @@ void do_probe(self_ptr self, ctx& x, engine_state& e) {
     back[p.candidates[i]] = x.c.probe.candidates[i];
   self->request(self->state.controller, caf::infinite, std::move(p))
     .then(
-      [=](const probe_reply& r) {
+      [=](probe_reply r) {
+        r.step = x.c.probe.step;
+        for (candidate_match& cm : r.matches)
+          cm.req = back.at(cm.req);
         msgpack::sbuffer buf;
-        auto m = ok_reply(buf, x.c.id, 4);
-        m.put("step", x.c.probe.step);
-        m.put("available_blocks", r.available_blocks);
-        auto& pk = m.key("matches");
-        pk.pack_array(static_cast<uint32_t>(r.matches.size()));
-        for (const candidate_match& cm : r.matches) {
-          map_writer one(buf, 6);
-          one.put("req", back.at(cm.req));
-          one.put("device_blocks", cm.device_blocks);
-          one.put("host_blocks", cm.host_blocks);
-          one.put("device_tokens", cm.device_tokens);
-          one.put("host_tokens", cm.host_tokens);
-          one.put("idle_device_blocks", cm.idle_device_blocks);
-        }
-        m.put("victim_frees", r.victim_frees);
+        encode_probe_reply(buf, x.c.id, r);
         answer(self, x.conn, x.c.op, x.since, buf);
       },
       [=](const caf::error& err) { self->quit(err); });
