@@ -21,6 +21,18 @@ compute_device::sink post_to(const Handle& who) {
 
 }  // namespace
 
+controller_stack spawn_controller_stack(caf::actor_system& sys, const cache_options& cache,
+                                        const controller_options& controller,
+                                        const transfer_engine_options& engine,
+                                        const storage_actor& storage) {
+  controller_stack x;
+  x.engine = spawn_transfer_engine(sys, engine, storage);
+  if (engine.gpu)
+    engine.gpu->set_sinks(post_to(x.engine), nullptr);
+  x.controller = spawn_cache_controller(sys, cache, controller, storage, x.engine);
+  return x;
+}
+
 instance spawn_instance(caf::actor_system& sys, const instance_config& config,
                         const storage_actor& storage) {
   instance x;
@@ -37,17 +49,19 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
     x.scheduler = spawn_scheduler(sys, sc, x.controller);
     return x;
   }
-  x.engine = spawn_transfer_engine(sys, config.engine, storage);
+  controller_stack stack =
+    spawn_controller_stack(sys, config.cache, config.controller, config.engine, storage);
+  x.engine = stack.engine;
+  x.controller = stack.controller;
   scheduler_config sc = config.scheduler;
   sc.engine = x.engine;
   sc.storage = storage;
   sc.role = config.role;
   if (config.engine.gpu) {
     x.compute = spawn_gpu_compute(sys, config.engine.gpu);
-    config.engine.gpu->set_sinks(post_to(x.engine), post_to(x.compute));
+    config.engine.gpu->set_compute_sink(post_to(x.compute));
     sc.gpu_compute = x.compute;
   }
-  x.controller = spawn_cache_controller(sys, config.cache, config.controller, storage, x.engine);
   x.scheduler = spawn_scheduler(sys, sc, x.controller);
   return x;
 }

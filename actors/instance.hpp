@@ -43,6 +43,20 @@ struct instance {
   gpu_compute_actor compute;  ///< real backend only
 };
 
+/// An instance's block machinery without its scheduler: what `kvtier serve` runs beside an
+/// engine, whose own scheduler takes the scheduler's place.
+struct controller_stack {
+  transfer_engine_actor engine;
+  cache_controller_actor controller;
+};
+
+/// Spawns a transfer engine and a cache controller against the shared `storage`. On the GPU
+/// (`engine.gpu`) the device's copy completions go to that engine.
+controller_stack spawn_controller_stack(caf::actor_system& sys, const cache_options& cache,
+                                        const controller_options& controller,
+                                        const transfer_engine_options& engine,
+                                        const storage_actor& storage);
+
 /// Spawns the instance's three actors against the shared `storage`.
 instance spawn_instance(caf::actor_system& sys, const instance_config& config,
                         const storage_actor& storage);

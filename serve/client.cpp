@@ -1,52 +1,25 @@
 #include "serve/client.hpp"
 
 #include "serve/call.hpp"
+#include "serve/codec/fields.hpp"
 
 namespace kvtier::serve {
 
 const msgpack::object* reply::find_in(const msgpack::object& map, std::string_view key) {
-  if (map.type != msgpack::type::MAP)
-    return nullptr;
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    const auto& kv = map.via.map.ptr[i];
-    if (kv.key.type == msgpack::type::STR
-        && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
-      return &kv.val;
-  }
-  return nullptr;
+  return wire::find(map, key);
 }
 
 uint64_t reply::u64_in(const msgpack::object& map, std::string_view key) {
-  const msgpack::object* o = find_in(map, key);
-  if (!o || o->type != msgpack::type::POSITIVE_INTEGER)
-    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not unsigned");
-  return o->via.u64;
+  return wire::u64(map, key);
 }
 
 uint64_t reply::u64(std::string_view key) const { return u64_in(root(), key); }
 
-int64_t reply::i64(std::string_view key) const {
-  const msgpack::object* o = find(key);
-  if (o && o->type == msgpack::type::POSITIVE_INTEGER)
-    return static_cast<int64_t>(o->via.u64);
-  if (o && o->type == msgpack::type::NEGATIVE_INTEGER)
-    return o->via.i64;
-  throw std::runtime_error("reply field '" + std::string(key) + "' missing or not an integer");
-}
+int64_t reply::i64(std::string_view key) const { return wire::i64(root(), key); }
 
-bool reply::flag(std::string_view key) const {
-  const msgpack::object* o = find(key);
-  if (!o || o->type != msgpack::type::BOOLEAN)
-    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not a bool");
-  return o->via.boolean;
-}
+bool reply::flag(std::string_view key) const { return wire::flag(root(), key); }
 
-std::string reply::str(std::string_view key) const {
-  const msgpack::object* o = find(key);
-  if (!o || o->type != msgpack::type::STR)
-    throw std::runtime_error("reply field '" + std::string(key) + "' missing or not a string");
-  return std::string(o->via.str.ptr, o->via.str.size);
-}
+std::string reply::str(std::string_view key) const { return wire::str(root(), key); }
 
 void check_ok(const reply& r) {
   if (r.flag("ok"))

@@ -12,6 +12,13 @@ void put_blocks(map_writer& w, const std::vector<cache_block>& blocks) {
   }
 }
 
+map_writer ok_reply(msgpack::sbuffer& buf, uint64_t id, uint32_t fields) {
+  map_writer w(buf, fields + 2);
+  w.put("id", id);
+  w.put("ok", true);
+  return w;
+}
+
 std::string encode_error(uint64_t id, std::string_view kind, std::string_view message) {
   msgpack::sbuffer buf;
   map_writer w(buf, 4);

@@ -44,6 +44,9 @@ class map_writer {
 /// "blocks": [[hash, tokens], ...], a request's blocks as `lookup` and `allocate` carry them.
 void put_blocks(map_writer& w, const std::vector<cache_block>& blocks);
 
+/// Starts {"id": id, "ok": true, + `fields` more}: the caller writes those.
+map_writer ok_reply(msgpack::sbuffer& buf, uint64_t id, uint32_t fields);
+
 /// {"id": id, "ok": false, "error": kind, "message": text}
 std::string encode_error(uint64_t id, std::string_view kind, std::string_view message);
 

@@ -3,6 +3,9 @@
 #include <unordered_map>
 
 #include "serve/client.hpp"
+#include "serve/codec/probe_reply.hpp"
+#include "serve/codec/request_replies.hpp"
+#include "serve/codec/stats_reply.hpp"
 
 namespace kvtier::serve {
 
@@ -43,14 +46,6 @@ void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& 
   }
 }
 
-std::vector<uint64_t> u64s(const msgpack::object* o) {
-  std::vector<uint64_t> out;
-  if (o && o->type == msgpack::type::ARRAY)
-    for (uint32_t i = 0; i < o->via.array.size; ++i)
-      out.push_back(o->via.array.ptr[i].as<uint64_t>());
-  return out;
-}
-
 reply call(self_ptr self, std::string_view op, uint32_t fields,
            const std::function<void(map_writer&)>& fill) {
   self->state.last_call = std::chrono::steady_clock::now();
@@ -67,9 +62,7 @@ void collect_waits(self_ptr self) {
       continue;
     }
     check_ok(*r);
-    it->second.first.deliver(ready{it->second.second,
-                                   static_cast<uint32_t>(r->u64("prefetched_blocks")),
-                                   static_cast<uint32_t>(r->u64("available_blocks"))});
+    it->second.first.deliver(decode_wait_reply(r->root(), it->second.second));
     it = st.waits.erase(it);
   }
 }
@@ -103,9 +96,8 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
         w.put("req", req);
         put_blocks(w, a.blocks);
       });
-      if (r.str("state") == "ready")
-        return ready{req, static_cast<uint32_t>(r.u64("prefetched_blocks")),
-                     static_cast<uint32_t>(r.u64("available_blocks"))};
+      if (std::optional<ready> now = decode_allocate_reply(r.root(), req))
+        return *now;
       auto promise = self->make_response_promise<ready>();
       uint64_t id = s.link->send("wait", 1, [&](map_writer& w) { w.put("req", req); });
       s.waits.emplace(id, std::make_pair(promise, req));
@@ -119,23 +111,8 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
         w.put("grow_blocks", p.grow_blocks);
         w.put("victims", p.victims);
       });
-      probe_reply out;
+      probe_reply out = decode_probe_reply(r.root());
       out.step = p.step;
-      out.available_blocks = static_cast<uint32_t>(r.u64("available_blocks"));
-      if (const msgpack::object* m = r.find("matches"); m && m->type == msgpack::type::ARRAY)
-        for (uint32_t i = 0; i < m->via.array.size; ++i) {
-          const msgpack::object& x = m->via.array.ptr[i];
-          candidate_match cm;
-          cm.req = reply::u64_in(x, "req");
-          cm.device_blocks = static_cast<uint32_t>(reply::u64_in(x, "device_blocks"));
-          cm.host_blocks = static_cast<uint32_t>(reply::u64_in(x, "host_blocks"));
-          cm.device_tokens = reply::u64_in(x, "device_tokens");
-          cm.host_tokens = reply::u64_in(x, "host_tokens");
-          cm.idle_device_blocks = static_cast<uint32_t>(reply::u64_in(x, "idle_device_blocks"));
-          out.matches.push_back(cm);
-        }
-      for (uint64_t f : u64s(r.find("victim_frees")))
-        out.victim_frees.push_back(static_cast<uint32_t>(f));
       return out;
     },
     [=](const commit& c) -> grant {
@@ -150,44 +127,22 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
         write_marks(w, "admits", c.admits);
       });
       s.live -= c.finished.size();
-      grant g;
+      step_answer answer = decode_step_reply(r.root());
+      grant g = std::move(answer.granted);
       g.step = c.step;
-      if (const msgpack::object* m = r.find("admits"); m && m->type == msgpack::type::ARRAY)
-        for (uint32_t i = 0; i < m->via.array.size; ++i) {
-          const msgpack::object& x = m->via.array.ptr[i];
-          admit_result a;
-          a.req = reply::u64_in(x, "req");
-          const msgpack::object* ad = reply::find_in(x, "admitted");
-          a.admitted = ad && ad->type == msgpack::type::BOOLEAN && ad->via.boolean;
-          a.device_blocks = static_cast<uint32_t>(reply::u64_in(x, "device_blocks"));
-          a.host_blocks = static_cast<uint32_t>(reply::u64_in(x, "host_blocks"));
-          a.storage_blocks = static_cast<uint32_t>(reply::u64_in(x, "storage_blocks"));
-          a.device_tokens = reply::u64_in(x, "device_tokens");
-          a.host_tokens = reply::u64_in(x, "host_tokens");
-          a.storage_tokens = reply::u64_in(x, "storage_tokens");
-          g.admits.push_back(a);
-        }
-      g.failed_grows = u64s(r.find("failed_grows"));
       // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
       // waits on them in the engine's stream.
-      const msgpack::object* sw = r.find("swap_in");
-      if (s.gpu && sw && sw->type == msgpack::type::MAP)
-        g.swap_in = s.gpu->expect_swap_in(static_cast<uint32_t>(reply::u64_in(*sw, "slot")),
-                                          block_patterns(reply::find_in(*sw, "blocks")));
-      g.available_blocks = static_cast<uint32_t>(r.u64("available_blocks"));
+      if (s.gpu && answer.swap_in)
+        g.swap_in = s.gpu->expect_swap_in(answer.swap_in->slot, answer.swap_in->blocks);
       // Layer times come on the server's clock: moved onto ours by the distance to its "now".
-      int64_t server_now = r.i64("now_ns");
       int64_t local_now = s.clock.now(self->clock());
-      if (const msgpack::object* l = r.find("layer_ready_ns"); l && l->type == msgpack::type::ARRAY)
-        for (uint32_t i = 0; i < l->via.array.size; ++i)
-          g.layer_ready_ns.push_back(local_now - (server_now - l->via.array.ptr[i].as<int64_t>()));
+      for (int64_t& t : g.layer_ready_ns)
+        t = local_now - (answer.now_ns - t);
       return g;
     },
     [=](const prefix_lookup& q) -> prefix_hit {
       reply r = call(self, "lookup", 1, [&](map_writer& w) { put_blocks(w, q.blocks); });
-      return {static_cast<uint32_t>(r.u64("device_blocks")),
-              static_cast<uint32_t>(r.u64("host_blocks")), r.u64("device_tokens"),
-              r.u64("host_tokens")};
+      return decode_lookup_reply(r.root()).hit;
     },
     [=](caf::get_atom) -> bool {
       collect_waits(self);
@@ -195,41 +150,15 @@ caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_op
     },
     [=](report_atom) -> controller_report {
       reply r = call(self, "stats", 0, {});
-      controller_report cr;
-      if (const msgpack::object* c = r.find("controller")) {
-        cr.device_used = static_cast<uint32_t>(reply::u64_in(*c, "device_used"));
-        cr.host_used = static_cast<uint32_t>(reply::u64_in(*c, "host_used"));
-        cr.tree_nodes = static_cast<uint32_t>(reply::u64_in(*c, "tree_nodes"));
-        cr.swap_ins = reply::u64_in(*c, "swap_ins");
-        cr.backups = reply::u64_in(*c, "backups");
-        cr.write_backs = reply::u64_in(*c, "write_backs");
-        cr.loads = reply::u64_in(*c, "loads");
-        cr.stores = reply::u64_in(*c, "stores");
-        cr.device_evictions = reply::u64_in(*c, "device_evictions");
-        cr.host_evictions = reply::u64_in(*c, "host_evictions");
-        cr.invariant_violations = reply::u64_in(*c, "invariant_violations");
-        if (cr.invariant_violations > 0)
-          cr.invariant_messages.push_back("the server's controller reports invariant violations");
-      }
+      controller_report cr = decode_stats_reply(r.root()).controller;
+      if (cr.invariant_violations > 0)
+        cr.invariant_messages.push_back("the server's controller reports invariant violations");
       return cr;
     },
   };
 }
 
 }  // namespace
-
-std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks) {
-  std::vector<gpu::block_pattern> out;
-  if (!blocks || blocks->type != msgpack::type::ARRAY)
-    throw std::runtime_error("the server's reply has no 'blocks' list");
-  for (uint32_t i = 0; i < blocks->via.array.size; ++i) {
-    const msgpack::object& pair = blocks->via.array.ptr[i];
-    if (pair.type != msgpack::type::ARRAY || pair.via.array.size != 2)
-      throw std::runtime_error("the server's 'blocks' entries must be [device block, key]");
-    out.push_back({pair.via.array.ptr[0].as<uint32_t>(), pair.via.array.ptr[1].as<uint64_t>()});
-  }
-  return out;
-}
 
 attach_request tensors_of(const engine_device& gpu) {
   attach_request t;

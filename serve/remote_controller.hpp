@@ -13,6 +13,7 @@
 #include "core/model_shape.hpp"
 #include "core/sim_clock.hpp"
 #include "serve/client.hpp"
+#include "serve/codec/step_reply.hpp"
 
 namespace kvtier::serve {
 
@@ -27,10 +28,6 @@ struct remote_options {
   std::shared_ptr<engine_device> gpu;
   bool verify = false;  ///< real mode: the server must fill computed blocks with patterns
 };
-
-/// A real-mode reply's `blocks` ([[device block, pattern key]]); entries of another shape are
-/// an error (std::runtime_error).
-std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks);
 
 /// hello's `tensors` for an engine device.
 attach_request tensors_of(const engine_device& gpu);

@@ -1,0 +1,116 @@
+#include "serve/codec/step_reply.hpp"
+
+#include <stdexcept>
+
+#include "serve/codec/fields.hpp"
+#include "serve/encode.hpp"
+
+namespace kvtier::serve {
+
+namespace {
+
+void pack_admits(map_writer& m, const std::vector<admit_result>& admits) {
+  auto& pk = m.key("admits");
+  pk.pack_array(static_cast<uint32_t>(admits.size()));
+  for (const admit_result& a : admits) {
+    map_writer one(m.buffer(), 8);
+    one.put("req", a.req);
+    one.put("admitted", a.admitted);
+    one.put("device_blocks", a.device_blocks);
+    one.put("host_blocks", a.host_blocks);
+    one.put("storage_blocks", a.storage_blocks);
+    one.put("device_tokens", a.device_tokens);
+    one.put("host_tokens", a.host_tokens);
+    one.put("storage_tokens", a.storage_tokens);
+  }
+}
+
+std::vector<admit_result> read_admits(const msgpack::object& reply) {
+  std::vector<admit_result> out;
+  const msgpack::object_array& admits = wire::array(reply, "admits");
+  for (uint32_t i = 0; i < admits.size; ++i) {
+    const msgpack::object& x = admits.ptr[i];
+    admit_result a;
+    a.req = wire::u64(x, "req");
+    a.admitted = wire::flag(x, "admitted");
+    a.device_blocks = wire::u32(x, "device_blocks");
+    a.host_blocks = wire::u32(x, "host_blocks");
+    a.storage_blocks = wire::u32(x, "storage_blocks");
+    a.device_tokens = wire::u64(x, "device_tokens");
+    a.host_tokens = wire::u64(x, "host_tokens");
+    a.storage_tokens = wire::u64(x, "storage_tokens");
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+void encode_step_reply(msgpack::sbuffer& buf, uint64_t id, const step_answer& a,
+                       copy_backend_kind backend) {
+  bool real = backend == copy_backend_kind::cuda;
+  const grant& g = a.granted;
+  auto m = ok_reply(buf, id, 6 + (real ? 1 : 0));
+  m.put("step", g.step);
+  pack_admits(m, g.admits);
+  m.put("failed_grows", g.failed_grows);
+  m.put("available_blocks", g.available_blocks);
+  m.put("layer_ready_ns", g.layer_ready_ns);
+  m.put("now_ns", a.now_ns);
+  if (!real)
+    return;
+  auto& sw = m.key("swap_in");
+  if (!a.swap_in) {
+    sw.pack_nil();
+    return;
+  }
+  map_writer one(buf, 3);
+  one.put("slot", a.swap_in->slot);
+  one.put("layers", a.swap_in->layers);
+  pack_block_patterns(one.key("blocks"), a.swap_in->blocks);
+}
+
+step_answer decode_step_reply(const msgpack::object& reply) {
+  step_answer a;
+  grant& g = a.granted;
+  g.step = wire::u64(reply, "step");
+  g.admits = read_admits(reply);
+  g.failed_grows = wire::u64s(reply, "failed_grows");
+  g.available_blocks = wire::u32(reply, "available_blocks");
+  g.layer_ready_ns = wire::i64s(reply, "layer_ready_ns");
+  a.now_ns = wire::i64(reply, "now_ns");
+  const msgpack::object* sw = wire::find(reply, "swap_in");
+  if (sw && sw->type != msgpack::type::NIL) {
+    swap_in_slot s;
+    s.slot = wire::u32(*sw, "slot");
+    s.layers = wire::u32(*sw, "layers");
+    s.blocks = block_patterns(wire::find(*sw, "blocks"));
+    a.swap_in = std::move(s);
+  }
+  return a;
+}
+
+void pack_block_patterns(msgpack::packer<msgpack::sbuffer>& out,
+                         const std::vector<gpu::block_pattern>& blocks) {
+  out.pack_array(static_cast<uint32_t>(blocks.size()));
+  for (const gpu::block_pattern& b : blocks) {
+    out.pack_array(2);
+    out.pack(b.block);
+    out.pack(b.hash);
+  }
+}
+
+std::vector<gpu::block_pattern> block_patterns(const msgpack::object* blocks) {
+  std::vector<gpu::block_pattern> out;
+  if (!blocks || blocks->type != msgpack::type::ARRAY)
+    throw std::runtime_error("the server's reply has no 'blocks' list");
+  for (uint32_t i = 0; i < blocks->via.array.size; ++i) {
+    const msgpack::object& pair = blocks->via.array.ptr[i];
+    if (pair.type != msgpack::type::ARRAY || pair.via.array.size != 2)
+      throw std::runtime_error("the server's 'blocks' entries must be [device block, key]");
+    out.push_back({pair.via.array.ptr[0].as<uint32_t>(), pair.via.array.ptr[1].as<uint64_t>()});
+  }
+  return out;
+}
+
+}  // namespace kvtier::serve
