@@ -31,86 +31,84 @@ void fail(self_ptr self, const caf::error& e) {
 
 void carry_out(self_ptr self, scheduler_orders& out);
 
-// Runs one core call and carries out what it ordered.
-template <class Call>
-void with_core(self_ptr self, Call&& call) {
+// Makes one core call (its arguments but the orders) and carries out what it ordered.
+template <class... Params, class... Args>
+void call_core(self_ptr self, void (scheduler_core::*call)(Params...), Args&&... args) {
   scheduler_orders out;
-  call(*self->state.core, out);
+  (self->state.core.get()->*call)(std::forward<Args>(args)..., out);
   carry_out(self, out);
 }
 
+// Sends one order, its reply going back to the core.
+struct order_sender {
+  self_ptr self;
+
+  void operator()(probe& p) const {
+    request(self->state.controller, std::move(p), [s = self](const probe_reply& r) {
+      call_core(s, &scheduler_core::on_probe_reply, r);
+    });
+  }
+  void operator()(commit& c) const {
+    request(self->state.controller, std::move(c),
+            [s = self](const grant& g) { call_core(s, &scheduler_core::on_grant, g); });
+  }
+  void operator()(arrival& a) const {
+    auto then = a.readmission ? &scheduler_core::on_refetched : &scheduler_core::on_ready;
+    request(self->state.controller, std::move(a),
+            [s = self, then](const ready& r) { call_core(s, then, r); });
+  }
+  void operator()(engine_order& e) const {
+    request(self->state.config.engine, std::move(e.t),
+            [s = self, use = e.use, req = e.req](const transfer_done& d) {
+              call_core(s, &scheduler_core::on_transfer_done, use, req, d);
+            });
+  }
+  void operator()(storage_order& q) const {
+    request(self->state.config.storage, std::move(q.query),
+            [s = self, use = q.use, req = q.req](const exists_reply& r) {
+              call_core(s, &scheduler_core::on_exists, use, req, r);
+            });
+  }
+  void operator()(compute_request& c) const {
+    request(self->state.config.gpu_compute, std::move(c),
+            [s = self, step = c.step](const compute_done& d) {
+              if (!d.ok) {
+                fail(s, caf::make_error(caf::sec::runtime_error, "GPU compute of step "
+                                                                   + std::to_string(step) + ": "
+                                                                   + d.error));
+                return;
+              }
+              call_core(s, &scheduler_core::on_compute_done, step, d.stall_ns);
+            });
+  }
+  void operator()(timer_order& t) const {
+    const sim_clock& clock = self->state.config.clock;
+    if (t.kind == timer_kind::plan)
+      self->delayed_send(self, caf::timespan{0}, step_atom_v, uint64_t{0});
+    else if (t.kind == timer_kind::step_end)
+      self->delayed_send(self, clock.until(self->clock(), t.at_ns), step_atom_v, t.id);
+    else
+      self->delayed_send(self, clock.until(self->clock(), t.at_ns), handoff_atom_v, t.id);
+  }
+  void operator()(answer_order& a) const {
+    auto& answers = self->state.answers;
+    auto it = answers.find(a.done.req);
+    KVTIER_ASSERT(it != answers.end());
+    it->second.deliver(std::move(a.done));
+    answers.erase(it);
+  }
+
+  template <class Peer, class Message, class OnReply>
+  void request(const Peer& peer, Message&& m, OnReply on_reply) const {
+    self->request(peer, caf::infinite, std::forward<Message>(m))
+      .then(std::move(on_reply), [s = self](const caf::error& e) { fail(s, e); });
+  }
+};
+
 // The orders go out in the core's order: a virtual replay's results depend on it.
 void carry_out(self_ptr self, scheduler_orders& out) {
-  auto& st = self->state;
-  auto on_error = [=](const caf::error& e) { fail(self, e); };
-  for (scheduler_order& order : out) {
-    if (auto* p = std::get_if<probe>(&order)) {
-      self->request(st.controller, caf::infinite, std::move(*p))
-        .then([=](const probe_reply& r) { with_core(self, [&](auto& c, auto& o) {
-                c.on_probe_reply(r, o); }); },
-              on_error);
-    } else if (auto* c = std::get_if<commit>(&order)) {
-      self->request(st.controller, caf::infinite, std::move(*c))
-        .then([=](const grant& g) { with_core(self, [&](auto& k, auto& o) { k.on_grant(g, o); }); },
-              on_error);
-    } else if (auto* a = std::get_if<arrival>(&order)) {
-      bool readmission = a->readmission;
-      self->request(st.controller, caf::infinite, std::move(*a))
-        .then([=](const ready& r) {
-                with_core(self, [&](auto& k, auto& o) {
-                  if (readmission)
-                    k.on_refetched(r, o);
-                  else
-                    k.on_ready(r, o);
-                });
-              },
-              on_error);
-    } else if (auto* e = std::get_if<engine_order>(&order)) {
-      transfer_use use = e->use;
-      request_id req = e->req;
-      self->request(st.config.engine, caf::infinite, std::move(e->t))
-        .then([=](const transfer_done& d) {
-                with_core(self, [&](auto& k, auto& o) { k.on_transfer_done(use, req, d, o); });
-              },
-              on_error);
-    } else if (auto* s = std::get_if<storage_order>(&order)) {
-      exists_use use = s->use;
-      request_id req = s->req;
-      self->request(st.config.storage, caf::infinite, std::move(s->query))
-        .then([=](const exists_reply& r) {
-                with_core(self, [&](auto& k, auto& o) { k.on_exists(use, req, r, o); });
-              },
-              on_error);
-    } else if (auto* g = std::get_if<compute_request>(&order)) {
-      uint64_t step = g->step;
-      self->request(st.config.gpu_compute, caf::infinite, std::move(*g))
-        .then([=](const compute_done& d) {
-                if (!d.ok) {
-                  fail(self, caf::make_error(caf::sec::runtime_error,
-                                             "GPU compute of step " + std::to_string(step) + ": "
-                                               + d.error));
-                  return;
-                }
-                with_core(self, [&](auto& k, auto& o) { k.on_compute_done(step, d.stall_ns, o); });
-              },
-              on_error);
-    } else if (auto* t = std::get_if<timer_order>(&order)) {
-      if (t->kind == timer_kind::plan)
-        self->delayed_send(self, caf::timespan{0}, step_atom_v, uint64_t{0});
-      else if (t->kind == timer_kind::step_end)
-        self->delayed_send(self, st.config.clock.until(self->clock(), t->at_ns), step_atom_v,
-                           t->id);
-      else
-        self->delayed_send(self, st.config.clock.until(self->clock(), t->at_ns), handoff_atom_v,
-                           t->id);
-    } else {
-      request_done& d = std::get<answer_order>(order).done;
-      auto it = st.answers.find(d.req);
-      KVTIER_ASSERT(it != st.answers.end());
-      it->second.deliver(std::move(d));
-      st.answers.erase(it);
-    }
-  }
+  for (scheduler_order& order : out)
+    std::visit(order_sender{self}, order);
   out.clear();
 }
 
@@ -168,10 +166,10 @@ scheduler_actor::behavior_type scheduler_behavior(self_ptr self, scheduler_confi
     [=](preallocate_request& p) { return on_preallocate(self, p); },
     [=](kv_handoff& k) { return on_kv_handoff(self, k); },
     [=](handoff_atom, uint64_t req) {
-      with_core(self, [&](auto& k, auto& o) { k.on_handoff_timer(req, o); });
+      call_core(self, &scheduler_core::on_handoff_timer, req);
     },
     [=](step_atom, uint64_t step) {  // 0: a plan tick
-      with_core(self, [&](auto& k, auto& o) { k.on_step_timer(step, o); });
+      call_core(self, &scheduler_core::on_step_timer, step);
     },
     [=](report_atom) -> scheduler_report { return self->state.core->report(); },
   };

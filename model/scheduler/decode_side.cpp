@@ -25,7 +25,7 @@ preallocate_reply reply(request_id id, preallocation_verdict v, uint32_t hits = 
 
 }  // namespace
 
-// -- preallocation ---------------------------------------------------------------------------------
+// -- preallocation --------------------------------------------------------------------------------
 
 std::optional<preallocate_reply> decode_side::on_preallocate(const preallocate_request& p,
                                                              scheduler_state& st,
@@ -82,7 +82,7 @@ preallocate_reply decode_side::on_preallocated(const preallocation_result& res,
   return reply(id, preallocation_verdict::granted, res.device_hit_blocks);
 }
 
-// -- the handoff -----------------------------------------------------------------------------------
+// -- the handoff ----------------------------------------------------------------------------------
 
 bool decode_side::on_kv_handoff(const kv_handoff& k, scheduler_state& st, scheduler_orders& out) {
   request_id id = k.req;
@@ -191,7 +191,7 @@ void decode_side::start_ready(request_book& book) {
   decode_ready_.clear();
 }
 
-// -- preemption drops the request (docs/fastdeploy.md §4) -----------------------------------------
+// -- preemption drops the request (docs/fastdeploy.md §4) ----------------------------------------
 
 // FastDeploy's decode role drops a victim instead of queueing it again; the router sends it
 // through prefill once more. swap_to_host keeps it here: its host copies are this instance's, and

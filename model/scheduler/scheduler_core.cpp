@@ -12,7 +12,7 @@ scheduler_core::scheduler_core(const scheduler_core_options& o, step_compute com
                                now_source now)
   : st_(o, std::move(now)), compute_(compute), prefill_(o) {}
 
-// -- the front end ---------------------------------------------------------------------------------
+// -- the front end --------------------------------------------------------------------------------
 
 std::optional<request_done> scheduler_core::on_arrival(request_arrival& a,
                                                        scheduler_orders& out) {
@@ -58,7 +58,7 @@ bool scheduler_core::on_kv_handoff(const kv_handoff& k, scheduler_orders& out) {
   return decode_.on_kv_handoff(k, st_, out);
 }
 
-// -- replies and timers ----------------------------------------------------------------------------
+// -- replies and timers ---------------------------------------------------------------------------
 
 void scheduler_core::on_ready(const ready& r, scheduler_orders& out) {
   --st_.awaiting_ready;
@@ -117,7 +117,7 @@ void scheduler_core::on_exists(exists_use use, request_id id, const exists_reply
     decode_.drop_visible(id, r.leading, st_, out);
 }
 
-// -- the step loop ---------------------------------------------------------------------------------
+// -- the step loop --------------------------------------------------------------------------------
 
 // Only ever called with nothing in flight: from the plan tick, a grant without work, a step's end.
 void scheduler_core::maybe_step(scheduler_orders& out) {
@@ -301,7 +301,7 @@ void scheduler_core::note_lag(int64_t ns) {
   st_.report.lag_max_ns = std::max(st_.report.lag_max_ns, ns);
 }
 
-// -- observers -------------------------------------------------------------------------------------
+// -- observers ------------------------------------------------------------------------------------
 
 scheduler_report scheduler_core::report() const {
   scheduler_report r = st_.report;

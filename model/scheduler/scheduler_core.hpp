@@ -37,7 +37,7 @@ class scheduler_core {
   preallocate_reply on_preallocated(const preallocation_result& res, const request_arrival& a);
   bool on_kv_handoff(const kv_handoff& k, scheduler_orders& out);
 
-  // -- replies and timers --------------------------------------------------------------------------
+  // -- replies and timers -------------------------------------------------------------------------
 
   /// The controller has what storage held for an arrival: the request waits to be admitted.
   void on_ready(const ready& r, scheduler_orders& out);
@@ -55,7 +55,7 @@ class scheduler_core {
                         scheduler_orders& out);
   void on_exists(exists_use use, request_id id, const exists_reply& r, scheduler_orders& out);
 
-  // -- observers -----------------------------------------------------------------------------------
+  // -- observers ----------------------------------------------------------------------------------
 
   /// The report so far; `drained` once every request here has finished and nothing is pending.
   scheduler_report report() const;

@@ -288,8 +288,8 @@ TEST_CASE("scheduler core: a prefill instance answers a storage handoff once it 
   CHECK(d.core.report().handoff_blocks_sent == 2);
   d.core.on_grant(grant{2, {}, {}, 62, {}, 0, {}, {}}, d.out = {});
   d.now += 7000;
-  d.core.on_transfer_done(transfer_use::handoff_store, 3, transfer_done{store.t.id, true, 0, {}, ""},
-                          d.out = {});
+  transfer_done written{store.t.id, true, 0, {}, ""};
+  d.core.on_transfer_done(transfer_use::handoff_store, 3, written, d.out = {});
   storage_order& q = only<storage_order>(d.out);
   CHECK(q.use == exists_use::handoff_visible);
   CHECK(q.query.keys.size() == 2);
