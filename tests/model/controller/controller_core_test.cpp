@@ -48,7 +48,7 @@ TEST_CASE("controller: under write_back, a step computing into an evicted block 
   core.on_commit(commit{3, {}, {}, {}, {}, {{2, 32}}}, g = {}, out, in = {});
   REQUIRE(g.admits.at(0).admitted);
   REQUIRE(out.size() == 1);
-  CHECK(out[0].kind == transfer_kind::backup);
+  CHECK(out[0].kind == transfer_kind::write_back);
   CHECK(in.written.size() == 2);
   CHECK(in.barriers == std::vector<uint64_t>{out[0].id});  // the step must wait for it
   for (block_id b : in.written)
