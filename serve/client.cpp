@@ -21,6 +21,11 @@ bool reply::flag(std::string_view key) const { return wire::flag(root(), key); }
 
 std::string reply::str(std::string_view key) const { return wire::str(root(), key); }
 
+uint64_t reply::id() const {
+  const msgpack::object* o = find("id");
+  return o && o->type == msgpack::type::POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
 void check_ok(const reply& r) {
   if (r.flag("ok"))
     return;
@@ -46,20 +51,25 @@ client::client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared,
   socket_.connect(endpoint);
 }
 
+void write_call(msgpack::sbuffer& buf, std::string_view op, uint64_t id, const std::string& token,
+                uint64_t engine, uint32_t fields, const std::function<void(map_writer&)>& fill) {
+  buf.clear();
+  uint32_t n = fields + 2 + !token.empty() + (engine != 0);
+  map_writer w(buf, n);
+  w.put_str("op", op);
+  w.put("id", id);
+  if (!token.empty())
+    w.put_str("token", token);
+  if (engine != 0)
+    w.put("engine", engine);
+  if (fill)
+    fill(w);
+}
+
 uint64_t client::send(std::string_view op, uint32_t fields,
                       const std::function<void(map_writer&)>& fill) {
   uint64_t id = next_id_++;
-  buf_.clear();
-  uint32_t n = fields + 2 + !token_.empty() + (engine_ != 0);
-  map_writer w(buf_, n);
-  w.put_str("op", op);
-  w.put("id", id);
-  if (!token_.empty())
-    w.put_str("token", token_);
-  if (engine_ != 0)
-    w.put("engine", engine_);
-  if (fill)
-    fill(w);
+  write_call(buf_, op, id, token_, engine_, fields, fill);
   last_sent_ = buf_.size();
   socket_.send(zmq::const_buffer(buf_.data(), buf_.size()), zmq::send_flags::none);
   return id;
@@ -81,9 +91,7 @@ bool client::pull(std::chrono::milliseconds timeout) {
   }
   reply r(msgpack::unpack(m.data<char>(), m.size()));
   r.bytes = m.size();
-  uint64_t id = 0;
-  if (const msgpack::object* o = r.find("id"); o && o->type == msgpack::type::POSITIVE_INTEGER)
-    id = o->via.u64;
+  uint64_t id = r.id();
   stash_.insert_or_assign(id, std::move(r));
   return true;
 }

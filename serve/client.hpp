@@ -43,6 +43,8 @@ class reply {
   std::string str(std::string_view key) const;
   static const msgpack::object* find_in(const msgpack::object& map, std::string_view key);
   static uint64_t u64_in(const msgpack::object& map, std::string_view key);
+  /// The call id the reply answers (0 when it names none).
+  uint64_t id() const;
   size_t bytes = 0;  ///< the reply's size on the wire
 
  private:
@@ -80,6 +82,9 @@ class client {
   reply hello(const std::string& name, const model_shape& model, uint32_t block_size,
               const attach_request* tensors = nullptr);
   uint64_t engine() const { return engine_; }
+  const std::string& token() const { return token_; }
+  /// The socket, for a poll beside other descriptors (the client stub's socket thread).
+  void* socket_handle() { return socket_.handle(); }
   size_t last_sent_bytes() const { return last_sent_; }
   void set_engine(uint64_t e) { engine_ = e; }
 
@@ -97,6 +102,11 @@ class client {
   std::map<uint64_t, reply> stash_;
   msgpack::sbuffer buf_;
 };
+
+/// Writes one call into `buf` (cleared first): op, id, the token when there is one, the engine
+/// when registered (not 0), then `fields` entries that `fill` writes.
+void write_call(msgpack::sbuffer& buf, std::string_view op, uint64_t id, const std::string& token,
+                uint64_t engine, uint32_t fields, const std::function<void(map_writer&)>& fill);
 
 /// Writes hello's `tensors` (docs/protocol.md, real mode) as the map's next entry.
 void write_tensors(map_writer& w, const attach_request& t);

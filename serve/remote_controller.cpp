@@ -2,39 +2,50 @@
 
 #include <unordered_map>
 
-#include "serve/client.hpp"
 #include "serve/codec/probe_reply.hpp"
 #include "serve/codec/request_replies.hpp"
 #include "serve/codec/stats_reply.hpp"
+#include "serve/codec/step_reply.hpp"
+#include "serve/remote_link.hpp"
 
 namespace kvtier::serve {
 
 namespace {
 
+using steady = std::chrono::steady_clock;
+
+// How long a call may go unanswered (a `wait`, parked at the server, may take longer).
+constexpr auto reply_timeout = std::chrono::seconds(60);
+
+// What an unanswered call waits for: an answer in the time a call may take, a request's loads
+// (a `wait`, parked at the server), or nothing anyone waits on (a heartbeat).
+enum class call_kind : uint8_t { answer, parked, heartbeat };
+
+struct pending_call {
+  call_kind kind = call_kind::answer;
+  std::function<void(const reply&)> on_reply;
+  std::function<void(const caf::error&)> on_error;
+  steady::time_point since;
+};
+
 struct remote_state {
   static inline const char* name = "remote_controller";
-  std::unique_ptr<client> link;
+  std::unique_ptr<remote_link> link;
   sim_clock clock;
-  // waits parked at the server: call id -> (promise, request)
-  std::unordered_map<uint64_t, std::pair<caf::typed_response_promise<ready>, request_id>> waits;
+  std::unordered_map<uint64_t, pending_call> pending;  // by call id
   uint64_t live = 0;  // requests arrived and not finished
-  bool ticking = false;
   std::shared_ptr<engine_device> gpu;  // real mode
-  std::chrono::steady_clock::time_point last_call;
+  steady::time_point last_call;
 
   // The engine leaves when the replay ends: the server forgets it now, not after the timeout.
   ~remote_state() {
-    if (!link)
-      return;
-    try {
+    if (link)
       link->send("bye", 0);
-    } catch (const std::exception&) {
-      // the server is gone already: nothing to tell
-    }
   }
 };
 
-using self_ptr = caf::stateful_actor<remote_state>*;
+using self_ptr = cache_controller_actor::stateful_pointer<remote_state>;
+using fill_fn = std::function<void(map_writer&)>;
 
 void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& marks) {
   auto& pk = w.key(key);
@@ -46,114 +57,197 @@ void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& 
   }
 }
 
-reply call(self_ptr self, std::string_view op, uint32_t fields,
-           const std::function<void(map_writer&)>& fill) {
-  self->state.last_call = std::chrono::steady_clock::now();
-  return self->state.link->call(op, fields, fill);
+void send_call(self_ptr self, std::string_view op, uint32_t fields, const fill_fn& fill,
+               pending_call p) {
+  auto& st = self->state;
+  st.last_call = steady::now();
+  p.since = st.last_call;
+  uint64_t id = st.link->send(op, fields, fill);
+  st.pending.emplace(id, std::move(p));
 }
 
-// Parked waits answered since the last look are delivered.
-void collect_waits(self_ptr self) {
+// Sends `op`; its reply, read by `decode`, answers the promise returned.
+template <class T, class Decode>
+caf::typed_response_promise<T> ask(self_ptr self, std::string_view op, uint32_t fields,
+                                   const fill_fn& fill, Decode decode) {
+  auto promise = self->make_response_promise<T>();
+  pending_call p;
+  p.on_reply = [promise, decode](const reply& r) mutable { promise.deliver(decode(r)); };
+  p.on_error = [promise](const caf::error& e) mutable { promise.deliver(e); };
+  send_call(self, op, fields, fill, std::move(p));
+  return promise;
+}
+
+// The server refused a call, answered one in a form the protocol does not have, or went
+// silent: the run cannot go on without its controller. Every caller is told, and the actor
+// ends with the error.
+void fail_all(self_ptr self, const std::string& why) {
+  caf::error e = caf::make_error(caf::sec::runtime_error, "kvtier serve: " + why);
+  auto pending = std::move(self->state.pending);
+  self->state.pending.clear();
+  for (auto& [id, p] : pending)
+    p.on_error(e);
+  self->quit(e);
+}
+
+void on_reply(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  for (auto it = st.waits.begin(); it != st.waits.end();) {
-    auto r = st.link->try_receive(it->first);
-    if (!r) {
-      ++it;
-      continue;
-    }
+  if (id == remote_link::broken)
+    return fail_all(self, st.link->failure());
+  std::optional<reply> r = st.link->take(id);
+  auto it = st.pending.find(id);
+  if (!r || it == st.pending.end())
+    return;
+  pending_call p = std::move(it->second);
+  st.pending.erase(it);
+  try {
     check_ok(*r);
-    it->second.first.deliver(decode_wait_reply(r->root(), it->second.second));
-    it = st.waits.erase(it);
+    p.on_reply(*r);
+  } catch (const std::exception& e) {
+    fail_all(self, e.what());
   }
 }
 
 void tick(self_ptr self) {
   auto& st = self->state;
-  collect_waits(self);
+  auto now = steady::now();
+  for (const auto& [id, p] : st.pending)
+    if (p.kind != call_kind::parked && now - p.since > reply_timeout)
+      return fail_all(self, "no reply within " + std::to_string(reply_timeout.count()) + " s");
   // A heartbeat keeps the engine registered through a quiet stretch of the trace.
-  if (std::chrono::steady_clock::now() - st.last_call > std::chrono::seconds(1))
-    call(self, "ping", 0, {});
-  auto every = st.waits.empty() ? std::chrono::milliseconds(500) : std::chrono::milliseconds(1);
-  self->delayed_send(self, every, wake_atom_v, uint64_t{0});
+  if (now - st.last_call > std::chrono::seconds(1)) {
+    pending_call beat;
+    beat.kind = call_kind::heartbeat;
+    beat.on_reply = [](const reply&) {};
+    beat.on_error = [](const caf::error&) {};
+    send_call(self, "ping", 0, {}, std::move(beat));
+  }
+  self->delayed_send(self, std::chrono::milliseconds(500), wake_atom_v, uint64_t{0});
 }
 
-caf::behavior remote_behavior(caf::stateful_actor<remote_state>* self, remote_options o,
-                              sim_clock clock) {
+// Idle: every request finished and every call but heartbeats answered.
+bool idle(self_ptr self) {
+  auto& st = self->state;
+  if (st.live > 0)
+    return false;
+  for (const auto& [id, p] : st.pending)
+    if (p.kind != call_kind::heartbeat)
+      return false;
+  return true;
+}
+
+caf::result<ready> on_arrival(self_ptr self, const arrival& a) {
+  ++self->state.live;
+  request_id req = a.req;
+  auto promise = self->make_response_promise<ready>();
+  auto fail = [promise](const caf::error& e) mutable { promise.deliver(e); };
+  pending_call p;
+  p.on_error = fail;
+  p.on_reply = [self, promise, fail, req](const reply& r) mutable {
+    if (std::optional<ready> now = decode_allocate_reply(r.root(), req)) {
+      promise.deliver(*now);
+      return;
+    }
+    // Storage is asked or loads: `wait` is answered once they have landed.
+    pending_call w;
+    w.kind = call_kind::parked;
+    w.on_error = fail;
+    w.on_reply = [promise, req](const reply& r) mutable {
+      promise.deliver(decode_wait_reply(r.root(), req));
+    };
+    send_call(self, "wait", 1, [&](map_writer& m) { m.put("req", req); }, std::move(w));
+  };
+  send_call(self, "allocate", 2, [&](map_writer& w) {
+    w.put("req", req);
+    put_blocks(w, a.blocks);
+  }, std::move(p));
+  return promise;
+}
+
+caf::result<grant> on_commit(self_ptr self, const commit& c) {
+  uint64_t step = c.step;
+  size_t finished = c.finished.size();
+  auto write = [&](map_writer& w) {
+    w.put("step", c.step);
+    write_marks(w, "computed", c.computed);
+    w.put("finished", c.finished);
+    write_marks(w, "preempted", c.preempted);
+    write_marks(w, "grows", c.grows);
+    write_marks(w, "admits", c.admits);
+  };
+  return ask<grant>(self, "step", 6, write, [self, step, finished](const reply& r) {
+    auto& s = self->state;
+    s.live -= finished;
+    step_answer a = decode_step_reply(r.root());
+    grant g = std::move(a.granted);
+    g.step = step;
+    // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
+    // waits on them in the engine's stream.
+    if (s.gpu && a.swap_in)
+      g.swap_in = s.gpu->expect_swap_in(a.swap_in->slot, a.swap_in->blocks);
+    // Layer times come on the server's clock: moved onto ours by the distance to its "now".
+    int64_t local_now = s.clock.now(self->clock());
+    for (int64_t& t : g.layer_ready_ns)
+      t = local_now - (a.now_ns - t);
+    return g;
+  });
+}
+
+caf::result<probe_reply> on_probe(self_ptr self, const probe& p) {
+  uint64_t step = p.step;
+  auto write = [&](map_writer& w) {
+    w.put("step", p.step);
+    w.put("candidates", p.candidates);
+    w.put("grow_blocks", p.grow_blocks);
+    w.put("victims", p.victims);
+  };
+  return ask<probe_reply>(self, "probe", 4, write, [step](const reply& r) {
+    probe_reply out = decode_probe_reply(r.root());
+    out.step = step;
+    return out;
+  });
+}
+
+cache_controller_actor::behavior_type remote_behavior(self_ptr self,
+                                                      std::shared_ptr<client> greeted,
+                                                      remote_options o, sim_clock clock) {
   auto& st = self->state;
   st.clock = clock;
-  st.link = std::make_unique<client>(o.endpoint, o.token);
   st.gpu = o.gpu;
-  say_hello(*st.link, o, o.engine_name);
-  st.last_call = std::chrono::steady_clock::now();
+  st.link = std::make_unique<remote_link>(std::move(greeted),
+                                          caf::actor_cast<cache_controller_actor>(self));
+  st.last_call = steady::now();
   self->send(self, wake_atom_v, uint64_t{0});
   return {
-    [=](wake_atom, uint64_t) { tick(self); },
-    [=](arrival& a) -> caf::result<ready> {
-      auto& s = self->state;
-      ++s.live;
-      request_id req = a.req;
-      reply r = call(self, "allocate", 2, [&](map_writer& w) {
-        w.put("req", req);
-        put_blocks(w, a.blocks);
+    [=](const prefix_lookup& q) -> caf::result<prefix_hit> {
+      return ask<prefix_hit>(self, "lookup", 1,
+                             [&](map_writer& w) { put_blocks(w, q.blocks); },
+                             [](const reply& r) { return decode_lookup_reply(r.root()).hit; });
+    },
+    [=](const preallocation&) -> caf::result<preallocation_result> {
+      // docs/protocol.md has no preallocation: a PD decode instance keeps its own controller.
+      return caf::make_error(caf::sec::runtime_error,
+                             "kvtier serve's protocol has no preallocation (PD decode "
+                             "instances): engine-sim drives mixed instances only");
+    },
+    [=](const arrival& a) -> caf::result<ready> { return on_arrival(self, a); },
+    [=](const probe& p) -> caf::result<probe_reply> { return on_probe(self, p); },
+    [=](const commit& c) -> caf::result<grant> { return on_commit(self, c); },
+    [=](report_atom) -> caf::result<controller_report> {
+      return ask<controller_report>(self, "stats", 0, {}, [](const reply& r) {
+        controller_report cr = decode_stats_reply(r.root()).controller;
+        if (cr.invariant_violations > 0)
+          cr.invariant_messages.push_back("the server's controller reports invariant violations");
+        return cr;
       });
-      if (std::optional<ready> now = decode_allocate_reply(r.root(), req))
-        return *now;
-      auto promise = self->make_response_promise<ready>();
-      uint64_t id = s.link->send("wait", 1, [&](map_writer& w) { w.put("req", req); });
-      s.waits.emplace(id, std::make_pair(promise, req));
-      return promise;
     },
-    [=](const probe& p) -> probe_reply {
-      collect_waits(self);
-      reply r = call(self, "probe", 4, [&](map_writer& w) {
-        w.put("step", p.step);
-        w.put("candidates", p.candidates);
-        w.put("grow_blocks", p.grow_blocks);
-        w.put("victims", p.victims);
-      });
-      probe_reply out = decode_probe_reply(r.root());
-      out.step = p.step;
-      return out;
-    },
-    [=](const commit& c) -> grant {
-      auto& s = self->state;
-      collect_waits(self);
-      reply r = call(self, "step", 6, [&](map_writer& w) {
-        w.put("step", c.step);
-        write_marks(w, "computed", c.computed);
-        w.put("finished", c.finished);
-        write_marks(w, "preempted", c.preempted);
-        write_marks(w, "grows", c.grows);
-        write_marks(w, "admits", c.admits);
-      });
-      s.live -= c.finished.size();
-      step_answer answer = decode_step_reply(r.root());
-      grant g = std::move(answer.granted);
-      g.step = c.step;
-      // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
-      // waits on them in the engine's stream.
-      if (s.gpu && answer.swap_in)
-        g.swap_in = s.gpu->expect_swap_in(answer.swap_in->slot, answer.swap_in->blocks);
-      // Layer times come on the server's clock: moved onto ours by the distance to its "now".
-      int64_t local_now = s.clock.now(self->clock());
-      for (int64_t& t : g.layer_ready_ns)
-        t = local_now - (answer.now_ns - t);
-      return g;
-    },
-    [=](const prefix_lookup& q) -> prefix_hit {
-      reply r = call(self, "lookup", 1, [&](map_writer& w) { put_blocks(w, q.blocks); });
-      return decode_lookup_reply(r.root()).hit;
-    },
-    [=](caf::get_atom) -> bool {
-      collect_waits(self);
-      return self->state.live == 0 && self->state.waits.empty();
-    },
-    [=](report_atom) -> controller_report {
-      reply r = call(self, "stats", 0, {});
-      controller_report cr = decode_stats_reply(r.root()).controller;
-      if (cr.invariant_violations > 0)
-        cr.invariant_messages.push_back("the server's controller reports invariant violations");
-      return cr;
+    [=](caf::get_atom) -> bool { return idle(self); },
+    // 0: the actor's own timer; else a reply the socket thread posted.
+    [=](wake_atom, uint64_t call) {
+      if (call == 0)
+        tick(self);
+      else
+        on_reply(self, call);
     },
   };
 }
@@ -193,11 +287,9 @@ reply say_hello(client& link, const remote_options& o, const std::string& name) 
 cache_controller_actor spawn_remote_controller(caf::actor_system& sys, const remote_options& o,
                                                const sim_clock& clock) {
   // Said before the actor starts, so that a refusal reaches the command line as an error.
-  client probe_link(o.endpoint, o.token, std::chrono::seconds(10));
-  say_hello(probe_link, o, o.engine_name + "-check");
-  probe_link.call("bye", 0, {});
-  auto h = sys.spawn(remote_behavior, o, clock);
-  return caf::actor_cast<cache_controller_actor>(h);
+  auto link = std::make_shared<client>(o.endpoint, o.token, std::chrono::seconds(10));
+  say_hello(*link, o, o.engine_name);
+  return sys.spawn(remote_behavior, std::move(link), o, clock);
 }
 
 }  // namespace kvtier::serve

@@ -3,7 +3,10 @@
 // A cache controller that is `kvtier serve`: it takes the scheduler's messages (arrival, probe,
 // commit, the router's prefix lookup) and forwards each as a protocol call, so that kvtier's own
 // scheduler drives a live server exactly as it drives its own controller. `kvtier engine-sim`
-// is the replay driver with this controller in place of the instance's.
+// is the replay driver with this controller in place of the instance's. Its behaviour is a
+// cache_controller_actor's, so the compiler checks that it answers every message of that
+// interface (a preallocation, which the protocol lacks, with an error); its calls go through a
+// socket thread (remote_link.hpp), so no handler waits on the socket.
 
 #include <memory>
 #include <string>
@@ -37,7 +40,8 @@ attach_request tensors_of(const engine_device& gpu);
 reply say_hello(client& link, const remote_options& o, const std::string& name);
 
 /// Connects and says hello (throws remote_error on refusal, std::runtime_error if the server
-/// does not answer); the actor then forwards every controller message.
+/// does not answer); the actor then forwards every controller message. A call the server
+/// refuses, or leaves unanswered for 60 s (a parked `wait` aside), ends the actor with an error.
 cache_controller_actor spawn_remote_controller(caf::actor_system& sys, const remote_options& o,
                                                const sim_clock& clock);
 
