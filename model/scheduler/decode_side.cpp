@@ -66,8 +66,10 @@ preallocate_reply decode_side::on_preallocated(const preallocation_result& res,
   x.decode_blocks = a.blocks;
   x.covered_blocks = x.layout.blocks_for(x.prompt);
   x.record.admitted_ns = st.now();
-  x.record.hit_blocks[0] = x.record.first_hit_blocks[0] = res.device_hit_blocks;
-  x.record.hit_tokens[0] = x.record.first_hit_tokens[0] = res.device_hit_tokens;
+  at(x.record.hit_blocks, tier::device) = at(x.record.first_hit_blocks, tier::device) =
+    res.device_hit_blocks;
+  at(x.record.hit_tokens, tier::device) = at(x.record.first_hit_tokens, tier::device) =
+    res.device_hit_tokens;
   kv_wait w;
   w.hit_blocks = res.device_hit_blocks;
   w.hit_tokens = res.device_hit_tokens;

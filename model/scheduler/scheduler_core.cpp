@@ -202,9 +202,9 @@ void scheduler_core::note_restored(const grant& g) {
   for (const admit_result& a : g.admits) {
     if (!a.admitted || st_.book.at(a.req).record.preemptions == 0)
       continue;
-    st_.report.restored_tokens[0] += a.device_tokens;
-    st_.report.restored_tokens[1] += a.host_tokens;
-    st_.report.restored_tokens[2] += a.storage_tokens;
+    at(st_.report.restored_tokens, tier::device) += a.device_tokens;
+    at(st_.report.restored_tokens, tier::host) += a.host_tokens;
+    at(st_.report.restored_tokens, tier::storage) += a.storage_tokens;
   }
 }
 

@@ -278,9 +278,9 @@ TEST_CASE("scheduler core: a prefill instance answers a storage handoff once it 
   REQUIRE(d.out.size() == 3);
   engine_order d2h = at<engine_order>(d.out, 0);
   engine_order store = at<engine_order>(d.out, 1);
-  CHECK(d2h.t.kind == static_cast<uint8_t>(move_kind::d2h));
+  CHECK(d2h.t.kind == transfer_kind::backup);
   CHECK(d2h.use == transfer_use::background);
-  CHECK(store.t.kind == static_cast<uint8_t>(move_kind::store));
+  CHECK(store.t.kind == transfer_kind::store);
   CHECK(store.use == transfer_use::handoff_store);
   CHECK(store.t.after == std::vector<uint64_t>{d2h.t.id});
   CHECK(store.t.blocks.size() == 2);
