@@ -240,18 +240,18 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   o.role = pd_role::decode;
   driver d(o);
   scheduler_orders out;
-  CHECK_FALSE(d.core.on_kv_handoff(kv_handoff{5, 0, 100, false}, out));  // not preallocated
+  CHECK_FALSE(d.core.on_kv_handoff(kv_handoff{5, handoff_outcome::delivered, 100, false}, out));  // not preallocated
   preallocate_request p{arrival_of(5, {1, 2}, 1)};
   preallocation ask;
   REQUIRE_FALSE(d.core.on_preallocate(p, ask).has_value());  // the controller is asked
   CHECK(ask.req == 5);
   CHECK(ask.tokens == 32);
   preallocate_reply r = d.core.on_preallocated(preallocation_result{5, true, 1, 16, 50}, p.arrival);
-  CHECK(r.verdict == static_cast<uint8_t>(preallocation_verdict::granted));
+  CHECK(r.verdict == preallocation_verdict::granted);
   CHECK(r.device_hit_blocks == 1);
   CHECK(d.core.report().preallocations == 1);
   d.now = 500;
-  REQUIRE(d.core.on_kv_handoff(kv_handoff{5, 0, 100, false}, d.out = {}));
+  REQUIRE(d.core.on_kv_handoff(kv_handoff{5, handoff_outcome::delivered, 100, false}, d.out = {}));
   // Its one token came from P: it is done as soon as its KV is in place.
   request_done done = at<answer_order>(d.out, 0).done;
   CHECK(done.req == 5);
