@@ -240,7 +240,8 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   o.role = pd_role::decode;
   driver d(o);
   scheduler_orders out;
-  CHECK_FALSE(d.core.on_kv_handoff(kv_handoff{5, handoff_outcome::delivered, 100, false}, out));  // not preallocated
+  const kv_handoff delivered{5, handoff_outcome::delivered, 100, false};
+  CHECK_FALSE(d.core.on_kv_handoff(delivered, out));  // not preallocated
   preallocate_request p{arrival_of(5, {1, 2}, 1)};
   preallocation ask;
   REQUIRE_FALSE(d.core.on_preallocate(p, ask).has_value());  // the controller is asked
@@ -251,7 +252,7 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   CHECK(r.device_hit_blocks == 1);
   CHECK(d.core.report().preallocations == 1);
   d.now = 500;
-  REQUIRE(d.core.on_kv_handoff(kv_handoff{5, handoff_outcome::delivered, 100, false}, d.out = {}));
+  REQUIRE(d.core.on_kv_handoff(delivered, d.out = {}));
   // Its one token came from P: it is done as soon as its KV is in place.
   request_done done = at<answer_order>(d.out, 0).done;
   CHECK(done.req == 5);
