@@ -12,6 +12,10 @@ namespace kvtier {
 block_hash hash_token_block(block_hash parent, const int32_t* tokens, size_t count,
                             const uint64_t* extra_keys, size_t extra_count) {
   XXH3_state_t state;
+  // A state on the stack must start with seed 0: xxHash 0.8 skips deriving the secret when the
+  // seed field already equals the seed, so a stale field left by an earlier call made this hash
+  // depend on whatever else had since written that stack memory.
+  XXH3_INITSTATE(&state);
   XXH3_64bits_reset_withSeed(&state, 0x6b76746965722d74ULL);  // "kvtier-t"
   XXH3_64bits_update(&state, &parent, sizeof(parent));
   uint64_t n = count;
