@@ -109,72 +109,73 @@ int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
   }
 }
 
-}  // namespace
 
-int run_engine_sim(const engine_sim_args& in) {
-  engine_sim_args args = in;
-  std::vector<std::string> under;
-  if (args.traces.empty()) {
-    args.traces.push_back(default_trace_path());
-    under = sample_defaults();
-  }
-  replay_job job;
-  job.cfg = load_config(args.config, under);
-  replay_config rc = resolve(job.cfg);
-  if (!args.print_hashes.empty()) {
-    std::vector<int32_t> tokens;
-    std::string text = args.print_hashes;
-    size_t at = 0;
-    while (at <= text.size()) {
-      size_t comma = text.find(',', at);
-      std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      try {
-        size_t used = 0;
-        long v = std::stol(item, &used);
-        if (used != item.size() || v < INT32_MIN || v > INT32_MAX)
-          throw std::invalid_argument(item);
-        tokens.push_back(static_cast<int32_t>(v));
-      } catch (const std::exception&) {
-        throw config_error("--print-hashes: '" + item + "' is not a token id (int32)");
-      }
-      if (comma == std::string::npos)
-        break;
-      at = comma + 1;
+// --print-hashes' comma-separated token ids, each an int32.
+std::vector<int32_t> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> tokens;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < INT32_MIN || v > INT32_MAX)
+        throw std::invalid_argument(item);
+      tokens.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      throw config_error("--print-hashes: '" + item + "' is not a token id (int32)");
     }
-    std::vector<cache_block> blocks;
-    map_token_blocks(tokens.data(), tokens.size(), rc.block_size, blocks);
-    for (const cache_block& b : blocks)
-      std::cout << b.hash << '\n';
-    return exit_ok;
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
   }
-  bool real = args.backend == "cuda";
+  return tokens;
+}
+
+int print_block_hashes(const std::string& token_ids, uint32_t block_size) {
+  std::vector<int32_t> tokens = parse_token_ids(token_ids);
+  std::vector<cache_block> blocks;
+  map_token_blocks(tokens.data(), tokens.size(), block_size, blocks);
+  for (const cache_block& b : blocks)
+    std::cout << b.hash << '\n';
+  return exit_ok;
+}
+
+void check_backend_options(const engine_sim_args& args, bool real) {
   if (!real && (args.verify || args.swap_bench_blocks > 0))
     throw config_error(std::string(args.verify ? "--verify" : "--swap-bench")
                        + " works on real tensors: it needs --backend cuda");
   if (real && !gpu::cuda_built())
     throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
+}
+
+serve::remote_options remote_options_of(const engine_sim_args& args, const replay_config& rc) {
   serve::remote_options ro;
   ro.endpoint = args.connect;
   ro.token = args.token;
   ro.engine_name = args.name;
   ro.model = rc.model;
   ro.block_size = rc.block_size;
-  std::shared_ptr<engine_device> gpu;
-  if (real) {
-    engine_device_options eo;
-    eo.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
-                rc.model.dtype_bytes};
-    eo.device_blocks = rc.cache.device_blocks;
-    eo.event_slots = args.event_slots;
-    eo.verify = args.verify;
-    gpu = std::make_shared<engine_device>(eo);
-    ro.gpu = gpu;
-    ro.verify = args.verify;
-    if (args.swap_bench_blocks > 0)
-      return run_swap_bench(args, ro, *gpu);
-    job.remote_compute = gpu;
-  }
+  return ro;
+}
+
+// The cuda backend's KV tensors, shaped as the config's model and cache.
+std::shared_ptr<engine_device> open_engine_device(const engine_sim_args& args,
+                                                  const replay_config& rc) {
+  engine_device_options eo;
+  eo.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
+              rc.model.dtype_bytes};
+  eo.device_blocks = rc.cache.device_blocks;
+  eo.event_slots = args.event_slots;
+  eo.verify = args.verify;
+  return std::make_shared<engine_device>(eo);
+}
+
+// A wall-clock replay whose controller is the server, reached through `ro`.
+void set_remote_replay(replay_job& job, const engine_sim_args& args,
+                       const serve::remote_options& ro) {
   job.traces = args.traces;
   job.format = args.format;
   job.mode = replay_mode::full;
@@ -185,15 +186,11 @@ int run_engine_sim(const engine_sim_args& in) {
   job.remote_controller = [ro](caf::actor_system& sys, const sim_clock& clock) {
     return serve::spawn_remote_controller(sys, ro, clock);
   };
-  replay_result result;
-  try {
-    result = run_replay_job(job);
-  } catch (const serve::remote_error& e) {
-    std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
-    return e.kind == "model_mismatch" || e.kind == "version" || e.kind == "unauthorized"
-                 || e.kind == "bad_request"
-             ? exit_bad_input : exit_failure;
-  }
+}
+
+// The replay's text, the cuda backend's verify counts and warnings; the exit status.
+int report_replay(const engine_sim_args& args, const replay_result& result,
+                  const engine_device* gpu) {
   if (!args.quiet)
     std::cout << result.text;
   if (gpu && args.verify) {
@@ -215,6 +212,45 @@ int run_engine_sim(const engine_sim_args& in) {
     return exit_failure;
   }
   return exit_ok;
+}
+
+}  // namespace
+
+int run_engine_sim(const engine_sim_args& in) {
+  engine_sim_args args = in;
+  std::vector<std::string> under;
+  if (args.traces.empty()) {
+    args.traces.push_back(default_trace_path());
+    under = sample_defaults();
+  }
+  replay_job job;
+  job.cfg = load_config(args.config, under);
+  replay_config rc = resolve(job.cfg);
+  if (!args.print_hashes.empty())
+    return print_block_hashes(args.print_hashes, rc.block_size);
+  bool real = args.backend == "cuda";
+  check_backend_options(args, real);
+  serve::remote_options ro = remote_options_of(args, rc);
+  std::shared_ptr<engine_device> gpu;
+  if (real) {
+    gpu = open_engine_device(args, rc);
+    ro.gpu = gpu;
+    ro.verify = args.verify;
+    if (args.swap_bench_blocks > 0)
+      return run_swap_bench(args, ro, *gpu);
+    job.remote_compute = gpu;
+  }
+  set_remote_replay(job, args, ro);
+  replay_result result;
+  try {
+    result = run_replay_job(job);
+  } catch (const serve::remote_error& e) {
+    std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
+    return e.kind == "model_mismatch" || e.kind == "version" || e.kind == "unauthorized"
+                 || e.kind == "bad_request"
+             ? exit_bad_input : exit_failure;
+  }
+  return report_replay(args, result, gpu.get());
 }
 
 }  // namespace kvtier

@@ -247,6 +247,133 @@ double pct(std::vector<int64_t>& v, double p) {
   return static_cast<double>(v[i]) / 1000.0;
 }
 
+// One phase: a thread per client, each running `body` until the same end.
+struct phase_result {
+  std::vector<worker_log> logs;
+  double wall_s = 0;
+};
+
+template <class Body>
+phase_result run_phase(const bench_serve_args& args, Body body) {
+  std::vector<worker_log> logs(args.clients);
+  std::vector<std::thread> threads;
+  auto start = steady::now();
+  auto end = start + std::chrono::duration_cast<steady::duration>(
+                       std::chrono::duration<double>(args.seconds));
+  for (uint32_t i = 0; i < args.clients; ++i)
+    threads.emplace_back([&, i] { body(i, end, logs[i]); });
+  for (auto& th : threads)
+    th.join();
+  double wall = std::chrono::duration<double>(steady::now() - start).count();
+  return {std::move(logs), wall};
+}
+
+phase_result serve_phase(const bench_serve_args& args, const replay_config& rc,
+                         const preloaded_trace& t) {
+  // One context (one ZeroMQ I/O thread) for all clients of a phase, in both phases alike.
+  zmq::context_t serve_ctx(1);
+  phase_result serve = run_phase(args, [&](uint32_t i, steady::time_point end, worker_log& log) {
+    serve_worker(serve_ctx, args, rc, t, i, end, log);
+  });
+  for (const worker_log& l : serve.logs)
+    if (!l.error.empty())
+      throw std::runtime_error("a client failed: " + l.error);
+  return serve;
+}
+
+// The serve phase's message groups again, against the echo.
+phase_result echo_phase(const bench_serve_args& args, const std::vector<worker_log>& serve_logs) {
+  zmq::context_t echo_clients_ctx(1);
+  // The echo's own I/O thread, as the server's process has its own: on the clients' context one
+  // I/O thread would move both ends' bytes, a round trip no server in another process can make.
+  zmq::context_t echo_server_ctx(1);
+  std::atomic<bool> stop{false};
+  std::string echo_ep = "tcp://127.0.0.1:" + std::to_string(args.echo_port);
+  std::thread echo([&] { echo_server(echo_server_ctx, echo_ep, stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  phase_result echoed = run_phase(args, [&](uint32_t i, steady::time_point end, worker_log& log) {
+    echo_worker(echo_clients_ctx, echo_ep, serve_logs[i].groups, end, log);
+  });
+  stop = true;
+  echo.join();
+  return echoed;
+}
+
+// Both phases' logs merged: latencies by message kind, per verb call and of the echo.
+struct bench_totals {
+  std::map<std::string, std::vector<int64_t>> by_kind;
+  std::vector<int64_t> verb_latency;
+  std::vector<int64_t> all;
+  std::vector<int64_t> echo_all;
+  uint64_t messages = 0, verbs = 0, echo_messages = 0;
+  double bytes = 0;
+};
+
+bench_totals merge_logs(std::vector<worker_log>& serve_logs, std::vector<worker_log>& echo_logs) {
+  bench_totals s;
+  for (auto& l : serve_logs) {
+    s.messages += l.messages;
+    s.verbs += l.verbs;
+    for (auto& [kind, v] : l.latency_ns)
+      s.by_kind[kind].insert(s.by_kind[kind].end(), v.begin(), v.end());
+    s.verb_latency.insert(s.verb_latency.end(), l.verb_latency_ns.begin(),
+                          l.verb_latency_ns.end());
+    for (auto& g : l.groups)
+      for (const message_size& m : g)
+        s.bytes += m.out + m.back;
+  }
+  for (auto& [kind, v] : s.by_kind)
+    s.all.insert(s.all.end(), v.begin(), v.end());
+  for (auto& l : echo_logs) {
+    s.echo_messages += l.messages;
+    auto& v = l.latency_ns["echo"];
+    s.echo_all.insert(s.echo_all.end(), v.begin(), v.end());
+  }
+  return s;
+}
+
+// The table on stdout and the same figures in `j`.
+void report_bench(const bench_serve_args& args, bench_totals& s, double serve_wall,
+                  double echo_wall, nlohmann::json& j) {
+  double message_rate = static_cast<double>(s.messages) / serve_wall;
+  double verb_rate = static_cast<double>(s.verbs) / serve_wall;
+  double echo_rate = static_cast<double>(s.echo_messages) / echo_wall;
+  j["clients"] = args.clients;
+  j["requests_per_step"] = args.requests_per_step;
+  j["seconds"] = serve_wall;
+  j["messages"] = s.messages;
+  j["messages_per_s"] = message_rate;
+  j["verb_calls"] = s.verbs;
+  j["verb_calls_per_s"] = verb_rate;
+  j["mean_message_bytes"] = s.messages ? s.bytes / 2 / static_cast<double>(s.messages) : 0;
+  std::printf("kvtier serve, %u clients, %u requests per step, %.1f s: %llu messages "
+              "(%.0f/s, mean %.0f B) carrying %llu verb calls (%.0f/s)\n",
+              args.clients, args.requests_per_step, serve_wall,
+              static_cast<unsigned long long>(s.messages), message_rate,
+              j["mean_message_bytes"].get<double>(), static_cast<unsigned long long>(s.verbs),
+              verb_rate);
+  std::printf("%-10s %10s %10s %9s %9s %9s\n", "message", "count", "per s", "p50 us", "p99 us",
+              "p999 us");
+  auto row = [&](const std::string& name, std::vector<int64_t>& v, double wall) {
+    double rate = static_cast<double>(v.size()) / wall;
+    double p50 = pct(v, 0.5), p99 = pct(v, 0.99), p999 = pct(v, 0.999);
+    std::printf("%-10s %10zu %10.0f %9.1f %9.1f %9.1f\n", name.c_str(), v.size(), rate, p50, p99,
+                p999);
+    j["rows"][name] = {{"count", v.size()}, {"per_s", rate}, {"p50_us", p50}, {"p99_us", p99},
+                       {"p999_us", p999}};
+  };
+  for (auto& [kind, v] : s.by_kind)
+    row(kind, v, serve_wall);
+  row("messages", s.all, serve_wall);
+  row("verbs", s.verb_latency, serve_wall);
+  row("echo", s.echo_all, echo_wall);
+  double ratio = echo_rate > 0 ? message_rate / echo_rate : 0;
+  j["echo_messages_per_s"] = echo_rate;
+  j["ratio_to_echo"] = ratio;
+  std::printf("serve / echo message rate: %.2f (targets: >= 100000 verb calls/s, verb p99 < "
+              "1000 us, ratio >= 0.5)\n", ratio);
+}
+
 }  // namespace
 
 CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args) {
@@ -282,102 +409,11 @@ int run_bench_serve(const bench_serve_args& args) {
   preloaded_trace t = preload(args.traces, rc.block_size);
   if (t.requests.empty())
     throw config_error("--trace: no requests");
-  auto phase = [&](auto body) {
-    std::vector<worker_log> logs(args.clients);
-    std::vector<std::thread> threads;
-    auto start = steady::now();
-    auto end = start + std::chrono::duration_cast<steady::duration>(
-                         std::chrono::duration<double>(args.seconds));
-    for (uint32_t i = 0; i < args.clients; ++i)
-      threads.emplace_back([&, i] { body(i, end, logs[i]); });
-    for (auto& th : threads)
-      th.join();
-    double wall = std::chrono::duration<double>(steady::now() - start).count();
-    return std::make_pair(std::move(logs), wall);
-  };
-  // One context (one ZeroMQ I/O thread) for all clients of a phase, in both phases alike.
-  zmq::context_t serve_ctx(1);
-  auto [serve_logs, serve_wall] = phase([&](uint32_t i, steady::time_point end, worker_log& log) {
-    serve_worker(serve_ctx, args, rc, t, i, end, log);
-  });
-  for (const worker_log& l : serve_logs)
-    if (!l.error.empty())
-      throw std::runtime_error("a client failed: " + l.error);
-  zmq::context_t echo_clients_ctx(1);
-  // The echo's own I/O thread, as the server's process has its own: on the clients' context one
-  // I/O thread would move both ends' bytes, a round trip no server in another process can make.
-  zmq::context_t echo_server_ctx(1);
-  std::atomic<bool> stop{false};
-  std::string echo_ep = "tcp://127.0.0.1:" + std::to_string(args.echo_port);
-  std::thread echo([&] { echo_server(echo_server_ctx, echo_ep, stop); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  auto [echo_logs, echo_wall] = phase([&](uint32_t i, steady::time_point end, worker_log& log) {
-    echo_worker(echo_clients_ctx, echo_ep, serve_logs[i].groups, end, log);
-  });
-  stop = true;
-  echo.join();
-
-  std::map<std::string, std::vector<int64_t>> by_kind;
-  std::vector<int64_t> verb_latency;
-  uint64_t messages = 0, verbs = 0, echo_messages = 0;
-  double bytes = 0;
-  for (auto& l : serve_logs) {
-    messages += l.messages;
-    verbs += l.verbs;
-    for (auto& [kind, v] : l.latency_ns)
-      by_kind[kind].insert(by_kind[kind].end(), v.begin(), v.end());
-    verb_latency.insert(verb_latency.end(), l.verb_latency_ns.begin(), l.verb_latency_ns.end());
-    for (auto& g : l.groups)
-      for (const message_size& m : g)
-        bytes += m.out + m.back;
-  }
-  std::vector<int64_t> all;
-  for (auto& [kind, v] : by_kind)
-    all.insert(all.end(), v.begin(), v.end());
-  std::vector<int64_t> echo_all;
-  for (auto& l : echo_logs) {
-    echo_messages += l.messages;
-    auto& v = l.latency_ns["echo"];
-    echo_all.insert(echo_all.end(), v.begin(), v.end());
-  }
-  double message_rate = static_cast<double>(messages) / serve_wall;
-  double verb_rate = static_cast<double>(verbs) / serve_wall;
-  double echo_rate = static_cast<double>(echo_messages) / echo_wall;
+  phase_result serve = serve_phase(args, rc, t);
+  phase_result echoed = echo_phase(args, serve.logs);
+  bench_totals totals = merge_logs(serve.logs, echoed.logs);
   nlohmann::json j;
-  j["clients"] = args.clients;
-  j["requests_per_step"] = args.requests_per_step;
-  j["seconds"] = serve_wall;
-  j["messages"] = messages;
-  j["messages_per_s"] = message_rate;
-  j["verb_calls"] = verbs;
-  j["verb_calls_per_s"] = verb_rate;
-  j["mean_message_bytes"] = messages ? bytes / 2 / static_cast<double>(messages) : 0;
-  std::printf("kvtier serve, %u clients, %u requests per step, %.1f s: %llu messages "
-              "(%.0f/s, mean %.0f B) carrying %llu verb calls (%.0f/s)\n",
-              args.clients, args.requests_per_step, serve_wall,
-              static_cast<unsigned long long>(messages), message_rate,
-              j["mean_message_bytes"].get<double>(), static_cast<unsigned long long>(verbs),
-              verb_rate);
-  std::printf("%-10s %10s %10s %9s %9s %9s\n", "message", "count", "per s", "p50 us", "p99 us",
-              "p999 us");
-  auto row = [&](const std::string& name, std::vector<int64_t>& v, double wall) {
-    double rate = static_cast<double>(v.size()) / wall;
-    double p50 = pct(v, 0.5), p99 = pct(v, 0.99), p999 = pct(v, 0.999);
-    std::printf("%-10s %10zu %10.0f %9.1f %9.1f %9.1f\n", name.c_str(), v.size(), rate, p50, p99,
-                p999);
-    j["rows"][name] = {{"count", v.size()}, {"per_s", rate}, {"p50_us", p50}, {"p99_us", p99},
-                       {"p999_us", p999}};
-  };
-  for (auto& [kind, v] : by_kind)
-    row(kind, v, serve_wall);
-  row("messages", all, serve_wall);
-  row("verbs", verb_latency, serve_wall);
-  row("echo", echo_all, echo_wall);
-  double ratio = echo_rate > 0 ? message_rate / echo_rate : 0;
-  j["echo_messages_per_s"] = echo_rate;
-  j["ratio_to_echo"] = ratio;
-  std::printf("serve / echo message rate: %.2f (targets: >= 100000 verb calls/s, verb p99 < "
-              "1000 us, ratio >= 0.5)\n", ratio);
+  report_bench(args, totals, serve.wall_s, echoed.wall_s, j);
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);
     f.out() << j.dump(2) << '\n';
