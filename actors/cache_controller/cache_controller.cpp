@@ -33,6 +33,8 @@ struct controller_state {
 
 using self_ptr = cache_controller_actor::stateful_pointer<controller_state>;
 
+// -- transfers and grants -------------------------------------------------------------------------
+
 void handle_done(self_ptr self, const transfer_done& d);
 
 void send_transfers(self_ptr self, std::vector<transfer>& out) {
@@ -90,6 +92,114 @@ void handle_done(self_ptr self, const transfer_done& d) {
   }
 }
 
+// -- arrival and storage prefetch -----------------------------------------------------------------
+
+/// The timeout policy: `req` is made ready at its deadline if its loads have not landed by then.
+void arm_prefetch_deadline(self_ptr self, request_id req) {
+  auto& s = self->state;
+  const controller_options& o = s.core->options();
+  // SGLang: base + pages x page_size / 1024 x per-1024-token allowance.
+  auto allowance = static_cast<double>(o.prefetch_timeout_per_ki_token_ns)
+                   * static_cast<double>(s.core->prefetch_tokens(req)) / 1024.0;
+  int64_t due = time_add(time_add(o.clock.now(self->clock()), o.prefetch_timeout_ns),
+                         time_from(allowance));
+  uint64_t token = s.next_deadline++;
+  s.deadlines.emplace(token, req);
+  self->delayed_send(self, o.clock.until(self->clock(), due), wake_atom_v, token);
+}
+
+/// Storage holds the first `leading` blocks looked up for `req`: they load, and `promise` says
+/// ready when the prefetch policy allows.
+void handle_exists(self_ptr self, request_id req, uint32_t leading,
+                   caf::typed_response_promise<ready>& promise) {
+  auto& s = self->state;
+  std::vector<transfer> out;
+  bool loading = s.core->on_exists(req, leading, out);
+  send_transfers(self, out);
+  const controller_options& o = s.core->options();
+  if (!loading) {
+    promise.deliver(ready{req, 0, s.core->model().device_available()});
+  } else if (o.prefetch == prefetch_policy::best_effort) {
+    // Schedulable at once: its admission uses whatever has landed by then.
+    s.core->note_ready_early(false);
+    promise.deliver(ready{req, s.core->prefetched(req), s.core->model().device_available()});
+  } else {
+    s.readying.emplace(req, promise);
+    if (o.prefetch == prefetch_policy::timeout)
+      arm_prefetch_deadline(self, req);
+  }
+}
+
+caf::result<ready> handle_arrival(self_ptr self, arrival& a) {
+  auto& s = self->state;
+  request_id req = a.req;
+  std::vector<uint64_t> keys = a.readmission ? s.core->on_readmission(req)
+                                             : s.core->on_arrival(req, std::move(a.blocks));
+  if (keys.empty())
+    return ready{req, 0, s.core->model().device_available()};
+  auto promise = self->make_response_promise<ready>();
+  // Storage that cannot answer holds nothing for this request: it goes on without.
+  self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
+    .then([=](const exists_reply& r) mutable { handle_exists(self, req, r.leading, promise); },
+          [=](const caf::error&) mutable { handle_exists(self, req, 0, promise); });
+  return promise;
+}
+
+/// A timeout policy deadline: its request becomes ready unless its loads landed first.
+void handle_deadline(self_ptr self, uint64_t token) {
+  auto& s = self->state;
+  auto d = s.deadlines.find(token);
+  if (d == s.deadlines.end())
+    return;
+  request_id req = d->second;
+  s.deadlines.erase(d);
+  auto it = s.readying.find(req);
+  if (it == s.readying.end())
+    return;  // its loads landed first
+  s.core->note_ready_early(true);
+  it->second.deliver(ready{req, s.core->prefetched(req), s.core->model().device_available()});
+  s.readying.erase(it);
+}
+
+// -- steps ----------------------------------------------------------------------------------------
+
+/// The grant waits for the step's inputs (the header says which), unless none are in flight.
+caf::result<grant> handle_commit(self_ptr self, commit& c) {
+  auto& s = self->state;
+  pending_grant p;
+  std::vector<transfer> out;
+  s.core->on_commit(c, p.g, out, p.inputs);
+  send_transfers(self, out);
+  p.waiting = p.inputs.barriers;
+  if (s.core->options().grant_early)
+    p.g.swap_in = p.inputs.swap_in;  // the GPU orders the step's compute after it
+  else if (p.inputs.swap_in != 0)
+    p.waiting.push_back(p.inputs.swap_in);
+  if (p.waiting.empty()) {
+    s.core->check_step_start(p.inputs);
+    return std::move(p.g);
+  }
+  p.promise = self->make_response_promise<grant>();
+  auto promise = p.promise;
+  s.grants.emplace(c.step, std::move(p));
+  return promise;
+}
+
+// -- PD decode instance and observers -------------------------------------------------------------
+
+preallocation_result handle_preallocation(self_ptr self, const preallocation& p) {
+  std::vector<transfer> out;
+  preallocation_result r = self->state.core->preallocate(p, out);
+  send_transfers(self, out);
+  return r;
+}
+
+controller_report handle_report(self_ptr self) {
+  auto& s = self->state;
+  s.core->check(s.core->idle());
+  return s.core->report();
+}
+
 cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_options cache,
                                                           controller_options options,
                                                           storage_actor storage,
@@ -99,94 +209,14 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
   st.storage = std::move(storage);
   st.engine = std::move(engine);
   return {
-    [=](arrival& a) -> caf::result<ready> {
-      auto& s = self->state;
-      request_id req = a.req;
-      std::vector<uint64_t> keys = a.readmission ? s.core->on_readmission(req)
-                                                 : s.core->on_arrival(req, std::move(a.blocks));
-      if (keys.empty())
-        return ready{req, 0, s.core->model().device_available()};
-      auto promise = self->make_response_promise<ready>();
-      // Storage that cannot answer holds nothing for this request: it goes on without.
-      auto on_exists = [=](uint32_t leading) mutable {
-        auto& s2 = self->state;
-        std::vector<transfer> out;
-        bool loading = s2.core->on_exists(req, leading, out);
-        send_transfers(self, out);
-        const controller_options& o = s2.core->options();
-        if (!loading) {
-          promise.deliver(ready{req, 0, s2.core->model().device_available()});
-        } else if (o.prefetch == prefetch_policy::best_effort) {
-          // Schedulable at once: its admission uses whatever has landed by then.
-          s2.core->note_ready_early(false);
-          promise.deliver(ready{req, s2.core->prefetched(req), s2.core->model().device_available()});
-        } else {
-          s2.readying.emplace(req, promise);
-          if (o.prefetch == prefetch_policy::timeout) {
-            // SGLang: base + pages x page_size / 1024 x per-1024-token allowance.
-            auto allowance = static_cast<double>(o.prefetch_timeout_per_ki_token_ns)
-                             * static_cast<double>(s2.core->prefetch_tokens(req)) / 1024.0;
-            int64_t due = time_add(time_add(o.clock.now(self->clock()), o.prefetch_timeout_ns),
-                                   time_from(allowance));
-            uint64_t token = s2.next_deadline++;
-            s2.deadlines.emplace(token, req);
-            self->delayed_send(self, o.clock.until(self->clock(), due), wake_atom_v, token);
-          }
-        }
-      };
-      self->request(s.storage, caf::infinite, exists_query{std::move(keys)})
-        .then([=](const exists_reply& r) mutable { on_exists(r.leading); },
-              [=](const caf::error&) mutable { on_exists(0); });
-      return promise;
-    },
+    [=](arrival& a) -> caf::result<ready> { return handle_arrival(self, a); },
+    [=](wake_atom, uint64_t token) { handle_deadline(self, token); },
     [=](probe& p) -> probe_reply { return self->state.core->on_probe(p); },
-    [=](commit& c) -> caf::result<grant> {
-      auto& s = self->state;
-      pending_grant p;
-      std::vector<transfer> out;
-      s.core->on_commit(c, p.g, out, p.inputs);
-      send_transfers(self, out);
-      p.waiting = p.inputs.barriers;
-      if (s.core->options().grant_early)
-        p.g.swap_in = p.inputs.swap_in;  // the GPU orders the step's compute after it
-      else if (p.inputs.swap_in != 0)
-        p.waiting.push_back(p.inputs.swap_in);
-      if (p.waiting.empty()) {
-        s.core->check_step_start(p.inputs);
-        return std::move(p.g);
-      }
-      p.promise = self->make_response_promise<grant>();
-      auto promise = p.promise;
-      s.grants.emplace(c.step, std::move(p));
-      return promise;
-    },
+    [=](commit& c) -> caf::result<grant> { return handle_commit(self, c); },
     [=](const prefix_lookup& q) -> prefix_hit { return self->state.core->lookup(q.blocks); },
-    [=](const preallocation& p) -> preallocation_result {
-      std::vector<transfer> out;
-      preallocation_result r = self->state.core->preallocate(p, out);
-      send_transfers(self, out);
-      return r;
-    },
+    [=](const preallocation& p) -> preallocation_result { return handle_preallocation(self, p); },
     [=](caf::get_atom) -> bool { return self->state.core->idle(); },
-    [=](wake_atom, uint64_t token) {
-      auto& s = self->state;
-      auto d = s.deadlines.find(token);
-      if (d == s.deadlines.end())
-        return;
-      request_id req = d->second;
-      s.deadlines.erase(d);
-      auto it = s.readying.find(req);
-      if (it == s.readying.end())
-        return;  // its loads landed first
-      s.core->note_ready_early(true);
-      it->second.deliver(ready{req, s.core->prefetched(req), s.core->model().device_available()});
-      s.readying.erase(it);
-    },
-    [=](report_atom) -> controller_report {
-      auto& s = self->state;
-      s.core->check(s.core->idle());
-      return s.core->report();
-    },
+    [=](report_atom) -> controller_report { return handle_report(self); },
   };
 }
 

@@ -74,12 +74,12 @@ class controller_core {
  public:
   controller_core(const cache_options& cache, const controller_options& options);
 
-  // -- routing -----------------------------------------------------------------------------------
+  // -- routing (controller_core.cpp) -----------------------------------------------------------
 
   /// The prefix of `blocks` held now (ready device copies, then host copies); takes nothing.
   prefix_hit lookup(const std::vector<cache_block>& blocks);
 
-  // -- arrival and storage prefetch ------------------------------------------------------------
+  // -- arrival and storage prefetch (controller_arrival.cpp) -----------------------------------
 
   /// Registers a request; returns the storage keys of the blocks past the tree's match (empty:
   /// nothing to look up, the request is ready).
@@ -103,7 +103,7 @@ class controller_core {
   /// append transfers to `out`.
   preallocation_result preallocate(const preallocation& p, std::vector<transfer>& out);
 
-  // -- steps -------------------------------------------------------------------------------------
+  // -- steps (controller_admission.cpp, controller_commit.cpp) ---------------------------------
 
   probe_reply on_probe(const probe& p);
   /// Applies a commit: fills `g` (all but layer times), appends transfers to send, and says what
@@ -119,7 +119,7 @@ class controller_core {
   /// Tests corrupt the ledger through this, to show that its check fires.
   absl::flat_hash_map<block_id, uint64_t>& preemption_reads_for_test() { return preemption_reads_; }
 
-  // -- transfers ---------------------------------------------------------------------------------
+  // -- transfers (controller_transfers.cpp) ----------------------------------------------------
 
   /// A transfer finished: settles its orders, appends follow-ups (stores after backups) to `out`,
   /// and names requests whose prefetch has now landed.
@@ -137,7 +137,7 @@ class controller_core {
     model_.set_event_sink(sink);
   }
 
-  // -- observers ---------------------------------------------------------------------------------
+  // -- observers (controller_invariants.cpp, controller_core.cpp) ------------------------------
 
   const cache_model& model() const { return model_; }
   const controller_options& options() const { return options_; }

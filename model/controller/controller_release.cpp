@@ -1,0 +1,94 @@
+// Preemption and release: what a request's blocks become when it finishes, is preempted or
+// stops holding its prefetch.
+
+#include "model/controller/controller_core.hpp"
+
+#include <algorithm>
+
+#include "core/check.hpp"
+
+namespace kvtier {
+
+void controller_core::drop_prefetch_hold(request_state& r) {
+  model_.release_from_tail(r.prefetch_path);
+  if (r.protected_hold) {
+    KVTIER_ASSERT(protected_blocks_ >= r.prefetch_path.size());
+    protected_blocks_ -= static_cast<uint32_t>(r.prefetch_path.size());
+    r.protected_hold = false;
+  }
+  r.prefetch_path.clear();
+}
+
+void controller_core::release(request_state& r) {
+  model_.release_from_tail(r.path);
+  for (size_t i = 0; i < r.table.size(); ++i)
+    if (r.owned[i])
+      model_.free_device(r.table[i]);
+  drop_prefetch_hold(r);
+  r.path.clear();
+  r.table.clear();
+  r.owned.clear();
+  r.prefetched = 0;
+  r.committed = 0;
+  if (r.admitted) {
+    KVTIER_ASSERT(admitted_ > 0);
+    --admitted_;
+  }
+  r.admitted = false;
+}
+
+// Protected prefetches hold their prefix (device blocks among it) until their request is
+// admitted. With nothing running, no finishing request will ever free blocks for the queue's
+// head: let every such hold go, in request order, so that the head can be admitted.
+void controller_core::release_protected_if_idle() {
+  if (admitted_ > 0 || protected_blocks_ == 0)
+    return;
+  std::vector<request_id> holders;
+  for (const auto& [id, r] : requests_)
+    if (r.protected_hold)
+      holders.push_back(id);
+  std::sort(holders.begin(), holders.end());
+  for (request_id id : holders) {
+    drop_prefetch_hold(requests_.at(id));
+    ++prefetch_.protected_released;
+  }
+}
+
+void controller_core::preempt(request_id id, uint32_t computed_tokens,
+                              std::vector<transfer_order>& orders, std::vector<uint64_t>* written) {
+  request_state& r = requests_.at(id);
+  if (options_.preemption != preemption_mode::recompute && r.admitted) {
+    // Its full generated (unlisted) blocks get names, so that it can find them again; they join
+    // the tree like any computed block, and then every computed block is saved.
+    uint32_t named = saved_private_blocks(r.layout, computed_tokens, options_.block_size);
+    auto held = static_cast<uint32_t>(r.table.size());
+    named = held > r.layout.listed() ? std::min(named, held - r.layout.listed()) : 0;
+    if (named > 0) {
+      name_private_blocks(id, named, options_.block_size, r.blocks);
+      r.layout.list_private_blocks(named);
+      preemption_.named_blocks += named;
+    }
+    commit_computed(r, computed_tokens, orders);
+    bool store = options_.preemption == preemption_mode::save_to_storage;
+    for (node_id n : r.path) {
+      const tree_node& x = model_.tree().node(n);
+      if (!x.ready(tier::device))
+        continue;
+      size_t first = orders.size();
+      bool writes = false;
+      if (!model_.save_for_preemption(n, store, orders, &writes)) {
+        ++preemption_.unsaved_blocks;
+        continue;
+      }
+      ++preemption_.saved_blocks;
+      if (written && writes)
+        written->push_back(tracker_.storage_key_of(x.hash));
+      for (size_t i = first; i < orders.size(); ++i)
+        if (orders[i].kind == transfer_kind::backup && orders[i].node == n)
+          preemption_reads_[orders[i].device_block] = orders[i].id;
+    }
+  }
+  release(r);
+}
+
+}  // namespace kvtier
