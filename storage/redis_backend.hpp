@@ -48,7 +48,7 @@ class redis_backend final : public storage_backend {
   /// Whether node `n` is connected now.
   bool node_up(uint32_t n) const;
 
-  struct loop;  // the I/O thread's state (redis_backend.cpp)
+  struct loop;  // the I/O thread's state (redis_loop.hpp)
 
  private:
   backend_options options_;
