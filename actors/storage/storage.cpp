@@ -8,6 +8,7 @@
 
 namespace kvtier {
 
+namespace storage_impl {
 namespace {
 
 // The behaviour table: every handler brings the pool to the present (sync) before it looks at
@@ -57,9 +58,10 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
 }
 
 }  // namespace
+}  // namespace storage_impl
 
 storage_actor spawn_storage(caf::actor_system& sys, const storage_options& options) {
-  return sys.spawn(storage_behavior, options);
+  return sys.spawn(storage_impl::storage_behavior, options);
 }
 
 }  // namespace kvtier

@@ -3,7 +3,7 @@
 #include "actors/storage/storage_state.hpp"
 #include "core/check.hpp"
 
-namespace kvtier {
+namespace kvtier::storage_impl {
 
 namespace {
 
@@ -242,4 +242,4 @@ caf::result<uint64_t> start_rebuild(self_ptr self) {
   return promise;
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::storage_impl

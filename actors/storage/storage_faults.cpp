@@ -2,7 +2,7 @@
 
 #include "actors/storage/storage_state.hpp"
 
-namespace kvtier {
+namespace kvtier::storage_impl {
 
 // An injected get failure of one stored key (faults.get_fail_probability); drawn only for keys
 // the read would find, so that every count is a block a fault kept from being read.
@@ -101,4 +101,4 @@ void arm_fault_wake(self_ptr self) {
   self->delayed_send(self, st.options.clock.until(self->clock(), at), wake_atom_v, uint64_t{1});
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::storage_impl

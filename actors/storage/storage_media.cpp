@@ -2,7 +2,7 @@
 
 #include "actors/storage/storage_state.hpp"
 
-namespace kvtier {
+namespace kvtier::storage_impl {
 
 int64_t now_of(self_ptr self) {
   return self->state.options.clock.now(self->clock());
@@ -143,4 +143,4 @@ void sync(self_ptr self) {
   arm_fault_wake(self);
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::storage_impl

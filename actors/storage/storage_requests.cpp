@@ -1,7 +1,7 @@
 #include "actors/storage/storage_state.hpp"
 #include "core/check.hpp"
 
-namespace kvtier {
+namespace kvtier::storage_impl {
 
 namespace {
 
@@ -128,4 +128,4 @@ storage_report report_of(self_ptr self) {
   return r;
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::storage_impl

@@ -4,7 +4,7 @@
 // does). One file per job: storage.cpp the behaviour table, storage_requests.cpp the service of
 // exists / get / put and leases, storage_media.cpp the modelled media and the clock,
 // storage_faults.cpp the injected faults, storage_backend_io.cpp a byte-carrying backend's I/O,
-// its completions and the rebuild.
+// its completions and the rebuild. All of it lives in storage_impl: no other actor sees it.
 
 #include <cstdint>
 #include <map>
@@ -20,7 +20,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
-namespace kvtier {
+namespace kvtier::storage_impl {
 
 struct pending_io {
   enum class kind : uint8_t { exists, get, put } what = kind::exists;
@@ -93,4 +93,4 @@ caf::result<storage_io_reply> serve_put(self_ptr self, storage_io& req);
 void release_lease(self_ptr self, const storage_release& r);
 storage_report report_of(self_ptr self);
 
-}  // namespace kvtier
+}  // namespace kvtier::storage_impl
