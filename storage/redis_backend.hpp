@@ -6,8 +6,9 @@
 // A block is stored in two parts, as FastDeploy's packed storage format keeps K and V apart:
 // "kvtier:<model>:<dtype>:<hash>:k" (the first half of its bytes) and ":v" (the rest), on the
 // block's home node. A block counts only when both parts are there: exists and get ask for both
-// in one command (EXISTS / MGET), and a put whose second part failed deletes the first (FastDeploy's
-// rollback of a partly written block), so a half-written block is never visible as a block.
+// in one command (EXISTS / MGET), and a put whose second part failed deletes the first
+// (FastDeploy's rollback of a partly written block), so a half-written block is never visible as
+// a block.
 //
 // Batches are pipelined: every command of a batch is queued on its node's connection before one
 // write, and the batch answers when the last reply is in.
@@ -48,7 +49,7 @@ class redis_backend final : public storage_backend {
   /// Whether node `n` is connected now.
   bool node_up(uint32_t n) const;
 
-  struct loop;  // the I/O thread's state (redis_backend.cpp)
+  struct loop;  // the I/O thread's state (redis_loop.hpp)
 
  private:
   backend_options options_;

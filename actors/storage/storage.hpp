@@ -5,17 +5,18 @@
 // dtype) and, with the modelled backend (`backend` null), models each node's media: every request
 // pays an op latency (a put `op_latency_ns`; an exists or a get `read_op_latency_ns`, which is
 // `op_latency_ns` unless set) and then moves its bytes at the node's read or write bandwidth,
-// shared fairly with the other requests on that node. A get leases its keys (they cannot be evicted) until the
-// transfer engine releases them.
+// shared fairly with the other requests on that node. A get leases its keys (they cannot be
+// evicted) until the transfer engine releases them.
 //
 // With a byte-carrying backend (storage_backend.hpp) a put's bytes travel in its message and the
 // backend keeps them; a get's bytes are read straight into the memory its request names
-// (storage_io::into, owned by the asker until the reply): `memory` still pays the modelled media time (it completes inline, so virtual
-// time stays exact) and then stores or reads; `redis` and `file` do real I/O on their own threads
-// (wall clock only) and their completions come back as messages, so the actor never waits. The
-// index stays the pool's metadata either way: a put indexes what the backend stored and deletes
-// the blocks its eviction chose; a get that finds an indexed block missing (its node went down or
-// came back empty) drops it from the index and answers it as a miss.
+// (storage_io::into, owned by the asker until the reply): `memory` still pays the modelled media
+// time (it completes inline, so virtual time stays exact) and then stores or reads; `redis` and
+// `file` do real I/O on their own threads (wall clock only) and their completions come back as
+// messages, so the actor never waits. The index stays the pool's metadata either way: a put
+// indexes what the backend stored and deletes the blocks its eviction chose; a get that finds an
+// indexed block missing (its node went down or came back empty) drops it from the index and
+// answers it as a miss.
 //
 // Puts are two-phase (storage_index::begin_put / end_put): a key becomes visible when its write
 // ends, and only keys neither stored nor in flight are written (and pay media time). Faults
