@@ -86,7 +86,8 @@ size_t index_of(const std::string& key) {
   throw config_error("unknown config key '" + key + "'; valid keys:\n" + valid_keys_text());
 }
 
-void flatten(const json& j, const std::string& prefix, std::vector<std::pair<std::string, json>>& out) {
+void flatten(const json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, json>>& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
     if (it->is_object())
@@ -94,6 +95,85 @@ void flatten(const json& j, const std::string& prefix, std::vector<std::pair<std
     else
       out.emplace_back(key, *it);
   }
+}
+
+// index_of, with the error naming where the key came from.
+size_t index_for(const std::string& key, const std::string& source) {
+  try {
+    return index_of(key);
+  } catch (const config_error& e) {
+    throw config_error(source + ": " + e.what());
+  }
+}
+
+config_error bad_value(const std::string& source, const std::string& key, const option_spec& s,
+                       const json& value) {
+  // Replacing bad UTF-8: a --set value is any bytes the shell passed.
+  return config_error(source + ": " + key + ": expected " + describe(s) + ", got "
+                      + value.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A text value: valid UTF-8, and one of the key's choices where it has some.
+json checked_text(const std::string& source, const std::string& key, const option_spec& s,
+                  const json& value) {
+  if (!value.is_string())
+    throw bad_value(source, key, s, value);
+  // summary.json and `kvtier config` print every value: text must be valid UTF-8.
+  try {
+    (void)value.dump();
+  } catch (const json::type_error&) {
+    throw config_error(source + ": " + key + ": expected text in UTF-8, got " +
+                       value.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  const std::string& t = value.get_ref<const std::string&>();
+  bool allowed = s.choices.empty();
+  for (const char* c : s.choices)
+    allowed = allowed || t == c;
+  if (!allowed)
+    throw bad_value(source, key, s, value);
+  return value;
+}
+
+// The value to store for a non-null `value` of key `s`; throws config_error when it does not fit.
+json checked_value(const std::string& source, const std::string& key, const option_spec& s,
+                   const json& value) {
+  auto bad = [&] { return bad_value(source, key, s, value); };
+  switch (s.type) {
+    case option_type::integer: {
+      if (!value.is_number())
+        throw bad();
+      double d = value.get<double>();
+      if (!std::isfinite(d) || std::floor(d) != d || d < s.min || d > s.max)
+        throw bad();
+      return static_cast<int64_t>(d);
+    }
+    case option_type::number:
+      if (!value.is_number())
+        throw bad();
+      // NaN compares false with every bound: refuse it (and infinities) by name.
+      if (!std::isfinite(value.get<double>()) || value.get<double>() < s.min ||
+          value.get<double>() > s.max)
+        throw bad();
+      return value.get<double>();
+    case option_type::boolean:
+      if (!value.is_boolean())
+        throw bad();
+      return value;
+    case option_type::list:
+      if (!value.is_array())
+        throw bad();
+      return value;
+    case option_type::text_list:
+      if (!value.is_array())
+        throw bad();
+      for (const auto& e : value)
+        if (!e.is_string() || e.get_ref<const std::string&>().empty())
+          throw bad();
+      return value;
+    case option_type::text:
+      return checked_text(source, key, s, value);
+  }
+  throw bad();  // not reached: the switch names every option_type
 }
 
 }  // namespace
@@ -162,21 +242,11 @@ void config::set(const std::string& assignment) {
 }
 
 void config::assign(const std::string& key, const json& value, const std::string& source) {
-  size_t i;
-  try {
-    i = index_of(key);
-  } catch (const config_error& e) {
-    throw config_error(source + ": " + e.what());
-  }
+  size_t i = index_for(key, source);
   const option_spec& s = specs()[i];
-  auto bad = [&] {
-    // Replacing bad UTF-8: a --set value is any bytes the shell passed.
-    return config_error(source + ": " + key + ": expected " + describe(s) + ", got "
-                        + value.dump(-1, ' ', false, json::error_handler_t::replace));
-  };
   if (value.is_null()) {
     if (!s.optional)
-      throw bad();
+      throw bad_value(source, key, s, value);
     values_[i] = nullptr;
     return;
   }
@@ -189,63 +259,7 @@ void config::assign(const std::string& key, const json& value, const std::string
     values_[partner] = nullptr;
   }
   sources_[i] = source;
-  switch (s.type) {
-    case option_type::integer: {
-      if (!value.is_number())
-        throw bad();
-      double d = value.get<double>();
-      if (!std::isfinite(d) || std::floor(d) != d || d < s.min || d > s.max)
-        throw bad();
-      values_[i] = static_cast<int64_t>(d);
-      return;
-    }
-    case option_type::number:
-      if (!value.is_number())
-        throw bad();
-      // NaN compares false with every bound: refuse it (and infinities) by name.
-      if (!std::isfinite(value.get<double>()) || value.get<double>() < s.min ||
-          value.get<double>() > s.max)
-        throw bad();
-      values_[i] = value.get<double>();
-      return;
-    case option_type::boolean:
-      if (!value.is_boolean())
-        throw bad();
-      values_[i] = value;
-      return;
-    case option_type::list:
-      if (!value.is_array())
-        throw bad();
-      values_[i] = value;
-      return;
-    case option_type::text_list:
-      if (!value.is_array())
-        throw bad();
-      for (const auto& e : value)
-        if (!e.is_string() || e.get_ref<const std::string&>().empty())
-          throw bad();
-      values_[i] = value;
-      return;
-    case option_type::text: {
-      if (!value.is_string())
-        throw bad();
-      // summary.json and `kvtier config` print every value: text must be valid UTF-8.
-      try {
-        (void)value.dump();
-      } catch (const json::type_error&) {
-        throw config_error(source + ": " + key + ": expected text in UTF-8, got " +
-                           value.dump(-1, ' ', false, json::error_handler_t::replace));
-      }
-      const std::string& t = value.get_ref<const std::string&>();
-      bool allowed = s.choices.empty();
-      for (const char* c : s.choices)
-        allowed = allowed || t == c;
-      if (!allowed)
-        throw bad();
-      values_[i] = value;
-      return;
-    }
-  }
+  values_[i] = checked_value(source, key, s, value);
 }
 
 const json& config::value(key_name key) const {

@@ -191,9 +191,8 @@ replay_result replay_hitrate(const replay_job& job) {
   return result;
 }
 
-replay_result replay_full(const replay_job& job) {
-  auto start = clock_type::now();
-  replay_config rc = resolve(job.cfg);
+// The timed model's config: the file's, with what the command line and the run's backend add.
+timed_config timed_config_of(const replay_job& job, const replay_config& rc) {
   timed_config timed = resolve_timed(job.cfg, rc);
   timed.controller.check_every = job.check_every;
   timed.pd.seed = job.seed;
@@ -212,30 +211,12 @@ replay_result replay_full(const replay_job& job) {
     timed.storage_backend.kind = "model";  // the server keeps the pool and its bytes
   }
   check_time_limits(timed);
-  std::unique_ptr<run_outputs> outputs = open_outputs(job);
-  uint32_t max_device_blocks = timed.scheduler.device_blocks;
-  for (const instance_config& ic : timed.instances)
-    max_device_blocks = std::max(max_device_blocks, ic.scheduler.device_blocks);
-  auto feed = std::make_shared<trace_feed>(open_traces(job), job.traces, mapper_of(job, rc), rc.block_size,
-                                           max_device_blocks, timed.time_scale);
-  progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
-  full_run_options options;
-  options.mode = job.backend == copy_backend_kind::cuda ? clock_mode::wall : job.clock;
-  options.speed = job.speed;
-  options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
-  options.on_poll = job.on_poll;
-  full_result fr = run_full_replay(timed, feed, options);
-  progress.finish();
-  check_virtual_time(fr);
+  return timed;
+}
 
-  run_info run = run_info_of(job);
-  run.parse_s = feed->parse_s();
-  run.wall_s = seconds_since(start);
-  run.trace = feed->totals();
-  run.block_bytes = timed.block_bytes;
-  replay_result result;
-  result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
-  result.text = full_text(result.summary, job.out_dir);
+// The end-of-run checks beyond the controller's own: their violations join its count, and the
+// first of them is reported when the controller found none.
+void add_end_checks(const full_result& fr, replay_result& result) {
   result.invariant_violations = fr.controller.invariant_violations;
   if (!fr.controller.invariant_messages.empty())
     result.first_violation = fr.controller.invariant_messages.front();
@@ -260,6 +241,37 @@ replay_result replay_full(const replay_job& job) {
   inv["violations"] = inv["violations"].get<uint64_t>() + pool.size();
   for (const std::string& m : pool)
     inv["messages"].push_back(m);
+}
+
+replay_result replay_full(const replay_job& job) {
+  auto start = clock_type::now();
+  replay_config rc = resolve(job.cfg);
+  timed_config timed = timed_config_of(job, rc);
+  std::unique_ptr<run_outputs> outputs = open_outputs(job);
+  uint32_t max_device_blocks = timed.scheduler.device_blocks;
+  for (const instance_config& ic : timed.instances)
+    max_device_blocks = std::max(max_device_blocks, ic.scheduler.device_blocks);
+  auto feed = std::make_shared<trace_feed>(open_traces(job), job.traces, mapper_of(job, rc),
+                                           rc.block_size, max_device_blocks, timed.time_scale);
+  progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
+  full_run_options options;
+  options.mode = job.backend == copy_backend_kind::cuda ? clock_mode::wall : job.clock;
+  options.speed = job.speed;
+  options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
+  options.on_poll = job.on_poll;
+  full_result fr = run_full_replay(timed, feed, options);
+  progress.finish();
+  check_virtual_time(fr);
+
+  run_info run = run_info_of(job);
+  run.parse_s = feed->parse_s();
+  run.wall_s = seconds_since(start);
+  run.trace = feed->totals();
+  run.block_bytes = timed.block_bytes;
+  replay_result result;
+  result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
+  result.text = full_text(result.summary, job.out_dir);
+  add_end_checks(fr, result);
   result.summary["faults"] = faults_summary(fr, timed.storage.faults);
   result.summary["storage"]["pool"] = pool_summary(fr, timed.storage.pool);
   if (timed.storage.faults.any())
