@@ -154,6 +154,57 @@ CLI::App* add_bench_replay_command(CLI::App& bench, bench_replay_args& args) {
   return cmd;
 }
 
+namespace {
+
+// The single instance, then the same requests on a cluster of mixed instances (round robin)
+// and, with --pd, a prefill/decode pair: each timed per simulated instance-hour, the cluster and
+// the pair against the single instance. Printed, and added to `out` under their names.
+void time_deployments(const bench_replay_args& args, const preloaded_trace& t, const config& cfg,
+                      const replay_config& rc, json& out) {
+  config cluster_cfg = cfg;
+  cluster_cfg.set("cluster.instances=[{\"role\": \"mixed\", \"count\": "
+                  + std::to_string(args.cluster_instances) + "}]");
+  cluster_cfg.set("router.policy=round_robin");
+  std::vector<std::pair<std::string, full_run>> fulls;
+  fulls.emplace_back("full", time_full(t, cfg, rc, args.repeat));
+  if (args.cluster_instances > 1)
+    fulls.emplace_back("cluster", time_full(t, cluster_cfg, rc, args.repeat));
+  if (args.pd) {
+    config pd_cfg = cfg;
+    pd_cfg.set(R"(cluster.instances=[{"role": "prefill"}, {"role": "decode"}])");
+    fulls.emplace_back("pd", time_full(t, pd_cfg, rc, args.repeat));
+  }
+  double single_per_hour = 0, single_cpu_per_hour = 0;
+  for (const auto& [name, f] : fulls) {
+    double instance_hours = f.virtual_s * static_cast<double>(f.instances) / 3600.0;
+    double per_hour = instance_hours > 0 ? f.seconds / instance_hours : 0;
+    double cpu_per_hour = instance_hours > 0 ? f.cpu_seconds / instance_hours : 0;
+    if (name == "full") {
+      single_per_hour = per_hour;
+      single_cpu_per_hour = cpu_per_hour;
+    }
+    std::printf("%-8s %8.3f s  %zu instance(s)  %.1f virtual s  %.3f wall s per instance-hour"
+                "  %llu messages (%.2f M/s)  %llu steps\n",
+                (name + ":").c_str(), f.seconds, f.instances, f.virtual_s, per_hour,
+                static_cast<unsigned long long>(f.messages),
+                static_cast<double>(f.messages) / f.seconds / 1e6,
+                static_cast<unsigned long long>(f.steps));
+    out[name] = {{"seconds", f.seconds}, {"instances", f.instances}, {"virtual_s", f.virtual_s},
+                 {"virtual_s_per_wall_s", f.virtual_s / f.seconds},
+                 {"wall_s_per_instance_hour", per_hour}, {"cpu_s", f.cpu_seconds},
+                 {"cpu_s_per_instance_hour", cpu_per_hour}, {"messages", f.messages},
+                 {"messages_per_s", static_cast<double>(f.messages) / f.seconds},
+                 {"steps", f.steps}};
+    if (name != "full" && single_per_hour > 0)
+      std::printf("         %s / single time per instance-hour: %.2fx wall, %.2fx CPU "
+                  "(target at most 2x)\n",
+                  name.c_str(), per_hour / single_per_hour,
+                  single_cpu_per_hour > 0 ? cpu_per_hour / single_cpu_per_hour : 0.0);
+  }
+}
+
+}  // namespace
+
 int run_bench_replay(const bench_replay_args& args) {
   config cfg = load_config(args.config);
   replay_config rc = resolve(cfg);
@@ -185,50 +236,8 @@ int run_bench_replay(const bench_replay_args& args) {
     out["cache"].push_back({{"name", r.name}, {"seconds", r.seconds}, {"ops", r.ops},
                             {"mops_per_s", mops}, {"hit_ratio_blocks", r.hit_ratio_blocks}});
   }
-  if (!args.skip_full) {
-    // The single instance, then the same requests on a cluster of mixed instances (round
-    // robin); each is timed per simulated instance-hour, the cluster against the single one.
-    config cluster_cfg = cfg;
-    cluster_cfg.set("cluster.instances=[{\"role\": \"mixed\", \"count\": "
-                    + std::to_string(args.cluster_instances) + "}]");
-    cluster_cfg.set("router.policy=round_robin");
-    std::vector<std::pair<std::string, full_run>> fulls;
-    fulls.emplace_back("full", time_full(t, cfg, rc, args.repeat));
-    if (args.cluster_instances > 1)
-      fulls.emplace_back("cluster", time_full(t, cluster_cfg, rc, args.repeat));
-    if (args.pd) {
-      config pd_cfg = cfg;
-      pd_cfg.set(R"(cluster.instances=[{"role": "prefill"}, {"role": "decode"}])");
-      fulls.emplace_back("pd", time_full(t, pd_cfg, rc, args.repeat));
-    }
-    double single_per_hour = 0, single_cpu_per_hour = 0;
-    for (const auto& [name, f] : fulls) {
-      double instance_hours = f.virtual_s * static_cast<double>(f.instances) / 3600.0;
-      double per_hour = instance_hours > 0 ? f.seconds / instance_hours : 0;
-      double cpu_per_hour = instance_hours > 0 ? f.cpu_seconds / instance_hours : 0;
-      if (name == "full") {
-        single_per_hour = per_hour;
-        single_cpu_per_hour = cpu_per_hour;
-      }
-      std::printf("%-8s %8.3f s  %zu instance(s)  %.1f virtual s  %.3f wall s per instance-hour"
-                  "  %llu messages (%.2f M/s)  %llu steps\n",
-                  (name + ":").c_str(), f.seconds, f.instances, f.virtual_s, per_hour,
-                  static_cast<unsigned long long>(f.messages),
-                  static_cast<double>(f.messages) / f.seconds / 1e6,
-                  static_cast<unsigned long long>(f.steps));
-      out[name] = {{"seconds", f.seconds}, {"instances", f.instances}, {"virtual_s", f.virtual_s},
-                   {"virtual_s_per_wall_s", f.virtual_s / f.seconds},
-                   {"wall_s_per_instance_hour", per_hour}, {"cpu_s", f.cpu_seconds},
-                   {"cpu_s_per_instance_hour", cpu_per_hour}, {"messages", f.messages},
-                   {"messages_per_s", static_cast<double>(f.messages) / f.seconds},
-                   {"steps", f.steps}};
-      if (name != "full" && single_per_hour > 0)
-        std::printf("         %s / single time per instance-hour: %.2fx wall, %.2fx CPU "
-                    "(target at most 2x)\n",
-                    name.c_str(), per_hour / single_per_hour,
-                    single_cpu_per_hour > 0 ? cpu_per_hour / single_cpu_per_hour : 0.0);
-    }
-  }
+  if (!args.skip_full)
+    time_deployments(args, t, cfg, rc, out);
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);
     f.out() << out.dump(2) << '\n';
