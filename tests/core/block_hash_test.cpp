@@ -2,6 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t's layout
+#include <xxhash.h>
+
+#include <cstddef>
+#include <cstring>
 #include <numeric>
 
 using namespace kvtier;
@@ -115,4 +120,50 @@ TEST_CASE("block_hash: block sizes that cannot map are refused", "[hash]") {
   CHECK(err->find("cache.block_size=96") != std::string::npos);
   CHECK(err->find("512") != std::string::npos);
   CHECK(check_block_sizes(0, 64));
+}
+
+namespace {
+
+// Fills the stack below the caller so that an XXH3 state placed anywhere there (64-byte aligned)
+// without being initialised would read as one reset with hash_token_block's seed and no external
+// secret, over a secret of garbage: xxHash 0.8 then skips deriving the secret from the seed.
+[[gnu::noinline]] uint64_t stale_stack() {
+  constexpr size_t words_per_line = 64 / sizeof(uint64_t);
+  const size_t seed_word = offsetof(XXH3_state_t, seed) % 64 / sizeof(uint64_t);
+  const size_t secret_word = offsetof(XXH3_state_t, extSecret) % 64 / sizeof(uint64_t);
+  alignas(64) volatile uint64_t junk[4096];
+  for (size_t i = 0; i < 4096; ++i) {
+    size_t w = i % words_per_line;
+    junk[i] = w == seed_word ? 0x6b76746965722d74ULL : w == secret_word ? 0 : 0xabababababababab;
+  }
+  return junk[7];
+}
+
+[[gnu::noinline]] block_hash hash_after_stale_stack(const std::vector<int32_t>& t) {
+  stale_stack();
+  return hash_token_block(0, t.data(), t.size());
+}
+
+}  // namespace
+
+// The streamed hash of a token block equals xxHash's one-shot hash of the same bytes (parent,
+// count, tokens; docs/protocol.md), which keeps no state that could be stale.
+block_hash one_shot(block_hash parent, const std::vector<int32_t>& t) {
+  std::vector<unsigned char> bytes(16 + t.size() * sizeof(int32_t));
+  uint64_t n = t.size();
+  std::memcpy(bytes.data(), &parent, 8);
+  std::memcpy(bytes.data() + 8, &n, 8);
+  std::memcpy(bytes.data() + 16, t.data(), t.size() * sizeof(int32_t));
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), 0x6b76746965722d74ULL);
+}
+
+TEST_CASE("block_hash: a token block's hash does not depend on what the stack held before",
+          "[hash]") {
+  // 64 tokens: over XXH3's 240-byte short path, where a streamed state uses its derived secret.
+  std::vector<int32_t> t(64);
+  std::iota(t.begin(), t.end(), 1);
+  const block_hash expected = one_shot(0, t);
+  CHECK(hash_token_block(0, t.data(), t.size()) == expected);
+  for (int i = 0; i < 4; ++i)
+    CHECK(hash_after_stale_stack(t) == expected);
 }
