@@ -80,6 +80,15 @@ enum class handoff_outcome : uint8_t {
   cancelled = 2,  ///< P never prefilled it (rejected there): D gives the blocks back
 };
 
+constexpr const char* to_string(handoff_outcome o) {
+  switch (o) {
+    case handoff_outcome::delivered: return "delivered";
+    case handoff_outcome::failed: return "failed";
+    case handoff_outcome::cancelled: return "cancelled";
+  }
+  return "?";
+}
+
 /// P is done with a request: D may decode it. Answered when D finishes it.
 struct kv_handoff {
   request_id req = 0;
