@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "core/build_info.hpp"
 #include "runtime/config/options.hpp"
 #include "gpu/gpu_error.hpp"
 #include "sim/trace/trace_reader.hpp"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   using namespace kvtier;
   CLI::App app{"kvtier: hierarchical KV-cache simulator and controller "
                "(GPU memory -> pinned host memory -> storage)"};
+  app.set_version_flag("--version", build_line());
   app.require_subcommand(1);
   replay_args replay;
   auto* replay_cmd = add_replay_command(app, replay);

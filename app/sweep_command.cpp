@@ -90,6 +90,8 @@ int run_sweep(const sweep_args& args) {
     return c.failed + c.missing > 0 ? exit_failure : exit_ok;
   }
   sweep_plan plan = make_plan(sweep_spec_of(args));
+  if (auto other = plan_of_other_build(dir))
+    std::cerr << "sweep: WARNING: " << *other << '\n';
   write_plan(dir, plan);
   if (args.plan_only) {
     if (!args.quiet)

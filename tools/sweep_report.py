@@ -160,12 +160,26 @@ def table(groups, axes):
 
 
 SUFFIX = [""]  # appended to plot names: one set of plots per trace set
+BUILD = [""]  # the footer of every plot: the kvtier build that made the cells
+
+
+def build_text(rows):
+    """The kvtier build(s) the cells name (summary.json's `kvtier`; docs/outputs.md, Provenance)."""
+    builds = ordered(f"kvtier {r.get('kvtier.version') or 'unknown'} (commit "
+                     f"{r.get('kvtier.commit') or 'unknown'}, {r.get('kvtier.build_type') or '?'})"
+                     for r in rows)
+    if len(builds) == 1:
+        return builds[0]
+    return "several builds: " + "; ".join(builds)
 
 
 def save(fig, folder, name):
     name += SUFFIX[0]
     os.makedirs(os.path.join(folder, "plots"), exist_ok=True)
     paths = []
+    if BUILD[0]:
+        fig.text(0.99, 0.005, "made by " + BUILD[0], ha="right", va="bottom", fontsize=6,
+                 color="gray")
     for ext in ("png", "svg"):
         p = os.path.join("plots", f"{name}.{ext}")
         fig.savefig(os.path.join(folder, p), dpi=90)
@@ -316,7 +330,8 @@ def write_report(folder, title):
     full = any(num(r.get("latency_ms.ttft.p50")) is not None for r in rows)
     seeds = ordered(r.get("seed") for r in rows)
     failed = [r for r in all_rows if r.get("status") != "ok"]
-    md = [f"# {title}", "",
+    BUILD[0] = build_text(rows)
+    md = [f"# {title}", "", f"Made by {BUILD[0]}.", "",
           f"{len(all_rows)} cells ({len(rows)} finished, {len(failed)} failed or not run); "
           f"grid axes: {', '.join(axes) if axes else '(none)'}; seeds: {', '.join(map(str, seeds))}; "
           f"mode: {'full' if full else 'hitrate'}. Rows average the seeds. The best value of each "
@@ -340,6 +355,7 @@ def write_report(folder, title):
         md += ["## Failed cells", "", "| cell | status | error |", "|---|---|---|"]
         md += [f"| {r['cell']} | {r['status']} | {(r.get('error') or '').replace('|', '/')} |" for r in failed]
         md.append("")
+    md += ["---", "", f"Cells and plots made by {BUILD[0]}.", ""]
     tmp = os.path.join(folder, "report.md.tmp")
     with open(tmp, "w") as f:
         f.write("\n".join(md))

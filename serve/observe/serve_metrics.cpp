@@ -5,6 +5,7 @@
 #include "core/tier.hpp"
 #include "model/cache/radix_tree.hpp"
 #include "observe/events/event_publisher.hpp"
+#include "observe/metrics/build_info_metric.hpp"
 #include "observe/metrics/metrics_http.hpp"
 #include "observe/metrics/metrics_registry.hpp"
 #include "serve/call.hpp"
@@ -170,6 +171,7 @@ serve_metrics::serve_metrics(const serve_metrics_options& options,
                              const serve_metrics_sources& sources)
   : registry_(std::make_shared<metrics_registry>()), host_(options.host) {
   observer_ = std::make_shared<call_metrics>(registry_);
+  add_build_info_metric(*registry_);
   add_actor_collector(*registry_, sources);
   add_event_collector(*registry_, sources.events);
   http_ = std::make_unique<metrics_http>(*registry_, options.host,

@@ -3,10 +3,28 @@
 
 #include <algorithm>
 
+#include "core/build_info.hpp"
 #include "serve/codec/stats_reply.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
+
+namespace {
+
+// The server's build (docs/protocol.md, `hello`): an engine's logs can name the server's code.
+void put_build(map_writer& m) {
+  const build_info& b = this_build();
+  auto& pk = m.key("kvtier");
+  pk.pack_map(5);
+  for (const auto& [k, v] : {std::pair<const char*, const std::string&>{"version", b.version},
+                             {"commit", b.commit}, {"build_type", b.build_type},
+                             {"compiler", b.compiler}, {"cuda", b.cuda}}) {
+    pk.pack(std::string(k));
+    pk.pack(v);
+  }
+}
+
+}  // namespace
 
 void do_hello(self_ptr self, ctx& x) {
   auto& st = self->state;
@@ -62,7 +80,7 @@ void do_hello(self_ptr self, ctx& x) {
     o->on_engine(id, e.name, true, 0);
   msgpack::sbuffer buf;
   bool v2 = version >= attach_version;
-  auto m = ok_reply(buf, c.id, 9 + (v2 ? 2 : 0));
+  auto m = ok_reply(buf, c.id, 10 + (v2 ? 2 : 0));
   m.put("version", version);
   if (v2) {
     m.put("attached", s.gpu != nullptr);
@@ -76,6 +94,7 @@ void do_hello(self_ptr self, ctx& x) {
   m.put("tiers", tiers);
   m.put("now_ns", now_ns(self));
   m.put("speed", s.speed);
+  put_build(m);
   answer(self, x.conn, c.op, x.since, buf);
 }
 

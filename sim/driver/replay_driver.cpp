@@ -20,6 +20,7 @@
 #include "sim/report/fault_report.hpp"
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
+#include "sim/report/provenance.hpp"
 #include "sim/request_blocks.hpp"
 
 namespace kvtier {
@@ -182,6 +183,7 @@ replay_result replay_hitrate(const replay_job& job) {
   run.wall_s = seconds_since(start);
   replay_result result;
   result.summary = hitrate_summary(replay, run);
+  result.summary["kvtier"] = build_info_json();
   result.text = hitrate_text(result.summary, job.out_dir);
   result.invariant_violations = inv.violations;
   if (!inv.ok())
@@ -270,6 +272,7 @@ replay_result replay_full(const replay_job& job) {
   run.block_bytes = timed.block_bytes;
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
+  result.summary["kvtier"] = build_info_json();
   result.text = full_text(result.summary, job.out_dir);
   add_end_checks(fr, result);
   result.summary["faults"] = faults_summary(fr, timed.storage.faults);

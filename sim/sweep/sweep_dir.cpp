@@ -8,6 +8,7 @@
 #include "runtime/config/options.hpp"
 #include "sim/driver/replay_driver.hpp"
 #include "sim/report/atomic_file.hpp"
+#include "sim/report/provenance.hpp"
 #include "sim/sweep/flatten.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -36,10 +37,19 @@ void write_json(const std::string& path, const json& j) {
 
 void write_cell_status(const std::string& dir, const sweep_cell& cell, const std::string& status,
                        int code, const std::string& error, double wall_s) {
-  json j = {{"id", cell.id}, {"status", status}, {"exit_code", code}, {"wall_s", wall_s}};
+  json j = {{"id", cell.id}, {"status", status}, {"exit_code", code}, {"wall_s", wall_s},
+            {"kvtier", build_id()}};
   if (!error.empty())
     j["error"] = error;
   write_json(cell_dir(dir, cell.id) + "/cell.json", j);
+}
+
+// A plan written before plans named their build reads as "unknown": never this build.
+std::string plan_build(const json& plan) {
+  if (!plan.contains("kvtier"))
+    return "unknown";
+  const json& k = plan.at("kvtier");
+  return k.value("version", "unknown") + "+" + k.value("commit", "unknown");
 }
 
 }  // namespace
@@ -66,7 +76,8 @@ void write_plan(const std::string& dir, const sweep_plan& plan) {
   json cells = json::array();
   for (const auto& c : plan.cells)
     cells.push_back(to_json(c));
-  write_json(dir + "/plan.json", {{"kvtier_sweep_plan", 1}, {"axes", plan.axes}, {"cells", cells}});
+  write_json(dir + "/plan.json", {{"kvtier_sweep_plan", 1}, {"kvtier", build_info_json()},
+                                  {"axes", plan.axes}, {"cells", cells}});
   atomic_file ids(dir + "/cells.txt");
   for (const auto& c : plan.cells)
     ids.out() << c.id << '\n';
@@ -80,6 +91,7 @@ sweep_plan read_plan(const std::string& dir) {
     throw config_error(path + ": no sweep plan here (make one with kvtier sweep ... --plan)");
   sweep_plan plan;
   try {
+    plan.build = plan_build(*j);
     plan.axes = j->at("axes").get<std::vector<std::string>>();
     for (const auto& c : j->at("cells"))
       plan.cells.push_back(cell_from_json(c));
@@ -87,6 +99,15 @@ sweep_plan read_plan(const std::string& dir) {
     throw config_error(path + ": " + e.what());
   }
   return plan;
+}
+
+std::optional<std::string> plan_of_other_build(const std::string& dir) {
+  auto j = read_json(dir + "/plan.json");
+  if (!j || !j->contains("kvtier_sweep_plan") || plan_build(*j) == build_id())
+    return std::nullopt;
+  return dir + "/plan.json was made by kvtier " + plan_build(*j) + ", this is kvtier "
+         + build_id() + ": every cell runs again under new ids (the old ones stay in " + dir
+         + "/cells/, out of results.csv)";
 }
 
 std::string cell_dir(const std::string& dir, const std::string& id) {
@@ -99,8 +120,9 @@ std::optional<json> cell_status(const std::string& dir, const std::string& id) {
 
 bool cell_done(const std::string& dir, const std::string& id) {
   auto s = cell_status(dir, id);
+  // A cell another build ran is not done for this one (docs/outputs.md, "Provenance").
   return s && s->value("status", "") == "ok" && s->value("id", "") == id
-         && fs::exists(cell_dir(dir, id) + "/summary.json");
+         && s->value("kvtier", "") == build_id() && fs::exists(cell_dir(dir, id) + "/summary.json");
 }
 
 int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& id) {
@@ -110,6 +132,10 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
       cell = &c;
   if (!cell)
     throw config_error("cell " + id + ": not in " + dir + "/plan.json (see its cells.txt)");
+  if (plan.build != build_id())
+    throw config_error(dir + "/plan.json was made by kvtier " + plan.build + ", this is kvtier "
+                       + build_id() + ": one sweep never mixes builds; plan it again with this "
+                       "binary (kvtier sweep ... --plan) or run the plan's binary");
   std::string out = cell_dir(dir, id);
   make_directories(out);
   fs::remove(out + "/cell.json");  // from here on the cell is not done until it says so

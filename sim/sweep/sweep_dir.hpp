@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.hpp"
 #include "sim/sweep/sweep_spec.hpp"
 
 namespace kvtier {
@@ -20,6 +21,7 @@ namespace kvtier {
 struct sweep_plan {
   std::vector<std::string> axes;  ///< grid column names, in order
   std::vector<sweep_cell> cells;
+  std::string build = build_id();  ///< the kvtier build that made the plan (its cell ids too)
 };
 
 sweep_plan make_plan(const sweep_spec& spec);
@@ -33,8 +35,13 @@ std::string cell_dir(const std::string& dir, const std::string& id);
 std::optional<nlohmann::json> cell_status(const std::string& dir, const std::string& id);
 bool cell_done(const std::string& dir, const std::string& id);
 
+/// The warning for a folder whose plan another build made (its cells will not be reused: cell
+/// ids name the build); nullopt when the folder has no plan or this build made it.
+std::optional<std::string> plan_of_other_build(const std::string& dir);
+
 /// Runs one cell of the plan in this process through the replay driver, writing its outputs
-/// and cell.json; returns the exit code (0 ok, 1 failed replay, 2 bad input).
+/// and cell.json; returns the exit code (0 ok, 1 failed replay, 2 bad input). Throws
+/// config_error when another build made the plan: one sweep never mixes builds.
 int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& id);
 
 struct collect_result {

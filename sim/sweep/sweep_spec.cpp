@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <xxhash.h>
 
+#include "core/build_info.hpp"
 #include "runtime/config/options.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -265,7 +266,9 @@ std::vector<sweep_cell> expand(const sweep_spec& spec) {
 
 std::string cell_identity(const sweep_cell& cell) {
   std::ostringstream key;
-  key << "kvtier-cell-1\n" << cell.mode << '\n' << cell.format << '\n' << cell.seed << '\n'
+  // The build is part of the identity: a rebuilt binary never reuses cells of another build.
+  key << "kvtier-cell-1\n" << build_id() << '\n' << cell.mode << '\n' << cell.format << '\n'
+      << cell.seed << '\n'
       << cell.deterministic << '\n' << cell.config.dump() << '\n';
   for (const auto& t : cell.traces) {
     std::error_code ec;

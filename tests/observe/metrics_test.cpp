@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <httplib.h>
 
+#include "observe/metrics/build_info_metric.hpp"
 #include "observe/metrics/metrics_http.hpp"
 #include "observe/metrics/metrics_registry.hpp"
 
@@ -224,4 +225,13 @@ TEST_CASE("metrics: a collector may register series it learns of at scrape time"
   CHECK(check_exposition(text) == 2);
   CHECK(text.find("kvtier:link_bytes_total{link=\"link1\"} 100\n") != std::string::npos);
   CHECK(text.find("kvtier:link_bytes_total{link=\"link2\"} 200\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: kvtier:build_info is 1 with the build in its labels", "[metrics]") {
+  metrics_registry r;
+  build_info b{"1.2.3", "abc-dirty", "Release", "GNU 12.2.0", "none"};
+  add_build_info_metric(r, b);
+  CHECK(r.render().find("kvtier:build_info{version=\"1.2.3\",commit=\"abc-dirty\","
+                        "build_type=\"Release\",compiler=\"GNU 12.2.0\",cuda=\"none\"} 1\n")
+        != std::string::npos);
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/block_hash.hpp"
+#include "core/build_info.hpp"
 #include "serve/block_names.hpp"
 #include "gpu/device_info.hpp"
 #include "serve/client.hpp"
@@ -143,6 +144,10 @@ TEST_CASE("a request's life through the protocol", "[serve]") {
   CHECK(h.u64("version") == 1);
   CHECK(h.u64("device_blocks") == 16);
   CHECK(h.u64("host_blocks") == 64);
+  const msgpack::object* build = h.find("kvtier");  // the server's build (docs/protocol.md)
+  REQUIRE(build);
+  CHECK(reply::find_in(*build, "version")->as<std::string>() == this_build().version);
+  CHECK(reply::find_in(*build, "commit")->as<std::string>() == this_build().commit);
   c.set_engine(h.u64("engine"));
   auto t = prompt(256, 1);  // 4 full blocks
   reply l = c.call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
