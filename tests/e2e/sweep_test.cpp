@@ -315,11 +315,11 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   REQUIRE(plan.code == 0);
   CHECK(json::parse(slurp(out / "plan.json"))["cells"].size() == 108);
   fs::remove_all(out);
-  // The PD study: 2 deployments x 2 handoff modes, and 4 mixed instances.
+  // The PD study: 2 deployments x 2 handoff modes, and 4 mixed instances, at 2 time scales.
   fs::path pd = sweep_scratch("study-pd");
   auto pd_plan = kvtier("study pd-handoff --plan --quiet --out " + pd.string());
   INFO(pd_plan.out);
   REQUIRE(pd_plan.code == 0);
-  CHECK(json::parse(slurp(pd / "plan.json"))["cells"].size() == 5);
+  CHECK(json::parse(slurp(pd / "plan.json"))["cells"].size() == 10);
   fs::remove_all(pd);
 }
