@@ -1,0 +1,128 @@
+// Metamorphic and differential properties of the two replays, swarm style: each seed draws a
+// configuration (tests/e2e/property_support.hpp) and the test runs the built binary on the
+// bundled sample trace. Every failure prints its seed and the `kvtier replay` command line that
+// reproduces it; KVTIER_PROPERTY_SEEDS=N reruns one seed. The properties are those of
+// docs/design.md ("Hit ratio", "Write policies") that hold whatever the configuration.
+
+#include <catch2/catch.hpp>
+
+#include "property_support.hpp"
+
+using namespace cli_test;
+
+namespace {
+
+double ratio_of(const json& s) {
+  return s["hit_ratio"]["tokens"].get<double>();
+}
+
+uint64_t block_bytes_of(const json& s) {
+  const json& m = s["config"]["model"];
+  const std::string dtype = m["kv_dtype"].get<std::string>();
+  uint64_t bytes = dtype == "fp32" ? 4 : dtype == "fp8" ? 1 : 2;
+  return 2 * bytes * m["layers"].get<uint64_t>() * m["kv_heads"].get<uint64_t>()
+         * m["head_dim"].get<uint64_t>() * s["config"]["cache"]["block_size"].get<uint64_t>();
+}
+
+uint64_t link_bytes(const json& s, const std::string& prefix) {
+  uint64_t sum = 0;
+  for (const json& l : s["traffic"]["links"])
+    if (l["name"].get<std::string>().rfind(prefix, 0) == 0)
+      sum += l["bytes"].get<uint64_t>();
+  return sum;
+}
+
+// The per-tier ratios are rounded to 6 decimals each, so their sum may differ by 1.5e-6.
+void check_tiers_sum(const json& s) {
+  double sum = 0;
+  uint64_t hits = 0;
+  for (const char* t : {"device", "host", "storage"}) {
+    sum += s["hit_ratio"]["by_tier"][t]["tokens"].get<double>();
+    hits += s["hits"]["tokens"][t].get<uint64_t>();
+  }
+  CHECK(sum == Approx(ratio_of(s)).margin(2e-6));
+  double whole = s["mode"] == "full" ? s["requests"]["finished_input_tokens"].get<double>()
+                                     : s["trace"]["input_tokens"].get<double>();
+  CHECK(ratio_of(s) == Approx(static_cast<double>(hits) / whole).margin(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("property: per-tier hit ratios sum to the total in both modes", "[cli][property]") {
+  for (uint64_t seed : property_seeds(10)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    for (std::string mode : {"hitrate", "full"}) {
+      property_run r = replay_run("tiers-" + mode, " --mode " + mode + c.sets);
+      INFO("reproduce: " << r.command);
+      check_tiers_sum(r.summary);
+      fs::remove_all(r.out);
+    }
+  }
+}
+
+TEST_CASE("property: every link's bytes are the sum of its copies, each counted once",
+          "[cli][property]") {
+  for (uint64_t seed : property_seeds(10)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    property_run r = replay_run("links", c.sets);
+    INFO("reproduce: " << r.command);
+    const json& s = r.summary;
+    const json& x = s["transfers"];
+    const json& pool = s["storage"]["pool"];
+    uint64_t bb = block_bytes_of(s);
+    uint64_t h2d = link_bytes(s, "h2d"), d2h = link_bytes(s, "d2h");
+    CHECK(h2d == s["traffic"]["h2d_bytes"].get<uint64_t>());
+    CHECK(d2h == s["traffic"]["d2h_bytes"].get<uint64_t>());
+    CHECK(h2d == x["swap_ins"].get<uint64_t>() * bb);
+    CHECK(d2h == (x["backups"].get<uint64_t>() + x["write_backs"].get<uint64_t>()) * bb);
+    CHECK(link_bytes(s, "pcie_duplex") == h2d + d2h);
+    uint64_t read = link_bytes(s, "storage0.read");
+    if (s["config"]["storage"]["nodes"].get<uint64_t>() == 1) {  // the drawn configurations
+      CHECK(read == s["traffic"]["storage_read_bytes"].get<uint64_t>());
+      CHECK(read == x["storage_loads"].get<uint64_t>() * bb);
+      uint64_t written = x["storage_stores"].get<uint64_t>() - pool["put_present"].get<uint64_t>()
+                         - pool["put_in_flight"].get<uint64_t>()
+                         - s["storage"]["puts_dropped"].get<uint64_t>();
+      CHECK(link_bytes(s, "storage0.write") == written * bb);
+    }
+    CHECK(s["traffic"]["storage_write_bytes"].get<uint64_t>()
+          == x["storage_stores"].get<uint64_t>() * bb);
+    fs::remove_all(r.out);
+  }
+}
+
+TEST_CASE("property: the two modes agree exactly with unbounded tiers and one request at a "
+          "time, whatever the policies", "[cli][property][differential]") {
+  // The condition of tests/e2e/modes_agree_test.cpp, laid over each drawn configuration.
+  const std::string unbounded = " --set scheduler.max_num_seqs=1 --set cache.device_tokens=1e9"
+                                " --set cache.host_tokens=1e9";
+  for (uint64_t seed : property_seeds(8)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    property_run h = replay_run("agree-h", " --mode hitrate" + c.sets + unbounded);
+    property_run f = replay_run("agree-f", " --mode full" + c.sets + unbounded);
+    INFO("hitrate: " << h.command << "\nfull: " << f.command);
+    CHECK(h.summary["hit_ratio"] == f.summary["hit_ratio"]);
+    CHECK(h.summary["hits"] == f.summary["hits"]);
+    fs::remove_all(h.out);
+    fs::remove_all(f.out);
+  }
+}
+
+TEST_CASE("property: a policy that writes nothing to storage gets no storage hits",
+          "[cli][property]") {
+  for (uint64_t seed : property_seeds(10)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    for (std::string mode : {"hitrate", "full"}) {
+      property_run r = replay_run("no-storage-" + mode, " --mode " + mode + c.sets
+                                                          + " --set cache.storage_write=never");
+      INFO("reproduce: " << r.command);
+      CHECK(r.summary["hits"]["tokens"]["storage"] == 0);
+      CHECK(r.summary["hit_ratio"]["by_tier"]["storage"]["tokens"] == 0.0);
+      fs::remove_all(r.out);
+    }
+  }
+}
