@@ -126,3 +126,24 @@ TEST_CASE("property: a policy that writes nothing to storage gets no storage hit
     }
   }
 }
+
+TEST_CASE("property: in hit-rate mode a larger device or host never lowers the hit ratio",
+          "[cli][property][metamorphic]") {
+  for (uint64_t seed : property_seeds(30)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    property_run base = replay_run("mono-h", " --mode hitrate" + c.sets);
+    const json& cache = base.summary["config"]["cache"];
+    uint64_t device = cache["device_tokens"].get<uint64_t>();
+    uint64_t host = cache["host_tokens"].get<uint64_t>();
+    for (std::string larger : {" --set cache.device_tokens=" + std::to_string(device * 2),
+                               " --set cache.host_tokens=" + std::to_string(host * 2 + 100000)}) {
+      property_run big = replay_run("mono-h-big", " --mode hitrate" + c.sets + larger);
+      INFO("smaller: " << base.command << "\nlarger: " << big.command);
+      CHECK(ratio_of(big.summary) >= ratio_of(base.summary));
+      CHECK(big.summary["hit_ratio"]["blocks"] >= base.summary["hit_ratio"]["blocks"]);
+      fs::remove_all(big.out);
+    }
+    fs::remove_all(base.out);
+  }
+}
