@@ -147,3 +147,30 @@ TEST_CASE("property: in hit-rate mode a larger device or host never lowers the h
     fs::remove_all(base.out);
   }
 }
+
+TEST_CASE("property: in full mode at a sustainable load a larger device or host lowers the hit "
+          "ratio by at most 0.005", "[cli][property][metamorphic]") {
+  const double tolerance = 0.005;  // absolute (docs/design.md, "Hit ratio")
+  size_t compared = 0;
+  for (uint64_t seed : property_seeds(8)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    property_run base = replay_run("mono-f", c.sets);
+    const json& cache = base.summary["config"]["cache"];
+    uint64_t device = cache["device_tokens"].get<uint64_t>();
+    uint64_t host = cache["host_tokens"].get<uint64_t>();
+    for (std::string larger : {" --set cache.device_tokens=" + std::to_string(device * 2),
+                               " --set cache.host_tokens=" + std::to_string(host * 2 + 100000)}) {
+      property_run big = replay_run("mono-f-big", c.sets + larger);
+      INFO("smaller: " << base.command << "\nlarger: " << big.command);
+      if (!base.summary["load"]["overloaded"].get<bool>()
+          && !big.summary["load"]["overloaded"].get<bool>()) {
+        CHECK(ratio_of(big.summary) >= ratio_of(base.summary) - tolerance);
+        ++compared;
+      }
+      fs::remove_all(big.out);
+    }
+    fs::remove_all(base.out);
+  }
+  CHECK(compared > 0);
+}
