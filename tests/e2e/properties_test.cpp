@@ -174,3 +174,30 @@ TEST_CASE("property: in full mode at a sustainable load a larger device or host 
   }
   CHECK(compared > 0);
 }
+
+TEST_CASE("property: a request's hit tokens and computed tokens add up to its prompt",
+          "[cli][property]") {
+  for (uint64_t seed : property_seeds(10)) {
+    swarm_case c = draw_case(seed);
+    INFO("seed " << seed);
+    property_run r = replay_run("add-up", c.sets);
+    INFO("reproduce: " << r.command);
+    size_t checked = 0, wrong = 0;
+    std::string first;
+    for (const auto& row : read_requests(r.out / "requests.csv")) {
+      if (row.at("finish_s").empty() || u64_of(row, "preemptions") > 0)
+        continue;  // recomputation after a preemption is computed twice by design
+      uint64_t hits = u64_of(row, "device_hit_tokens") + u64_of(row, "host_hit_tokens")
+                      + u64_of(row, "storage_hit_tokens");
+      ++checked;
+      if (hits + u64_of(row, "computed_tokens") != u64_of(row, "input_tokens") && wrong++ == 0)
+        first = "request seq " + row.at("seq") + ": hits " + std::to_string(hits)
+                + " + computed " + row.at("computed_tokens") + " != prompt "
+                + row.at("input_tokens");
+    }
+    INFO(first);
+    CHECK(checked > 0);
+    CHECK(wrong == 0);
+    fs::remove_all(r.out);
+  }
+}
