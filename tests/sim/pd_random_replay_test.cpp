@@ -6,6 +6,7 @@
 // often a decode instance dropped it. One seed alone: KVTIER_PD_SEED=N kvtier_actor_tests
 // "pd replay: random deployments drain*" (a failing seed prints this command).
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -252,4 +253,38 @@ TEST_CASE("pd replay: a random deployment repeats exactly from its seed", "[acto
     CHECK(x.scheduler.requests[i].finish_ns == y.scheduler.requests[i].finish_ns);
   CHECK(x.front_end.handoff_ns == y.front_end.handoff_ns);
   CHECK(x.messages == y.messages);
+}
+
+TEST_CASE("pd replay: a decode instance never holds more than scheduler.max_num_seqs requests",
+          "[actors][replay][pd][property]") {
+  // Over each decode instance's passes, from admission to finish: the most at once. A pass a
+  // decode instance dropped has no finish and is left out (it can only lower the count).
+  uint64_t first = 1, last = 200;
+  if (const char* one = std::getenv("KVTIER_PD_SEED"))
+    first = last = std::strtoull(one, nullptr, 10);
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    pd_run run = make_pd_run(seed);
+    const timed_config& c = run.config;
+    INFO("seed " << seed << " failed; rerun it alone: KVTIER_PD_SEED=" << seed
+                 << " build/tests/kvtier_actor_tests \"pd replay: a decode instance never*\"");
+    full_result r = run_scenario(c, std::move(run.requests));
+    REQUIRE(r.drained);
+    for (const instance_result& i : r.instances) {
+      if (i.role != pd_role::decode)
+        continue;
+      std::vector<std::pair<int64_t, int>> edges;  // (time, +1 admitted / -1 finished)
+      for (const request_record& x : i.scheduler.requests)
+        if (x.admitted_ns >= 0 && x.finish_ns >= 0) {
+          edges.emplace_back(x.admitted_ns, +1);
+          edges.emplace_back(x.finish_ns, -1);
+        }
+      std::sort(edges.begin(), edges.end());  // a finish before an admission at one instant
+      int held = 0, most = 0;
+      for (const auto& e : edges)
+        most = std::max(most, held += e.second);
+      INFO(i.name << " held " << most << " at once; max_num_seqs "
+                  << c.scheduler.options.max_num_seqs);
+      CHECK(most <= static_cast<int>(c.scheduler.options.max_num_seqs));
+    }
+  }
 }
