@@ -270,3 +270,18 @@ TEST_CASE("hitrate: bytes each write policy moves on a hand-worked trace", "[hit
     CHECK(x.replay.finish().ok());
   }
 }
+
+TEST_CASE("hitrate: with prefix caching off every request computes its whole prompt",
+          "[hitrate]") {
+  replay_config c = small_config(8, 8, write_policy::write_through, 16);
+  c.cache.caching = prefix_caching::off;
+  runner x(c, 1);
+  for (int i = 0; i < 3; ++i) {
+    request_outcome o = x.serve({1, 2, 3});
+    for (tier t : all_tiers)
+      CHECK(at(o.hit_tokens, t) == 0);
+    CHECK(o.uncached_blocks == 0);
+  }
+  CHECK(x.replay.model().counters().stores == 0);
+  CHECK(x.replay.finish().ok());
+}
