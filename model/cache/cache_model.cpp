@@ -343,10 +343,11 @@ bool cache_model::save_for_preemption(node_id id, bool store,
   if (writes)
     *writes = false;
   KVTIER_ASSERT(x.ref_count > 0 && x.ready(tier::device));
-  store = store && !x.stored;  // each block is stored once (tree_node::stored)
   if (x.ready(tier::host)) {
-    // Under storage_write=always it was stored when its host copy became ready.
-    if (store) {
+    // Under storage_write=always it was stored when its host copy became ready. A preemption
+    // stores even a block stored before: the pool may have evicted it since (a put of a block
+    // it holds writes nothing).
+    if (store && !decisions_.stores_when_host_ready(x.hit_count)) {
       issue_store(id, x.block_in(tier::host), orders);
       ++counters_.preemption_stores;
       if (writes)
@@ -400,8 +401,8 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
           store_after_fill_.erase(after);
         if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
           tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
-          if (o.kind != transfer_kind::load && !x.stored
-              && (decisions_.stores_when_host_ready(x.hit_count) || asked)) {
+          bool due = !x.stored && (decisions_.stores_when_host_ready(x.hit_count) || asked);
+          if (o.kind != transfer_kind::load && (due || preemption_store)) {
             issue_store(o.node, o.host_block, orders);
             counters_.preemption_stores += preemption_store;
             if (staging)
@@ -466,8 +467,8 @@ void cache_model::store_finished(const node_id* nodes, size_t n,
 }
 
 // A staged host copy goes once the store has read it, unless the host policy wants it kept (a
-// backup would copy it again) or it is the block's last copy (the device copy was evicted meanwhile:
-// it is an ordinary host copy now).
+// backup would copy it again) or it is the block's last copy (the device copy was evicted
+// meanwhile: it is an ordinary host copy now).
 void cache_model::free_staged_copy(const transfer_order& store) {
   const tree_node& x = tree_.node(store.node);
   if (!x.live || x.generation != store.generation || !x.ready(tier::host)

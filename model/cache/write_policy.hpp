@@ -17,8 +17,8 @@
 // device copy while host-only children hang below it without a host copy of its own.
 //
 // Storage writes (cache.storage_write) are a decision of their own, apart from the host policy
-// (FastDeploy writes a finished request's blocks to storage whatever its host policy; docs/design.md
-// "Storage writes"). Each block is stored once (tree_node::stored):
+// (FastDeploy writes a finished request's blocks to storage whatever its host policy;
+// docs/design.md "Storage writes"). Each block is stored once (tree_node::stored):
 //
 //  always                   store a block when its host copy becomes ready, and at the latest
 //                           when a request holding it finishes;
