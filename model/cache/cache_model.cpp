@@ -8,9 +8,10 @@ namespace kvtier {
 
 cache_model::cache_model(const cache_options& options)
   : options_(options),
-    decisions_(options.policy, options.write_through_threshold, options.host_blocks > 0,
-               options.storage, options.storage_tier, options.write_back_keeps_host_copy,
-               options.storage_write_threshold),
+    decisions_(options.policy, options.write_through_threshold,
+               options.host_blocks > 0 && options.caching == prefix_caching::on, options.storage,
+               options.storage_tier && options.caching == prefix_caching::on,
+               options.write_back_keeps_host_copy, options.storage_write_threshold),
     tree_(options.eviction),
     device_(options.device_blocks),
     host_(options.host_blocks) {
@@ -27,6 +28,8 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
   out.nodes.clear();
   out.device = out.host = out.device_idle = 0;
   out.device_tokens = out.host_tokens = 0;
+  if (options_.caching == prefix_caching::off)
+    return;
   bool device_run = true;
   constexpr size_t ahead = 8;
   for (size_t i = 0; i < std::min(n, ahead); ++i)
@@ -87,8 +90,9 @@ bool cache_model::allocate_device(uint32_t n, std::vector<block_id>& out,
     victims_.clear();
     if (!tree_.take_evictable(tier::device, n - unowned, victims_))
       return false;
-    for (node_id id : victims_)
-      evict_device_node(id, orders);
+    plan_write_backs();
+    for (size_t i = 0; i < victims_.size(); ++i)
+      evict_device_node(victims_[i], write_back_[i] != 0, orders);
   }
   bool ok = device_.allocate(n, out, true);
   KVTIER_ASSERT(ok);
@@ -119,7 +123,29 @@ bool cache_model::allocate_host(uint32_t n, std::vector<block_id>& out,
   return true;
 }
 
-void cache_model::evict_device_node(node_id id, std::vector<transfer_order>& orders) {
+// write_back: a victim written back whose parent victim then finds no host room would lose its
+// copy when the parent's subtree is dropped, a D2H thrown away. Host room goes to victims parents
+// first (take_evictable yields leaves before the parents they uncover), and a victim without room
+// is dropped before any copy of it is made. FastDeploy fails the whole allocation instead
+// (docs/fastdeploy.md §2).
+void cache_model::plan_write_backs() {
+  write_back_.assign(victims_.size(), 0);
+  if (!decisions_.host_tier || decisions_.policy != write_policy::write_back)
+    return;
+  uint64_t room = uint64_t{host_.free_count()} + host_.retired_count()
+                  + tree_.reclaimable(tier::host);
+  for (size_t i = victims_.size(); i-- > 0;) {
+    if (tree_.node(victims_[i]).has(tier::host))
+      continue;
+    if (room == 0)
+      break;
+    --room;
+    write_back_[i] = 1;
+  }
+}
+
+void cache_model::evict_device_node(node_id id, bool may_write_back,
+                                    std::vector<transfer_order>& orders) {
   const tree_node& x = tree_.node(id);
   KVTIER_ASSERT(x.ready(tier::device) && x.ref_count == 0);
   block_id block = x.block_in(tier::device);
@@ -132,7 +158,7 @@ void cache_model::evict_device_node(node_id id, std::vector<transfer_order>& ord
       return;
     case device_eviction::write_back: {
       blocks_.clear();
-      if (allocate_host(1, blocks_, orders)) {
+      if (may_write_back && allocate_host(1, blocks_, orders)) {
         // The device block is read until the D2H completes: released now, it stays retired.
         issue(transfer_kind::write_back, id, block, blocks_[0], orders);
         ++counters_.write_backs;
@@ -185,10 +211,8 @@ void cache_model::evict_host_node(node_id id, std::vector<transfer_order>& order
   KVTIER_ASSERT(x.ready(tier::host) && !x.has(tier::device) && x.ref_count == 0);
   block_id block = x.block_in(tier::host);
   ++counters_.host_evictions;
-  if (decisions_.stores_on_host_evict()) {
-    issue(transfer_kind::store, id, 0, block, orders);
-    ++counters_.stores;
-  }
+  if (decisions_.stores_on_host_evict() && !x.stored)
+    issue_store(id, block, orders);
   tree_.set_copy(id, tier::host, copy_state::absent);
   host_.release(block);
   tree_.remove(id);
@@ -196,6 +220,13 @@ void cache_model::evict_host_node(node_id id, std::vector<transfer_order>& order
 }
 
 // -- copies -------------------------------------------------------------------------------------
+
+void cache_model::issue_store(node_id id, block_id host_block,
+                              std::vector<transfer_order>& orders) {
+  issue(transfer_kind::store, id, 0, host_block, orders);
+  tree_.mark_stored(id);
+  ++counters_.stores;
+}
 
 transfer_order& cache_model::issue(transfer_kind kind, node_id node, block_id device_block,
                                    block_id host_block, std::vector<transfer_order>& orders) {
@@ -262,6 +293,7 @@ std::optional<node_id> cache_model::begin_load(node_id parent, const cache_block
     return std::nullopt;
   node_id id = tree_.add(parent, block.hash, block.tokens);
   tree_.acquire(id, false);
+  tree_.mark_stored(id);  // storage holds it: found there
   issue(transfer_kind::load, id, 0, blocks_[0], orders);
   tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
   ++counters_.loads;
@@ -278,10 +310,9 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
   // Stores earned by hits first (write_through_selective): their host copies are ready now.
   for (auto [id, generation] : store_queue_) {
     const tree_node& x = tree_.node(id);
-    if (!x.live || x.generation != generation || !x.ready(tier::host))
+    if (!x.live || x.generation != generation || !x.ready(tier::host) || x.stored)
       continue;
-    issue(transfer_kind::store, id, 0, x.block_in(tier::host), orders);
-    ++counters_.stores;
+    issue_store(id, x.block_in(tier::host), orders);
   }
   store_queue_.clear();
   // The queue is in commit and match order, so parents come before their children; a child whose
@@ -313,10 +344,11 @@ bool cache_model::save_for_preemption(node_id id, bool store,
     *writes = false;
   KVTIER_ASSERT(x.ref_count > 0 && x.ready(tier::device));
   if (x.ready(tier::host)) {
-    // Under storage_write=always it was stored when its host copy became ready.
+    // Under storage_write=always it was stored when its host copy became ready. A preemption
+    // stores even a block stored before: the pool may have evicted it since (a put of a block
+    // it holds writes nothing).
     if (store && !decisions_.stores_when_host_ready(x.hit_count)) {
-      issue(transfer_kind::store, id, 0, x.block_in(tier::host), orders);
-      ++counters_.stores;
+      issue_store(id, x.block_in(tier::host), orders);
       ++counters_.preemption_stores;
       if (writes)
         *writes = true;
@@ -329,7 +361,7 @@ bool cache_model::save_for_preemption(node_id id, bool store,
       outstanding_.for_each([&](const transfer_order& o) {
         if (o.node == id && o.generation == x.generation && o.host_block == x.block_in(tier::host)
             && (o.kind == transfer_kind::backup || o.kind == transfer_kind::write_back))
-          store_after_fill_.insert(o.id);
+          store_after_fill_.emplace(o.id, store_reason::preemption);
       });
     if (writes)
       *writes = store;
@@ -340,7 +372,7 @@ bool cache_model::save_for_preemption(node_id id, bool store,
     return false;
   transfer_order& o = issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
   if (store)
-    store_after_fill_.insert(o.id);
+    store_after_fill_.emplace(o.id, store_reason::preemption);
   if (writes)
     *writes = store;
   tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
@@ -361,14 +393,20 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
         device_.unpin(o.device_block);
       host_.unpin(o.host_block);
       {
-        bool preemption_store = store_after_fill_.erase(o.id) > 0;
+        auto after = store_after_fill_.find(o.id);
+        bool asked = after != store_after_fill_.end();
+        bool preemption_store = asked && after->second == store_reason::preemption;
+        bool staging = asked && after->second == store_reason::staging;
+        if (asked)
+          store_after_fill_.erase(after);
         if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
           tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
-          if (o.kind != transfer_kind::load
-              && (decisions_.stores_when_host_ready(x.hit_count) || preemption_store)) {
-            issue(transfer_kind::store, o.node, 0, o.host_block, orders);
-            ++counters_.stores;
+          bool due = !x.stored && (decisions_.stores_when_host_ready(x.hit_count) || asked);
+          if (o.kind != transfer_kind::load && (due || preemption_store)) {
+            issue_store(o.node, o.host_block, orders);
             counters_.preemption_stores += preemption_store;
+            if (staging)
+              staging_stores_.insert(orders.back().id);
           }
         }
       }
@@ -387,10 +425,58 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
     }
     case transfer_kind::store:
       host_.unpin(o.host_block);
+      if (staging_stores_.erase(o.id) > 0)
+        free_staged_copy(o);
       return;
     case transfer_kind::fill:  // the controller's (--verify), never an order of the model
       KVTIER_ASSERT(false);
   }
+}
+
+void cache_model::store_finished(const node_id* nodes, size_t n,
+                                 std::vector<transfer_order>& orders) {
+  for (size_t i = 0; i < n; ++i) {
+    const tree_node& x = tree_.node(nodes[i]);
+    if (x.stored || !x.ready(tier::device) || !decisions_.stores_at_finish(x.hit_count))
+      continue;
+    if (x.ready(tier::host)) {
+      issue_store(nodes[i], x.block_in(tier::host), orders);
+      continue;
+    }
+    if (x.has(tier::host)) {
+      // Its backup is in flight; complete() stores it when the host copy is ready.
+      if (!decisions_.stores_when_host_ready(x.hit_count))
+        outstanding_.for_each([&](const transfer_order& o) {
+          if (o.node == nodes[i] && o.generation == x.generation
+              && o.host_block == x.block_in(tier::host) && o.kind == transfer_kind::backup)
+            store_after_fill_.emplace(o.id, store_reason::finish);
+        });
+      continue;
+    }
+    blocks_.clear();
+    if (!allocate_host(1, blocks_, orders)) {
+      counters_.finish_stores_skipped += n - i;
+      return;  // host memory is full of pinned copies: the rest is not staged either
+    }
+    transfer_order& o =
+      issue(transfer_kind::backup, nodes[i], x.block_in(tier::device), blocks_[0], orders);
+    store_after_fill_.emplace(o.id, store_reason::staging);
+    tree_.set_copy(nodes[i], tier::host, copy_state::filling, blocks_[0]);
+    ++counters_.staged_stores;
+  }
+}
+
+// A staged host copy goes once the store has read it, unless the host policy wants it kept (a
+// backup would copy it again) or it is the block's last copy (the device copy was evicted
+// meanwhile: it is an ordinary host copy now).
+void cache_model::free_staged_copy(const transfer_order& store) {
+  const tree_node& x = tree_.node(store.node);
+  if (!x.live || x.generation != store.generation || !x.ready(tier::host)
+      || x.block_in(tier::host) != store.host_block || !x.has(tier::device)
+      || decisions_.wants_backup(x.hit_count))
+    return;
+  tree_.set_copy(store.node, tier::host, copy_state::absent);
+  host_.release(store.host_block);
 }
 
 void cache_model::fail(const transfer_order& order) {
@@ -421,6 +507,7 @@ void cache_model::reset() {
   private_device_ = 0;
   backup_queue_.clear();
   store_after_fill_.clear();
+  staging_stores_.clear();
   store_queue_.clear();
 }
 

@@ -19,6 +19,7 @@
 //   swap_in()          -> a host hit gets one of them; H2D order
 //   begin_load()       -> a block found in storage gets a host copy; storage->host order
 //   commit()           -> a computed block joins the tree (or stays private if a copy exists)
+//   store_finished()   -> at a request's finish, the storage decision; store orders
 //   release()          -> unreferenced blocks become evictable once they are leaves
 //   collect_backups()  -> write-through copies of committed blocks; D2H orders
 
@@ -26,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
 #include "core/block_hash.hpp"
@@ -37,6 +39,11 @@
 
 namespace kvtier {
 
+/// Whether requests reuse cached prefixes at all (cache.prefix_caching). Off, nothing matches in
+/// any tier and nothing is copied below the device: every prompt token is computed, the baseline
+/// engines run without prefix caching.
+enum class prefix_caching : uint8_t { on, off };
+
 struct cache_options {
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;  ///< 0: no host tier
@@ -47,6 +54,7 @@ struct cache_options {
   bool storage_tier = false;
   bool write_back_keeps_host_copy = false;  ///< see write_decisions::keep_host_on_swap_in
   uint32_t storage_write_threshold = 2;     ///< storage write_through_selective: hits first
+  prefix_caching caching = prefix_caching::on;
 };
 
 /// A copy the model wants done. Its blocks are pinned from issue to complete(). A destination
@@ -91,6 +99,8 @@ struct cache_counters {
   uint64_t stores = 0;
   uint64_t preemption_backups = 0;  ///< D2H copies a preemption asked for (swap or save)
   uint64_t preemption_stores = 0;   ///< stores a preemption asked for (save_to_storage)
+  uint64_t staged_stores = 0;       ///< stores at finish that staged a D2H copy first
+  uint64_t finish_stores_skipped = 0;  ///< stores due at finish without host room to stage
 };
 
 class cache_model {
@@ -116,7 +126,8 @@ class cache_model {
   void match(const cache_block* blocks, size_t n, prefix_match& out) const;
   /// Holds matched nodes for a request: ref+1 and hit+1 each.
   void acquire_matched(const node_id* nodes, size_t n);
-  /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under).
+  /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under,
+  /// a preempted request's re-admission finding its own blocks).
   void hold(const node_id* nodes, size_t n);
   /// Drops one hold on each node, in the order given.
   void release(const node_id* nodes, size_t n);
@@ -154,6 +165,11 @@ class cache_model {
   /// (not when an earlier store is relied on).
   bool save_for_preemption(node_id id, bool store, std::vector<transfer_order>& orders,
                            bool* writes = nullptr);
+  /// A request holding `nodes` (its path, prefix order) finishes: the storage decision stores
+  /// each block it wants that was not stored before (write_policy.hpp). A block without a host
+  /// copy is staged through a host block first; when the host tier has no room, it and the
+  /// rest of the path are not stored.
+  void store_finished(const node_id* nodes, size_t n, std::vector<transfer_order>& orders);
   /// Settles an order: unpins its blocks and marks its target copy ready (if the node still
   /// exists). May emit follow-up orders (a store after a host copy became ready).
   void complete(const transfer_order& order, std::vector<transfer_order>& orders);
@@ -182,7 +198,10 @@ class cache_model {
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,
                      std::vector<transfer_order>& orders);
-  void evict_device_node(node_id id, std::vector<transfer_order>& orders);
+  void evict_device_node(node_id id, bool may_write_back, std::vector<transfer_order>& orders);
+  void plan_write_backs();
+  void issue_store(node_id id, block_id host_block, std::vector<transfer_order>& orders);
+  void free_staged_copy(const transfer_order& store);
   void evict_host_node(node_id id, std::vector<transfer_order>& orders);
   void drop_subtree(node_id id);
   void maybe_queue_backup(node_id id);
@@ -198,11 +217,16 @@ class cache_model {
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
   std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
-  // Preemption saves whose host copy is still filling: stored once it is ready (order id).
-  absl::flat_hash_set<uint64_t> store_after_fill_;
+  // Host copies still filling that are stored once ready (order id -> who asked): preemption
+  // saves, and stores at finish, which may have staged the copy for the store alone.
+  enum class store_reason : uint8_t { preemption, finish, staging };
+  absl::flat_hash_map<uint64_t, store_reason> store_after_fill_;
+  // Stores reading a staged copy (order ids): the copy goes when they complete.
+  absl::flat_hash_set<uint64_t> staging_stores_;
   outstanding_orders<transfer_order> outstanding_;
   uint64_t next_order_id_ = 1;
   std::vector<node_id> victims_;  // scratch
+  std::vector<uint8_t> write_back_;  // victims_[i] may be written back (plan_write_backs)
   std::vector<node_id> host_victims_;
   std::vector<node_id> subtree_stack_;
   std::vector<node_id> subtree_order_;

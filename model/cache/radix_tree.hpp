@@ -69,6 +69,9 @@ struct tree_node {
   bool in_set[node_tier_count] = {false, false};
   bool taken[node_tier_count] = {false, false};  // chosen for eviction, not yet dropped
   bool live = false;
+  /// A store of this block to storage was issued (the storage pool may have evicted it since);
+  /// the storage decision at request finish stores a block once (docs/design.md).
+  bool stored = false;
 
   bool has(tier t) const { return copy[node_tier(t)] != copy_state::absent; }
   bool ready(tier t) const { return copy[node_tier(t)] == copy_state::ready; }
@@ -143,6 +146,8 @@ class radix_tree {
   void release(node_id id);
   /// Gives the node a fresh release order (it just moved to the host tier).
   void renew_order(node_id id);
+  /// Records that a store of the node's block was issued (tree_node::stored).
+  void mark_stored(node_id id) { nodes_[id].stored = true; }
 
   // -- eviction -------------------------------------------------------------------------------
 

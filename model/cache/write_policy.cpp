@@ -78,6 +78,10 @@ bool write_decisions::stores_on_hit(uint32_t hit_count) const {
          hit_count == storage_threshold;
 }
 
+bool write_decisions::stores_at_finish(uint32_t hit_count) const {
+  return stores_when_host_ready(hit_count);
+}
+
 bool write_decisions::stores_on_host_evict() const {
   return storage_tier && storage == storage_write::on_host_evict;
 }

@@ -16,11 +16,22 @@
 // write-through policies the host-resident blocks stay prefix-closed: a block never loses its
 // device copy while host-only children hang below it without a host copy of its own.
 //
-// Storage writes (cache.storage_write) follow host copies: `always` stores a block once its host
-// copy is ready, `write_through_selective` once its host copy is ready and it has
-// `storage_threshold` hits (SGLang HiCache's selective write-through, applied to the L2 -> L3
-// write: a block computed once and never reused is not worth the pool's bandwidth), `on_host_evict`
-// stores it when the host tier evicts it, `never` stores nothing.
+// Storage writes (cache.storage_write) are a decision of their own, apart from the host policy
+// (FastDeploy writes a finished request's blocks to storage whatever its host policy;
+// docs/design.md "Storage writes"). Each block is stored once (tree_node::stored):
+//
+//  always                   store a block when its host copy becomes ready, and at the latest
+//                           when a request holding it finishes;
+//  write_through_selective  the same, once it has `storage_threshold` hits (SGLang HiCache's
+//                           selective write-through applied to the L2 -> L3 write: a block computed
+//                           once and never reused is not worth the pool's bandwidth); a hit that
+//                           reaches the threshold stores a ready host copy at once;
+//  on_host_evict            store a block when the host tier evicts it;
+//  never                    store nothing.
+//
+// Stores read host memory (FastDeploy's are host-sourced too): a block due at finish without a
+// host copy is staged, a D2H copy into a host block that is freed once the store has read it,
+// unless the host policy wants the copy kept (cache_model::store_finished).
 
 #include <cstdint>
 #include <optional>
@@ -68,6 +79,9 @@ struct write_decisions {
   /// Whether a hit that brought a block with a ready host copy to `hit_count` hits stores it now
   /// (write_through_selective: the hit that reaches the threshold).
   bool stores_on_hit(uint32_t hit_count) const;
+  /// Whether a held block with `hit_count` hits is stored when a request holding it finishes
+  /// (unless it was stored before).
+  bool stores_at_finish(uint32_t hit_count) const;
   /// Whether a block is stored when the host tier evicts it.
   bool stores_on_host_evict() const;
 };

@@ -55,7 +55,12 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   res.req = id;
   model_.match(r.blocks.data(), r.blocks.size(), match_);
   std::vector<node_id> path = match_.nodes;
-  model_.acquire_matched(path.data(), path.size());
+  // A re-admission finding its own blocks is no reuse: it counts toward no threshold
+  // (docs/design.md "Write policies").
+  if (r.preempted)
+    model_.hold(path.data(), path.size());
+  else
+    model_.acquire_matched(path.data(), path.size());
   // Hits beyond the blocks this step covers are not taken (the scheduler planned fewer).
   uint32_t need = r.layout.blocks_for(m.tokens);
   uint32_t hits = std::min<uint32_t>(static_cast<uint32_t>(path.size()), need);

@@ -23,6 +23,8 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
 
 std::vector<uint64_t> controller_core::storage_keys_past_match(request_state& r) {
   std::vector<uint64_t> keys;
+  if (model_.options().caching == prefix_caching::off)
+    return keys;
   model_.match(r.blocks.data(), r.blocks.size(), match_);
   r.probed_from = static_cast<uint32_t>(match_.nodes.size());
   for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)

@@ -38,7 +38,11 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   for (const token_mark& m : c.computed)
     commit_computed(requests_.at(m.req), m.tokens, orders);
   for (request_id id : c.finished) {
-    release(requests_.at(id));
+    request_state& r = requests_.at(id);
+    // FastDeploy writes a finished request's cache to storage before freeing it (§7.2),
+    // whatever its host policy (write_policy.hpp).
+    model_.store_finished(r.path.data(), r.path.size(), orders);
+    release(r);
     requests_.erase(id);
   }
   std::vector<uint64_t> written;

@@ -162,6 +162,7 @@ class controller_core {
     uint64_t load_transfer = 0;
     bool admitted = false;
     bool protected_hold = false;          // prefetch_path held past landing, until admission
+    bool preempted = false;               // admitted before: its next admission is a re-admission
   };
   void release(request_state& r);
   /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the

@@ -57,6 +57,7 @@ void controller_core::release_protected_if_idle() {
 void controller_core::preempt(request_id id, uint32_t computed_tokens,
                               std::vector<transfer_order>& orders, std::vector<uint64_t>* written) {
   request_state& r = requests_.at(id);
+  r.preempted = r.preempted || r.admitted;
   if (options_.preemption != preemption_mode::recompute && r.admitted) {
     // Its full generated (unlisted) blocks get names, so that it can find them again; they join
     // the tree like any computed block, and then every computed block is saved.

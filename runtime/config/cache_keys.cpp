@@ -37,6 +37,9 @@ std::vector<option_spec> cache_key_specs() {
     {keys::cache::write_back_host_copy, 0, 0, {"free_on_swap_in", "keep"}, false,
      "write_back: a swapped-in block's host copy is freed (FastDeploy; the block is written back "
      "again at its next eviction) or kept (SGLang HiCache; each block is written back once)"},
+    {keys::cache::prefix_caching, 0, 0, {}, false,
+     "false: no prefix matching in any tier and no copies below the device, every prompt token "
+     "is computed (an engine without prefix caching: the no-caching baseline)"},
   };
 }
 

@@ -25,6 +25,7 @@ inline constexpr text_key storage_write{"cache.storage_write"};
 inline constexpr integer_key storage_write_threshold{"cache.storage_write_threshold"};
 inline constexpr boolean_key output_caching{"cache.output_caching"};
 inline constexpr text_key write_back_host_copy{"cache.write_back_host_copy"};
+inline constexpr boolean_key prefix_caching{"cache.prefix_caching"};
 
 }  // namespace keys::cache
 

@@ -54,6 +54,8 @@ replay_config resolve(const config& c) {
   r.cache.storage_write_threshold =
     static_cast<uint32_t>(c.integer(keys::cache::storage_write_threshold));
   r.cache.write_back_keeps_host_copy = c.text(keys::cache::write_back_host_copy) == "keep";
+  r.cache.caching =
+    c.boolean(keys::cache::prefix_caching) ? prefix_caching::on : prefix_caching::off;
   r.storage_blocks =
     blocks_of(c, keys::storage::capacity_tokens, keys::storage::capacity_blocks, r.block_size,
               u32);

@@ -52,7 +52,7 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   model_.acquire_matched(match_.nodes.data(), match_.nodes.size());
   const uint32_t in_tree = match_.device + match_.host;
   uint32_t stored = 0;
-  if (storage_) {
+  if (storage_ && model_.options().caching == prefix_caching::on) {
     for (uint32_t i = in_tree; i < n; ++i, ++stored) {
       ++totals_.lookups;
       if (!storage_->contains(key_of(blocks[i].hash))
@@ -107,6 +107,12 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   KVTIER_ASSERT(next == fresh_.size());
   drain();
   totals_.inserts += end;
+  // The request finishes: backups due since its commit first, as the timed replay's steps do,
+  // then the storage decision (write_policy.hpp).
+  model_.collect_backups(orders_);
+  drain();
+  model_.store_finished(path_.data(), path_.size(), orders_);
+  drain();
   std::reverse(path_.begin(), path_.end());  // tail first
   model_.release(path_.data(), path_.size());
   model_.collect_backups(orders_);

@@ -167,3 +167,16 @@ TEST_CASE("block_hash: a token block's hash does not depend on what the stack he
   for (int i = 0; i < 4; ++i)
     CHECK(hash_after_stale_stack(t) == expected);
 }
+
+TEST_CASE("block_hash: extra keys change every block, the first one included", "[hash]") {
+  // kvtier serve mixes a request's extra keys into each of its blocks (the protocol names no
+  // item positions), so a multimodal prompt shares no block with its own text prefix
+  // (docs/fastdeploy.md §1).
+  std::vector<int32_t> tokens(32, 7);
+  const uint64_t image = 0xfeed;
+  block_hash text = hash_token_block(0, tokens.data(), 16);
+  block_hash with_image = hash_token_block(0, tokens.data(), 16, &image, 1);
+  CHECK(text != with_image);
+  CHECK(hash_token_block(text, tokens.data() + 16, 16)
+        != hash_token_block(with_image, tokens.data() + 16, 16, &image, 1));
+}

@@ -235,3 +235,22 @@ TEST_CASE("config: a storage calibration round-trips, the read latency included"
                ": field 'read_op_latency_us': expected a positive number");
   std::remove(path.c_str());
 }
+
+TEST_CASE("config: the default preemption is recompute even with a storage tier",
+          "[config][preemption]") {
+  // FastDeploy saves a victim to storage by default; kvtier keeps one default whatever the
+  // tiers (docs/fastdeploy.md §4).
+  config c;
+  replay_config r = resolve(c);
+  REQUIRE(r.cache.storage_tier);
+  CHECK(resolve_timed(c, r).scheduler.options.preemption == preemption_mode::recompute);
+}
+
+TEST_CASE("config: cache.prefix_caching switches matching off", "[config]") {
+  config c;
+  CHECK(resolve(c).cache.caching == prefix_caching::on);
+  c.set("cache.prefix_caching=false");
+  CHECK(resolve(c).cache.caching == prefix_caching::off);
+  std::string e = error_of([&] { c.set("cache.prefix_caching=maybe"); });
+  CHECK(e.find("cache.prefix_caching") != std::string::npos);
+}

@@ -238,16 +238,20 @@ TEST_CASE("hitrate: bytes each write policy moves on a hand-worked trace", "[hit
   //   R4 [1]  evict 2, swap in 1  write_back: write back 2
   //   R5 [2]  evict 3, swap in 2  write_back: write back 3
   //   R6 [3]  evict 1, swap in 3  write_back (free_on_swap_in): write back 1 again
+  // Storage is written at each request's finish whatever the host policy, each block once: under
+  // write_through_selective and write_back, R1, R2 and R3 stage their block through a host block
+  // (a D2H each) to store it, and the host copy goes after the store; R4-R6 then hit in storage
+  // under selective (nothing reused on device: no backup), in host under write_back.
   struct expected {
     write_policy policy;
     bool keep;
-    uint64_t d2h_blocks, host_hits, stores;
+    uint64_t d2h_blocks, h2d_blocks, host_hits, stores;
   };
   const expected cases[] = {
-    {write_policy::write_through, false, 3, 3, 3},
-    {write_policy::write_through_selective, false, 0, 0, 0},  // threshold 2: nothing reused on device
-    {write_policy::write_back, false, 4, 3, 4},
-    {write_policy::write_back, true, 3, 3, 3},
+    {write_policy::write_through, false, 3, 3, 3, 3},
+    {write_policy::write_through_selective, false, 3, 3, 0, 3},
+    {write_policy::write_back, false, 7, 3, 3, 3},
+    {write_policy::write_back, true, 6, 3, 3, 3},
   };
   for (const auto& e : cases) {
     replay_config c = small_config(2, 4, e.policy, 8);
@@ -262,11 +266,26 @@ TEST_CASE("hitrate: bytes each write policy moves on a hand-worked trace", "[hit
       x.serve({id});
     const cache_counters& k = x.replay.model().counters();
     INFO(to_string(e.policy) << (e.keep ? " keep" : ""));
-    uint64_t d2h_bytes = (k.backups + k.write_backs) * c.block_bytes();
+    uint64_t d2h_bytes = (k.backups + k.write_backs + k.staged_stores) * c.block_bytes();
     CHECK(d2h_bytes == e.d2h_blocks * 1024);
-    CHECK(k.swap_ins * c.block_bytes() == e.host_hits * 1024);  // H2D bytes
+    CHECK(k.swap_ins * c.block_bytes() == e.h2d_blocks * 1024);  // H2D bytes
     CHECK(k.stores * c.block_bytes() == e.stores * 1024);       // storage write bytes
     CHECK(x.replay.totals().hit_blocks[1] == e.host_hits);
     CHECK(x.replay.finish().ok());
   }
+}
+
+TEST_CASE("hitrate: with prefix caching off every request computes its whole prompt",
+          "[hitrate]") {
+  replay_config c = small_config(8, 8, write_policy::write_through, 16);
+  c.cache.caching = prefix_caching::off;
+  runner x(c, 1);
+  for (int i = 0; i < 3; ++i) {
+    request_outcome o = x.serve({1, 2, 3});
+    for (tier t : all_tiers)
+      CHECK(at(o.hit_tokens, t) == 0);
+    CHECK(o.uncached_blocks == 0);
+  }
+  CHECK(x.replay.model().counters().stores == 0);
+  CHECK(x.replay.finish().ok());
 }

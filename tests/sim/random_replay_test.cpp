@@ -192,7 +192,7 @@ TEST_CASE("replay: save_to_storage victims are looked up and restored from stora
   // The random workloads with a storage tier, every one under save_to_storage: some victims
   // lose their blocks from device and host before re-admission and must come back from storage.
   uint64_t runs = 0, lookups = 0, from_storage = 0, stored = 0;
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= 600; ++seed) {
     random_run run = make_run(seed);
     timed_config& c = run.config;
     if (!c.controller.storage)
@@ -212,7 +212,10 @@ TEST_CASE("replay: save_to_storage victims are looked up and restored from stora
     stored += r.controller.preemption.stored_blocks;
   }
   INFO("runs " << runs << " lookups " << lookups << " restored from storage " << from_storage
-       << " stored " << stored);  // 80, 7, 16, 1413 when written
+       << " stored " << stored);  // seeds 1-200: 80, 7, 16, 1413 when written
+  // Seeds 1-200 restore nothing from storage once a re-admission's own blocks stop counting as
+  // hits (docs/design.md "Write policies"): the one restored block came from a backup those
+  // hits triggered. Seeds up to 600 still exercise the path.
   CHECK(runs > 50);
   CHECK(stored > 0);
   CHECK(lookups > 0);

@@ -3,113 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include "model/cache/invariants.hpp"
+#include "tests/model/cache/cache_harness.hpp"
 
 #include <map>
 #include <set>
 
 using namespace kvtier;
-
-namespace {
-
-constexpr uint32_t bs = 16;
-
-std::vector<cache_block> blocks_of(const std::vector<uint64_t>& ids) {
-  std::vector<cache_block> out;
-  map_trace_blocks(1, ids.data(), ids.size(), static_cast<uint32_t>(ids.size()) * bs, bs, bs,
-                   out);
-  return out;
-}
-
-cache_options device_only(uint32_t device_blocks) {
-  cache_options o;
-  o.device_blocks = device_blocks;
-  return o;
-}
-
-cache_options tiers(uint32_t device_blocks, uint32_t host_blocks, write_policy p,
-                    uint32_t threshold = 2) {
-  cache_options o;
-  o.device_blocks = device_blocks;
-  o.host_blocks = host_blocks;
-  o.policy = p;
-  o.write_through_threshold = threshold;
-  return o;
-}
-
-// Drives the model the way the hit-rate replay does, one request at a time, transfers done at once.
-struct harness {
-  cache_model m;
-  std::vector<transfer_order> orders;
-  std::vector<transfer_order> done;
-
-  explicit harness(const cache_options& o) : m(o) {}
-
-  void drain() {
-    while (!orders.empty()) {
-      transfer_order o = orders.front();
-      orders.erase(orders.begin());
-      done.push_back(o);
-      m.complete(o, orders);
-    }
-  }
-
-  size_t count(transfer_kind k) const {
-    size_t n = 0;
-    for (const auto& o : done)
-      n += o.kind == k;
-    return n;
-  }
-
-  prefix_match match(const std::vector<uint64_t>& ids) {
-    auto blocks = blocks_of(ids);
-    prefix_match pm;
-    m.match(blocks.data(), blocks.size(), pm);
-    return pm;
-  }
-
-  prefix_match serve(const std::vector<uint64_t>& ids) {
-    auto blocks = blocks_of(ids);
-    prefix_match pm;
-    m.match(blocks.data(), blocks.size(), pm);
-    m.acquire_matched(pm.nodes.data(), pm.nodes.size());
-    std::vector<block_id> fresh;
-    REQUIRE(m.allocate_device(static_cast<uint32_t>(blocks.size()) - pm.device, fresh, orders));
-    std::vector<node_id> path = pm.nodes;
-    size_t next = 0;
-    for (uint32_t i = pm.device; i < pm.device + pm.host; ++i)
-      m.swap_in(path[i], fresh[next++], orders);
-    node_id parent = path.empty() ? root_node : path.back();
-    for (size_t i = path.size(); i < blocks.size(); ++i) {
-      commit_result r = m.commit(parent, blocks[i], fresh[next], orders);
-      if (!r.adopted)
-        m.free_device(fresh[next]);
-      ++next;
-      path.push_back(parent = r.node);
-    }
-    drain();
-    std::vector<node_id> reversed(path.rbegin(), path.rend());
-    m.release(reversed.data(), reversed.size());
-    m.collect_backups(orders);
-    drain();
-    check(true);
-    return pm;
-  }
-
-  void check(bool quiescent) {
-    invariant_report r;
-    check_invariants(m, quiescent, r);
-    INFO((r.messages.empty() ? std::string{} : r.messages.front()));
-    REQUIRE(r.ok());
-    REQUIRE(r.checked > 0);
-  }
-
-  bool cached(const std::vector<uint64_t>& ids) {
-    auto blocks = blocks_of(ids);
-    return m.tree().find(blocks.back().hash) != root_node;
-  }
-};
-
-}  // namespace
+using namespace kvtier::test;
 
 TEST_CASE("cache_model: device only: prefix hits and leaf-first LRU eviction", "[model]") {
   harness h(device_only(4));
@@ -280,7 +180,8 @@ TEST_CASE("cache_model: storage write_through_selective stores a block at its th
   CHECK(h.count(transfer_kind::store) == 2);
   h.check(true);
 
-  // A block that has its hits before its host copy is ready is stored when the copy lands.
+  // A block that has its hits before the host policy backs it up is stored when the request
+  // giving it the threshold hit finishes, through a staged host copy.
   cache_options s = tiers(8, 8, write_policy::write_through_selective, 3);
   s.storage_tier = true;
   s.storage = storage_write::write_through_selective;
@@ -288,9 +189,11 @@ TEST_CASE("cache_model: storage write_through_selective stores a block at its th
   harness late(s);
   late.serve({1});
   late.serve({1});
-  CHECK(late.count(transfer_kind::store) == 0);  // 2 hits, no host copy yet
-  late.serve({1});                                // 3 hits: backed up, stored once it is ready
+  CHECK(late.count(transfer_kind::store) == 1);  // 2 hits, staged: no host copy kept
   CHECK(late.count(transfer_kind::backup) == 1);
+  CHECK(late.m.pool(tier::host).used_count() == 0);
+  late.serve({1});                                // 3 hits: backed up, not stored again
+  CHECK(late.count(transfer_kind::backup) == 2);
   CHECK(late.count(transfer_kind::store) == 1);
   late.check(true);
 }

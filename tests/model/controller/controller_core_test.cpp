@@ -215,3 +215,73 @@ TEST_CASE("controller: block events come one batch per message, in the order of 
     host_stores += e.kind == block_event_kind::stored && e.where == tier::host;
   CHECK(host_stores == 2);
 }
+
+TEST_CASE("controller: a re-admission's hits count toward no write-through threshold",
+          "[actors][controller][write_policy]") {
+  cache_options cache;
+  cache.device_blocks = 4;
+  cache.host_blocks = 4;
+  cache.policy = write_policy::write_through_selective;
+  cache.write_through_threshold = 2;
+  controller_core core(cache, opts());
+  std::vector<transfer> out;
+  grant g;
+  step_inputs in;
+  core.on_arrival(1, blocks_of({1, 2}));
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}}}, g, out, in);
+  // It computes its prompt and is preempted (recompute): its blocks stay cached, unreferenced.
+  core.on_commit(commit{2, {{1, 32}}, {}, {{1, 32}}, {}, {}}, g = {}, out, in = {});
+  core.on_commit(commit{3, {}, {}, {}, {}, {{1, 32}}}, g = {}, out, in = {});
+  REQUIRE(g.admits.at(0).device_blocks == 2);  // it finds its own blocks
+  node_id first = core.model().tree().find(blocks_of({1})[0].hash);
+  CHECK(core.model().tree().node(first).hit_count == 1);
+  CHECK(out.empty());  // no backup: nobody else reused them
+  core.on_commit(commit{4, {{1, 32}}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  // Another request's match is reuse.
+  core.on_arrival(2, blocks_of({1, 2}));
+  core.on_commit(commit{5, {}, {}, {}, {}, {{2, 32}}}, g = {}, out, in = {});
+  CHECK(core.model().tree().node(first).hit_count == 2);
+  CHECK(core.model().counters().backups == 2);
+}
+
+TEST_CASE("controller: requests admitted in one step do not match each other's blocks",
+          "[actors][controller]") {
+  // Only computed blocks join the tree (FastDeploy inserts them at allocation and relies on
+  // scheduling order; docs/fastdeploy.md §2).
+  cache_options cache;
+  cache.device_blocks = 8;
+  controller_core core(cache, opts());
+  std::vector<transfer> out;
+  grant g;
+  step_inputs in;
+  core.on_arrival(1, blocks_of({1, 2}));
+  core.on_arrival(2, blocks_of({1, 2}));
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}, {2, 32}}}, g, out, in);
+  REQUIRE(g.admits.size() == 2);
+  CHECK(g.admits[1].admitted);
+  CHECK(g.admits[1].device_blocks == 0);
+  CHECK(in.written.size() == 4);  // both compute both blocks
+}
+
+TEST_CASE("controller: with prefix caching off nothing matches and storage is not asked",
+          "[actors][controller]") {
+  cache_options cache;
+  cache.device_blocks = 8;
+  cache.host_blocks = 8;
+  cache.storage_tier = true;
+  cache.storage = storage_write::always;
+  cache.caching = prefix_caching::off;
+  controller_options o = opts();
+  o.storage = true;
+  controller_core core(cache, o);
+  std::vector<transfer> out;
+  grant g;
+  step_inputs in;
+  CHECK(core.on_arrival(1, blocks_of({1, 2})).empty());
+  core.on_commit(commit{1, {}, {}, {}, {}, {{1, 32}}}, g, out, in);
+  core.on_commit(commit{2, {{1, 32}}, {1}, {}, {}, {}}, g = {}, out, in = {});
+  CHECK(core.on_arrival(2, blocks_of({1, 2})).empty());
+  core.on_commit(commit{3, {}, {}, {}, {}, {{2, 32}}}, g = {}, out, in = {});
+  CHECK(g.admits.at(0).device_blocks == 0);
+  CHECK(out.empty());  // no backup, no store
+}
