@@ -162,6 +162,7 @@ class controller_core {
     uint64_t load_transfer = 0;
     bool admitted = false;
     bool protected_hold = false;          // prefetch_path held past landing, until admission
+    policy_backups backups = policy_backups::by_policy;  // none: preallocated for a handoff
   };
   void release(request_state& r);
   /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the
