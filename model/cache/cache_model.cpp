@@ -56,9 +56,11 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
   }
 }
 
-void cache_model::acquire_matched(const node_id* nodes, size_t n) {
+void cache_model::acquire_matched(const node_id* nodes, size_t n, policy_backups backups) {
   for (size_t i = 0; i < n; ++i) {
     tree_.acquire(nodes[i], true);
+    if (backups == policy_backups::none)
+      continue;
     maybe_queue_backup(nodes[i]);
     const tree_node& x = tree_.node(nodes[i]);
     if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
@@ -263,7 +265,8 @@ void cache_model::swap_in(node_id id, block_id device_block, std::vector<transfe
 }
 
 commit_result cache_model::commit(node_id parent, const cache_block& block,
-                                  block_id device_block, std::vector<transfer_order>&) {
+                                  block_id device_block, std::vector<transfer_order>&,
+                                  policy_backups backups) {
   KVTIER_ASSERT(parent == root_node || tree_.node(parent).has(tier::device));
   commit_result r;
   bool added = false;
@@ -279,7 +282,7 @@ commit_result cache_model::commit(node_id parent, const cache_block& block,
     tree_.set_copy(r.node, tier::device, copy_state::ready, device_block);
     r.adopted = true;
   }
-  if (r.adopted)
+  if (r.adopted && backups == policy_backups::by_policy)
     maybe_queue_backup(r.node);
   return r;
 }

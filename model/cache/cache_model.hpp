@@ -44,6 +44,12 @@ namespace kvtier {
 /// engines run without prefix caching.
 enum class prefix_caching : uint8_t { on, off };
 
+/// Whether the write policy backs up (and then stores) the blocks a request commits or hits. A
+/// decode instance's prompt blocks came from its prefill instance, whose own write policy backs
+/// them up and stores them: copying them again would move each byte over the links twice
+/// (docs/cluster.md, "Prefill/decode disaggregation").
+enum class policy_backups : uint8_t { by_policy, none };
+
 struct cache_options {
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;  ///< 0: no host tier
@@ -125,7 +131,8 @@ class cache_model {
   /// Longest prefix of `blocks` with ready copies: device copies first, then host-only ones.
   void match(const cache_block* blocks, size_t n, prefix_match& out) const;
   /// Holds matched nodes for a request: ref+1 and hit+1 each.
-  void acquire_matched(const node_id* nodes, size_t n);
+  void acquire_matched(const node_id* nodes, size_t n,
+                       policy_backups backups = policy_backups::by_policy);
   /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under,
   /// a preempted request's re-admission finding its own blocks).
   void hold(const node_id* nodes, size_t n);
@@ -151,7 +158,8 @@ class cache_model {
   /// A computed block joins the tree under `parent` (which must have a device copy) and is
   /// held for the caller. The node adopts `device_block` unless it already has a device copy.
   commit_result commit(node_id parent, const cache_block& block, block_id device_block,
-                       std::vector<transfer_order>& orders);
+                       std::vector<transfer_order>& orders,
+                       policy_backups backups = policy_backups::by_policy);
   /// A block found in storage gets a new node under `parent` with a host copy being filled, held
   /// for the caller; nullopt if the hash already has a node or the host tier has no room.
   std::optional<node_id> begin_load(node_id parent, const cache_block& block,

@@ -18,7 +18,7 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
     if (i + ahead < complete)
       model_.tree().prefetch(r.blocks[i + ahead].hash);
     node_id parent = i > 0 ? r.path[i - 1] : root_node;
-    commit_result c = model_.commit(parent, r.blocks[i], r.table[i], orders);
+    commit_result c = model_.commit(parent, r.blocks[i], r.table[i], orders, r.backups);
     if (c.adopted)
       r.owned[i] = 0;
     if (options_.verify)

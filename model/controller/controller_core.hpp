@@ -163,6 +163,7 @@ class controller_core {
     bool admitted = false;
     bool protected_hold = false;          // prefetch_path held past landing, until admission
     bool preempted = false;               // admitted before: its next admission is a re-admission
+    policy_backups backups = policy_backups::by_policy;  // none: preallocated for a handoff
   };
   void release(request_state& r);
   /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the

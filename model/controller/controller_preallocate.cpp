@@ -5,7 +5,8 @@
 namespace kvtier {
 
 // Only device hits are kept: a host copy would need a swap-in that the handoff does not wait
-// for, so D takes those blocks from P like any other it lacks.
+// for, so D takes those blocks from P like any other it lacks. The blocks are P's: its write
+// policy backs them up and stores them, so D's does not copy them again.
 preallocation_result controller_core::preallocate(const preallocation& p,
                                                   std::vector<transfer>& out) {
   preallocation_result res;
@@ -14,11 +15,12 @@ preallocation_result controller_core::preallocate(const preallocation& p,
   request_state& r = requests_[p.req];
   r.blocks = p.blocks;
   r.layout = request_layout(r.blocks, options_.block_size);
+  r.backups = policy_backups::none;
   model_.match(r.blocks.data(), r.blocks.size(), match_);
   uint32_t need = r.layout.blocks_for(p.tokens);
   uint32_t hits = std::min(match_.device, need);
   std::vector<node_id> path(match_.nodes.begin(), match_.nodes.begin() + hits);
-  model_.acquire_matched(path.data(), path.size());
+  model_.acquire_matched(path.data(), path.size(), policy_backups::none);
   std::vector<transfer_order> orders;
   fresh_.clear();
   bool ok = model_.allocate_device(need - hits, fresh_, orders);

@@ -19,4 +19,8 @@ const char* to_string(handoff_failure_rule r) {
   return r == handoff_failure_rule::recompute ? "recompute" : "error";
 }
 
+uint16_t handoff_error_code(pd_transfer t) {
+  return t == pd_transfer::storage ? 502 : 500;
+}
+
 }  // namespace kvtier

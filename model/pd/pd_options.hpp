@@ -19,10 +19,23 @@ enum class pd_transfer : uint8_t { direct = 0, storage = 1 };
 /// What D does when the KV never arrives whole: fail the request (FastDeploy's error) or
 /// compute the prompt itself.
 enum class handoff_failure_rule : uint8_t { error = 0, recompute = 1 };
+/// Storage handoff: which of a request's blocks P writes itself. `every_block`; or
+/// `unshared_blocks` where P's write policy stores every full block it commits under its shared
+/// key anyway (write_through with cache.storage_write=always): P then writes the partial and
+/// unnamed blocks only and waits for the rest to be visible, so no block crosses P's PCIe link
+/// or NIC twice (docs/cluster.md).
+enum class handoff_writes : uint8_t { every_block = 0, unshared_blocks = 1 };
 
 const char* to_string(pd_role r);
 const char* to_string(pd_transfer t);
 const char* to_string(handoff_failure_rule r);
+
+/// The error code of a request whose handoff failed (pd.on_handoff_failure = error): 502 when
+/// D's read from the storage pool failed, as FastDeploy PR #7839 answers it; 500, FastDeploy's
+/// splitwise failure code, when the direct send failed (docs/fastdeploy.md §6).
+uint16_t handoff_error_code(pd_transfer t);
+/// A prefill that waited pd.wait_decode_resource_s for its decode instance fails with 500.
+constexpr uint16_t decode_resource_timeout_code = 500;
 
 struct pd_options {
   pd_transfer transfer = pd_transfer::direct;
@@ -38,6 +51,7 @@ struct pd_options {
   double failure_rate = 0;             ///< pd.failure_rate: handoffs failed on purpose
   uint64_t seed = 0;                   ///< draws of failure_rate
   uint64_t storage_namespace = 0;      ///< keys of handed-off blocks in the storage pool
+  handoff_writes writes = handoff_writes::every_block;
 };
 
 }  // namespace kvtier

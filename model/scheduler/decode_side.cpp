@@ -41,14 +41,23 @@ std::optional<preallocate_reply> decode_side::on_preallocate(const preallocate_r
   load.waiting = st.book.waiting.size() + st.awaiting_ready;
   load.holding = st.book.running.size() + holding();
   load.max_num_seqs = st.options.options.max_num_seqs;
-  load.available_blocks = st.known_available;
+  load.available_blocks = st.known_available > asked_blocks_ ? st.known_available - asked_blocks_
+                                                             : 0;
   load.reserve_per_running = st.reserve.blocks();
-  preallocation_verdict v = decide_preallocation(load, layout.blocks_for(prompt));
+  // FastDeploy's prompt blocks plus enc_dec_block_num, unless that much could never be held.
+  uint32_t extra = layout.blocks_for(prompt) + decode_extra_blocks <= st.options.device_blocks
+                     ? decode_extra_blocks
+                     : 0;
+  uint64_t need = layout.blocks_for(prompt) + uint64_t{extra};
+  preallocation_verdict v = decide_preallocation(load, need);
   if (v != preallocation_verdict::granted) {
     ++st.report.preallocation_refusals;
     return reply(id, v);
   }
-  ask = preallocation{id, p.arrival.blocks, prompt};
+  // Tokens past the prompt fill whole blocks: `extra` blocks' worth holds `extra` blocks more.
+  ask = preallocation{id, p.arrival.blocks, prompt + extra * st.options.options.block_size};
+  asking_.emplace(id, need);  // the slot and blocks are taken until the controller answers
+  asked_blocks_ += need;
   return std::nullopt;
 }
 
@@ -56,6 +65,11 @@ preallocate_reply decode_side::on_preallocated(const preallocation_result& res,
                                                const request_arrival& a, scheduler_state& st) {
   request_id id = a.req.seq;
   uint32_t block_size = st.options.options.block_size;
+  auto asked = asking_.find(id);
+  KVTIER_ASSERT(asked != asking_.end());
+  auto held_blocks = static_cast<uint32_t>(asked->second);  // the prompt's and the extra ones
+  asked_blocks_ -= asked->second;
+  asking_.erase(asked);
   st.known_available = res.available_blocks;
   if (!res.ok) {
     ++st.report.preallocation_refusals;
@@ -64,7 +78,7 @@ preallocate_reply decode_side::on_preallocated(const preallocation_result& res,
   ++st.report.preallocations;
   live_request& x = st.book.add(a.req, a.blocks, block_size, a.handoff.reroutes);
   x.decode_blocks = a.blocks;
-  x.covered_blocks = x.layout.blocks_for(x.prompt);
+  x.covered_blocks = held_blocks;
   x.record.admitted_ns = st.now();
   at(x.record.hit_blocks, tier::device) = at(x.record.first_hit_blocks, tier::device) =
     res.device_hit_blocks;
@@ -75,12 +89,12 @@ preallocate_reply decode_side::on_preallocated(const preallocation_result& res,
   w.hit_tokens = res.device_hit_tokens;
   if (st.options.pd.transfer == pd_transfer::storage) {
     std::vector<uint64_t> keys =
-      handoff_keys(a.blocks, block_size, x.prompt, st.options.pd.storage_namespace);
+      handoff_keys(a.blocks, block_size, x.prompt, st.options.pd.storage_namespace, a.req);
     w.read_keys.assign(keys.begin() + std::min<size_t>(res.device_hit_blocks, keys.size()),
                        keys.end());
   }
   awaiting_kv_.emplace(id, std::move(w));
-  st.expect_output(x, a.blocks);
+  st.expect_output(x, a);
   return reply(id, preallocation_verdict::granted, res.device_hit_blocks);
 }
 

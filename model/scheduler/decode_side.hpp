@@ -16,6 +16,10 @@
 
 namespace kvtier {
 
+/// Blocks D preallocates past the prompt's, for the tokens it generates: FastDeploy's
+/// enc_dec_block_num (FD_ENC_DEC_BLOCK_NUM, default 2; docs/fastdeploy.md §5).
+constexpr uint32_t decode_extra_blocks = 2;
+
 class decode_side {
  public:
   /// A preallocation is asked for: the answer at once (refused), or none and the controller is
@@ -47,10 +51,15 @@ class decode_side {
   /// Its leading `leading` saved blocks are visible.
   void drop_visible(request_id id, uint32_t leading, scheduler_state& st, scheduler_orders& out);
 
-  /// Requests that hold a slot without running: preallocated, or ready to join.
-  uint64_t holding() const { return awaiting_kv_.size() + decode_ready_.size(); }
-  /// Nothing waits for KV, to run, or for a save.
-  bool idle() const { return awaiting_kv_.empty() && decode_ready_.empty() && dropping_.empty(); }
+  /// Requests that hold a slot without running: being preallocated, preallocated, or ready to
+  /// join.
+  uint64_t holding() const {
+    return asking_.size() + awaiting_kv_.size() + decode_ready_.size();
+  }
+  /// Nothing is being preallocated, waits for KV, to run, or for a save.
+  bool idle() const {
+    return asking_.empty() && awaiting_kv_.empty() && decode_ready_.empty() && dropping_.empty();
+  }
 
  private:
   struct kv_wait {
@@ -71,6 +80,10 @@ class decode_side {
                       scheduler_orders& out);
   void finish_drop(request_id id, bool timed_out, scheduler_state& st, scheduler_orders& out);
 
+  // Granted here, the controller not yet answered: each holds its slot and the blocks asked for,
+  // so that a preallocation handled before that answer sees them taken (docs/cluster.md, PD 1).
+  absl::flat_hash_map<request_id, uint64_t> asking_;
+  uint64_t asked_blocks_ = 0;
   absl::flat_hash_map<request_id, kv_wait> awaiting_kv_;  // preallocated
   std::vector<request_id> decode_ready_;  // KV in place: joins running at the next plan
   absl::flat_hash_map<request_id, drop_write> dropping_;  // victims whose save is writing

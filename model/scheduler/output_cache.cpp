@@ -7,13 +7,13 @@
 
 namespace kvtier {
 
-void scheduler_state::expect_output(const live_request& x, const std::vector<cache_block>& blocks) {
+void scheduler_state::expect_output(const live_request& x, const request_arrival& a) {
   if (!options.output_caching)
     return;
   // Its KV at the end covers the prompt and every generated token but the last.
-  output_keys[x.trace.seq] = handoff_keys(blocks, options.options.block_size,
+  output_keys[x.trace.seq] = handoff_keys(a.blocks, options.options.block_size,
                                           x.prompt + uint64_t{x.output} - 1,
-                                          options.pd.storage_namespace);
+                                          options.pd.storage_namespace, a.req);
 }
 
 void scheduler_state::finish(request_id id, scheduler_orders& out) {

@@ -31,9 +31,16 @@ void prefill_side::expect(const live_request& x, const request_arrival& a,
     s.blocks = x.layout.blocks_for(x.prompt);
     s.skip = std::min(a.handoff.decode_has_blocks, s.blocks);
     streams_->add(x.trace.seq, std::move(s));
-  } else {
-    store_keys_[x.trace.seq] = handoff_keys(a.blocks, st.options.options.block_size, x.prompt,
-                                            pd_.storage_namespace);
+    return;
+  }
+  store_plan& p = stores_[x.trace.seq];
+  p.keys = handoff_keys(a.blocks, st.options.options.block_size, x.prompt, pd_.storage_namespace,
+                        a.req);
+  if (pd_.writes == handoff_writes::unshared_blocks) {
+    // The leading full listed blocks go under their shared keys, as the write policy stores them.
+    while (p.shared < p.keys.size() && p.shared < a.blocks.size()
+           && a.blocks[p.shared].tokens == st.options.options.block_size)
+      ++p.shared;
   }
 }
 
@@ -45,7 +52,42 @@ void prefill_side::begin(request_id id, int64_t now, scheduler_state& st,
     out.push_back(timer_order{timer_kind::handoff, arrives, id});
     return;
   }
-  const std::vector<uint64_t>& keys = store_keys_.at(id);
+  store_plan& p = stores_.at(id);
+  if (p.shared == 0) {
+    write(id, 0, st, out);
+    return;
+  }
+  // Blocks this pass computed are being stored by the write policy now; its hits were stored
+  // before, unless storage has evicted them since: ask which are there.
+  const live_request& x = st.book.at(id);
+  uint32_t hits = 0;
+  for (tier t : {tier::device, tier::host, tier::storage})
+    hits += at(x.record.hit_blocks, t);
+  p.computed_from = std::min(hits, p.shared);
+  if (p.computed_from == 0) {
+    write(id, 0, st, out);
+    return;
+  }
+  std::vector<uint64_t> hit_keys(p.keys.begin(), p.keys.begin() + p.computed_from);
+  out.push_back(storage_order{exists_query{std::move(hit_keys)}, exists_use::handoff_stored, id});
+}
+
+void prefill_side::already_stored(request_id id, uint32_t leading, scheduler_state& st,
+                                  scheduler_orders& out) {
+  write(id, leading, st, out);
+}
+
+void prefill_side::write(request_id id, uint32_t stored_hits, scheduler_state& st,
+                         scheduler_orders& out) {
+  store_plan& p = stores_.at(id);
+  // P writes what nobody else stores: its hits storage lacks, and the blocks past the shared
+  // ones (the partial last block, blocks no trace id names); the rest the policy stores.
+  std::vector<uint64_t> keys(p.keys.begin() + stored_hits, p.keys.begin() + p.computed_from);
+  keys.insert(keys.end(), p.keys.begin() + p.shared, p.keys.end());
+  if (keys.empty()) {
+    check_visible(id, out);
+    return;
+  }
   st.report.handoff_blocks_sent += keys.size();
   st.write_to_storage(keys, transfer_use::handoff_store, id, out);
 }
@@ -58,16 +100,27 @@ void prefill_side::stored(request_id id, bool ok, scheduler_state& st, scheduler
 }
 
 void prefill_side::check_visible(request_id id, scheduler_orders& out) const {
-  out.push_back(storage_order{exists_query{store_keys_.at(id)}, exists_use::handoff_visible, id});
+  out.push_back(storage_order{exists_query{stores_.at(id).keys}, exists_use::handoff_visible, id});
 }
 
 void prefill_side::visible(request_id id, uint32_t leading, scheduler_state& st,
                            scheduler_orders& out) {
-  if (leading >= store_keys_.at(id).size()) {
+  store_plan& p = stores_.at(id);
+  if (leading >= p.keys.size()) {
     complete(id, true, st, out);
     return;
   }
-  if (++visibility_checks_[id] > visibility_polls) {
+  if (++p.polls > visibility_polls) {
+    if (leading < p.shared) {
+      // A block left to the write policy never became visible (its backup found no host room):
+      // P writes the ones still missing itself, once.
+      std::vector<uint64_t> missing(p.keys.begin() + leading, p.keys.begin() + p.shared);
+      p.shared = 0;
+      p.polls = 0;
+      st.report.handoff_blocks_sent += missing.size();
+      st.write_to_storage(missing, transfer_use::handoff_store, id, out);
+      return;
+    }
     complete(id, true, st, out);  // D finds a block missing
     return;
   }
@@ -92,10 +145,9 @@ void prefill_side::complete(request_id id, bool ok, scheduler_state& st, schedul
   d.first_token_ns = r.record.first_token_ns;
   d.handoff_ok = ok;
   handing_off_.erase(it);
-  visibility_checks_.erase(id);
   if (streams_)
     streams_->erase(id);
-  store_keys_.erase(id);
+  stores_.erase(id);
   st.finished.push_back(id);  // sent: the blocks may go
   st.answer(id, d, out);
   st.request_plan(out);

@@ -29,6 +29,9 @@ class prefill_side {
   void stored(request_id id, bool ok, scheduler_state& st, scheduler_orders& out);
   /// Storage handoff: the leading `leading` written blocks are visible.
   void visible(request_id id, uint32_t leading, scheduler_state& st, scheduler_orders& out);
+  /// Storage already holds the `leading` first of the hits asked about at begin.
+  void already_stored(request_id id, uint32_t leading, scheduler_state& st,
+                      scheduler_orders& out);
   /// The handoff timer: the last layer has arrived (direct), or ask storage again.
   void on_timer(request_id id, scheduler_state& st, scheduler_orders& out);
 
@@ -43,14 +46,23 @@ class prefill_side {
   void fill(scheduler_report& r) const;
 
  private:
+  // Storage: what a handoff writes and waits for.
+  struct store_plan {
+    std::vector<uint64_t> keys;  // every block of the prompt, in order
+    uint32_t shared = 0;         // leading blocks the write policy stores (unshared_blocks)
+    uint32_t computed_from = 0;  // of those, the ones this pass computed start here
+    uint32_t polls = 0;          // visibility checks so far
+  };
   void check_visible(request_id id, scheduler_orders& out) const;
+  /// Writes what the write policy does not store (device -> host -> storage), skipping the
+  /// `stored_hits` leading blocks storage already holds.
+  void write(request_id id, uint32_t stored_hits, scheduler_state& st, scheduler_orders& out);
   void complete(request_id id, bool ok, scheduler_state& st, scheduler_orders& out);
 
   const pd_options pd_;
   std::unique_ptr<prefill_streams> streams_;  // direct: what goes over the PD link
-  absl::flat_hash_map<request_id, std::vector<uint64_t>> store_keys_;  // storage
+  absl::flat_hash_map<request_id, store_plan> stores_;  // storage
   absl::flat_hash_map<request_id, int64_t> handing_off_;  // the prefill end of each handoff
-  absl::flat_hash_map<request_id, uint32_t> visibility_checks_;  // storage
   std::vector<int64_t> layer_ends_;  // scratch
 };
 

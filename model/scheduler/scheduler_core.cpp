@@ -37,7 +37,7 @@ std::optional<request_done> scheduler_core::on_arrival(request_arrival& a,
   if (a.handoff.active)
     prefill_.expect(x, a, st_);
   else
-    st_.expect_output(x, a.blocks);
+    st_.expect_output(x, a);
   ++st_.awaiting_ready;
   st_.unanswered.insert(id);
   out.push_back(arrival{id, std::move(a.blocks)});
@@ -113,6 +113,8 @@ void scheduler_core::on_exists(exists_use use, request_id id, const exists_reply
                                scheduler_orders& out) {
   if (use == exists_use::handoff_visible)
     prefill_.visible(id, r.leading, st_, out);
+  else if (use == exists_use::handoff_stored)
+    prefill_.already_stored(id, r.leading, st_, out);
   else
     decode_.drop_visible(id, r.leading, st_, out);
 }

@@ -33,6 +33,7 @@ struct engine_order {
 enum class exists_use : uint8_t {
   handoff_visible,  ///< PD prefill, storage handoff: are the written blocks visible yet
   drop_saved,       ///< PD decode: are a dropped victim's saved blocks visible yet
+  handoff_stored,   ///< PD prefill, storage handoff: which of its hits storage holds already
 };
 
 struct storage_order {

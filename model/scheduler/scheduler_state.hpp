@@ -86,7 +86,7 @@ struct scheduler_state {
   // -- cache.output_caching (output_cache.cpp) ----------------------------------------------------
 
   /// Remembers where `x`'s blocks would be stored when it finishes (if output caching is on).
-  void expect_output(const live_request& x, const std::vector<cache_block>& blocks);
+  void expect_output(const live_request& x, const request_arrival& a);
   /// `id` finished: answered now; its blocks go at the next commit, or once written.
   void finish(request_id id, scheduler_orders& out);
   /// The write `finish` started is done: the blocks may go.

@@ -237,6 +237,10 @@ timed_config resolve_timed(const config& c, const replay_config& rc) {
       ic.scheduler.pd = resolve_pd(spec.settings, resolve(spec.settings));
       if (ic.role == pd_role::prefill)
         ic.scheduler.output_caching = false;  // a prefill instance finishes nothing
+      if (ic.role == pd_role::prefill && ic.cache.policy == write_policy::write_through
+          && ic.cache.storage == storage_write::always && ic.cache.host_blocks > 0
+          && ic.cache.storage_tier)
+        ic.scheduler.pd.writes = handoff_writes::unshared_blocks;
     }
     t.instances.push_back(std::move(ic));
   }

@@ -17,9 +17,14 @@ json instance_summary(const instance_result& x) {
     if (q.finish_ns < 0)
       continue;
     ++finished;
-    input += q.input_tokens;
-    for (tier t : all_tiers)
-      at(tier_tokens, t) += at(q.hit_tokens, t);
+    // Hits as the summary counts them (request_tally.cpp): at a request's first admission on its
+    // first pass. A pass after a decode instance dropped it (PD) finds what its earlier passes
+    // computed, and a readmission after a preemption its own blocks: neither is a cache hit.
+    if (q.attempt == 0) {
+      input += q.input_tokens;
+      for (tier t : all_tiers)
+        at(tier_tokens, t) += at(q.first_hit_tokens, t);
+    }
     ttft.push_back(static_cast<double>(q.first_token_ns - q.arrival_ns) / 1e6);
     if (q.output_tokens > 1)
       tpot.push_back(static_cast<double>(q.finish_ns - q.first_token_ns) / 1e6

@@ -1,6 +1,8 @@
 #include "sim/report/summary_sections.hpp"
 
 #include <array>
+#include <map>
+#include <string>
 
 #include "sim/report/summary_math.hpp"
 
@@ -87,6 +89,10 @@ json pd_section(const full_result& r) {
   for (int64_t ns : f.handoff_ns)
     handoff.push_back(static_cast<double>(ns) / 1e6);
   prefill_passes passes = tally_prefill_passes(r);
+  // Requests that ended in error, by the code FastDeploy answers them with.
+  std::map<std::string, uint64_t> codes{{"500", 0}, {"502", 0}};
+  codes[std::to_string(handoff_error_code(r.pd_mode))] += f.handoff_failures - f.recomputed;
+  codes[std::to_string(decode_resource_timeout_code)] += f.decode_resource_timeouts;
   json out = {
     {"transfer", to_string(r.pd_mode)},
     {"handoffs", f.handoff_ns.size() + f.handoff_failures},
@@ -97,7 +103,8 @@ json pd_section(const full_result& r) {
                   {"recomputed", f.recomputed},
                   {"injected", f.injected_failures},
                   {"storage_read_failures", s.handoff_read_failures},
-                  {"decode_resource_timeouts", f.decode_resource_timeouts}}},
+                  {"decode_resource_timeouts", f.decode_resource_timeouts},
+                  {"error_codes", codes}}},
     {"blocks", {{"sent", s.handoff_blocks_sent}, {"skipped", s.handoff_blocks_skipped},
                 {"storage_reads", s.handoff_reads}}},
     {"bytes", pd_bytes(r)},

@@ -7,6 +7,7 @@
 #include "model/pd/handoff_fault.hpp"
 #include "model/pd/handoff_keys.hpp"
 #include "model/pd/pd_link.hpp"
+#include "model/pd/pd_options.hpp"
 #include "model/pd/preallocation.hpp"
 #include "model/pd/prefill_streams.hpp"
 #include "model/storage/storage_index.hpp"
@@ -111,23 +112,66 @@ TEST_CASE("pd streams: blocks complete within a chunk, unlisted prompt blocks in
 TEST_CASE("handoff keys: full blocks under their shared key, partial ones under their own",
           "[pd][keys]") {
   std::vector<cache_block> blocks{{101, 16}, {102, 16}, {103, 5}};
-  std::vector<uint64_t> k = handoff_keys(blocks, 16, 37, 7);
+  trace_request req;
+  req.seq = 4;
+  std::vector<uint64_t> k = handoff_keys(blocks, 16, 37, 7, req);
   REQUIRE(k.size() == 3);
   CHECK(k[0] == make_storage_key(7, 101));
   CHECK(k[1] == make_storage_key(7, 102));
-  CHECK(k[2] == partial_block_key(7, 102, 37));
+  CHECK(k[2] == partial_block_key(7, 102, 37, 103));  // a listed partial block: its own hash
   CHECK(k[2] != make_storage_key(7, 103));  // never matched as the shared block 103
   // Prompt tokens past the listed blocks (and, for output caching, generated ones) follow.
-  std::vector<uint64_t> longer = handoff_keys(blocks, 16, 70, 7);
+  std::vector<uint64_t> longer = handoff_keys(blocks, 16, 70, 7, req);
   REQUIRE(longer.size() == request_layout(blocks, 16).blocks_for(70));
   REQUIRE(longer.size() == 6);
-  CHECK(longer[3] == partial_block_key(7, 102, 53));
-  CHECK(longer[4] == partial_block_key(7, 102, 69));
-  CHECK(longer[5] == partial_block_key(7, 102, 70));
-  // Other prompts, other namespaces, other lengths: other keys.
-  CHECK(partial_block_key(7, 102, 37) != partial_block_key(7, 102, 38));
-  CHECK(partial_block_key(7, 102, 37) != partial_block_key(8, 102, 37));
-  CHECK(partial_block_key(7, 102, 37) != partial_block_key(7, 101, 37));
+  CHECK(longer[3] == partial_block_key(7, 102, 53, partial_content(req, 37, 53)));
+  CHECK(longer[4] == partial_block_key(7, 102, 69, partial_content(req, 53, 69)));
+  CHECK(longer[5] == partial_block_key(7, 102, 70, partial_content(req, 69, 70)));
+  // Other prompts, other namespaces, other lengths, other content: other keys.
+  CHECK(partial_block_key(7, 102, 37, 1) != partial_block_key(7, 102, 38, 1));
+  CHECK(partial_block_key(7, 102, 37, 1) != partial_block_key(8, 102, 37, 1));
+  CHECK(partial_block_key(7, 102, 37, 1) != partial_block_key(7, 101, 37, 1));
+  CHECK(partial_block_key(7, 102, 37, 1) != partial_block_key(7, 102, 37, 2));
+}
+
+TEST_CASE("handoff keys: a partial block's key holds its tokens", "[pd][keys]") {
+  // Two 74-token prompts share their first 64 tokens and differ in the last 10 (FastDeploy PR
+  // #7839 hashes the partial block's tokens into its key).
+  trace_request a, b;
+  a.seq = 1;
+  b.seq = 2;
+  for (int32_t t = 0; t < 74; ++t) {
+    a.tokens.push_back(t);
+    b.tokens.push_back(t < 64 ? t : 1000 + t);
+  }
+  std::vector<cache_block> blocks_a, blocks_b;
+  map_token_blocks(a.tokens.data(), a.tokens.size(), 64, blocks_a);
+  map_token_blocks(b.tokens.data(), b.tokens.size(), 64, blocks_b);
+  std::vector<uint64_t> ka = handoff_keys(blocks_a, 64, 74, 7, a);
+  std::vector<uint64_t> kb = handoff_keys(blocks_b, 64, 74, 7, b);
+  REQUIRE(ka.size() == 2);
+  REQUIRE(kb.size() == 2);
+  CHECK(ka[0] == kb[0]);  // the shared full block
+  CHECK(ka[1] != kb[1]);  // the tails differ
+  // The same tail in another request is the same content: one key.
+  trace_request same = a;
+  same.seq = 3;
+  CHECK(handoff_keys(blocks_a, 64, 74, 7, same) == ka);
+  // Tokens the trace does not give (ids traces past their ids, generated tokens) are the
+  // request's own.
+  trace_request no_tokens_a, no_tokens_b;
+  no_tokens_a.seq = 1;
+  no_tokens_b.seq = 2;
+  CHECK(handoff_keys(blocks_a, 64, 74, 7, no_tokens_a)[1]
+        != handoff_keys(blocks_a, 64, 74, 7, no_tokens_b)[1]);
+  CHECK(handoff_keys(blocks_a, 64, 74, 7, no_tokens_a)
+        == handoff_keys(blocks_a, 64, 74, 7, no_tokens_a));
+}
+
+TEST_CASE("handoff failures: the error code FastDeploy answers them with", "[pd][faults]") {
+  CHECK(handoff_error_code(pd_transfer::storage) == 502);  // D's storage read failed (PR #7839)
+  CHECK(handoff_error_code(pd_transfer::direct) == 500);   // the splitwise send failed
+  CHECK(decode_resource_timeout_code == 500);
 }
 
 TEST_CASE("handoff failures: drawn from the seed per request, at the configured rate",

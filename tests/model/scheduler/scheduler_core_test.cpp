@@ -246,7 +246,7 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   preallocation ask;
   REQUIRE_FALSE(d.core.on_preallocate(p, ask).has_value());  // the controller is asked
   CHECK(ask.req == 5);
-  CHECK(ask.tokens == 32);
+  CHECK(ask.tokens == 32 + decode_extra_blocks * 16);  // FastDeploy's enc_dec_block_num
   preallocate_reply r = d.core.on_preallocated(preallocation_result{5, true, 1, 16, 50}, p.arrival);
   CHECK(r.verdict == preallocation_verdict::granted);
   CHECK(r.device_hit_blocks == 1);
@@ -259,6 +259,56 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   CHECK(done.decode_ready_ns == 500);
   CHECK(at<timer_order>(d.out, 1).kind == timer_kind::plan);  // to release its blocks
   CHECK(d.core.book().at(5).record.first_token_ns == 100);
+}
+
+TEST_CASE("scheduler core: preallocations asked together take max_num_seqs slots, no more",
+          "[scheduler][scheduler_core][pd]") {
+  // The controller answers the first ask after the second has been handled (requests arriving
+  // in the same trace tick): the first must already hold its slot.
+  scheduler_core_options o = opts();
+  o.role = pd_role::decode;
+  o.options.max_num_seqs = 1;
+  driver d(o);
+  preallocate_request first{arrival_of(5, {1, 2}, 4)};
+  preallocate_request second{arrival_of(6, {3, 4}, 4)};
+  preallocation ask_first, ask_second;
+  REQUIRE_FALSE(d.core.on_preallocate(first, ask_first).has_value());
+  std::optional<preallocate_reply> refused = d.core.on_preallocate(second, ask_second);
+  REQUIRE(refused.has_value());
+  CHECK(refused->verdict == preallocation_verdict::no_slot);
+  preallocate_reply r =
+    d.core.on_preallocated(preallocation_result{5, true, 0, 0, 50}, first.arrival);
+  CHECK(r.verdict == preallocation_verdict::granted);
+  REQUIRE(d.core.on_preallocate(second, ask_second).has_value());  // the slot is still held
+  // A refusal by the controller gives the slot back.
+  scheduler_core_options two = o;
+  two.options.max_num_seqs = 2;
+  driver e(two);
+  REQUIRE_FALSE(e.core.on_preallocate(first, ask_first).has_value());
+  CHECK(e.core.on_preallocated(preallocation_result{5, false, 0, 0, 50}, first.arrival).verdict
+        == preallocation_verdict::no_blocks);
+  REQUIRE_FALSE(e.core.on_preallocate(first, ask_first).has_value());
+  REQUIRE_FALSE(e.core.on_preallocate(second, ask_second).has_value());
+}
+
+TEST_CASE("scheduler core: blocks asked for but not yet answered are not offered twice",
+          "[scheduler][scheduler_core][pd]") {
+  scheduler_core_options o = opts();
+  o.role = pd_role::decode;
+  o.options.max_num_seqs = 4;
+  o.device_blocks = 9;  // known free at the start
+  driver d(o);
+  // Each asks for its 2 prompt blocks and 2 for its output: the third finds 1 left.
+  preallocation ask;
+  REQUIRE_FALSE(
+    d.core.on_preallocate(preallocate_request{arrival_of(5, {1, 2}, 4)}, ask).has_value());
+  CHECK(ask.tokens == 32 + 2 * 16);
+  REQUIRE_FALSE(
+    d.core.on_preallocate(preallocate_request{arrival_of(6, {3, 4}, 4)}, ask).has_value());
+  std::optional<preallocate_reply> third =
+    d.core.on_preallocate(preallocate_request{arrival_of(7, {5, 6}, 4)}, ask);
+  REQUIRE(third.has_value());
+  CHECK(third->verdict == preallocation_verdict::no_blocks);
 }
 
 TEST_CASE("scheduler core: a prefill instance answers a storage handoff once it is visible",
