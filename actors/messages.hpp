@@ -209,7 +209,8 @@ typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, preemption_io& x) {
   return f(caf::meta::type_name("preemption_io"), x.saved_blocks, x.d2h_blocks, x.stored_blocks,
-           x.unsaved_blocks, x.named_blocks, x.readmission_lookups);
+           x.unsaved_blocks, x.named_blocks, x.readmission_lookups, x.marginal_d2h_blocks,
+           x.marginal_stored_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefetch_stats& x) {

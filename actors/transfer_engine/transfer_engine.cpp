@@ -18,6 +18,9 @@ struct running_transfer {
   bool started = false;
   int64_t started_ns = 0;
   int64_t measured_ns = -1;  // measured by the copy backend (-1: by the engine's clock)
+  // A load or store: its storage request and its network flow, both running, still to end.
+  uint8_t storage_parts = 0;
+  std::string storage_error;  // what failed, once both ended ("" if nothing)
 };
 
 struct engine_state;
@@ -77,13 +80,115 @@ std::string settle_storage_payloads(engine_state& st, const transfer& t, bool fo
   return st.copies->loaded(t, st.options.storage_payload_bytes, found);
 }
 
+// Storage transfers stream (docs/design.md, "The timed replay"): a block's bytes cross the storage
+// node's media and the host's network link at once, cut through, each link giving the transfer
+// its fair share, so that a transfer takes as long as its slower link, not the sum of both. The
+// media are the storage actor's (every instance shares them), the network link is the engine's:
+// a transfer runs one flow on each, started together, and ends when both have ended.
+
+bool is_storage(transfer_kind kind) {
+  return kind == transfer_kind::load || kind == transfer_kind::store;
+}
+
+// One part of storage transfer `id` ended: storage's answer or the network flow.
+void storage_part_done(self_ptr self, uint64_t id) {
+  running_transfer& r = self->state.transfers.at(id);
+  KVTIER_ASSERT(r.storage_parts > 0);
+  if (--r.storage_parts > 0)
+    return;
+  if (!r.storage_error.empty())
+    deliver(self, id, false, r.storage_error);
+  else
+    finish(self, id);
+}
+
+void start_network_flow(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  running_transfer& r = st.transfers.at(id);
+  r.storage_parts = 2;  // the flow and storage's answer
+  start_flow(self, id, {st.nic}, {{st.options.links.nic_latency_ns, bytes_of(st, r.msg)}});
+}
+
+void start_load(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  const transfer& t = st.transfers.at(id).msg;
+  storage_io io;
+  for (const auto& b : t.blocks)
+    io.keys.push_back(b.storage_key);
+  io.bytes_each = st.options.block_bytes;
+  if (st.options.storage_payload_bytes > 0) {
+    for (const auto& b : t.blocks)
+      io.hashes.push_back(b.hash);
+    io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
+  }
+  start_network_flow(self, id);
+  self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
+    .then(
+      [=](const storage_io_reply& reply) {
+        sync(self);
+        auto& s = self->state;
+        running_transfer& rt = s.transfers.at(id);
+        rt.lease = reply.lease;
+        if (reply.done < rt.msg.blocks.size()) {
+          // Evicted (or lost with its node) since the controller looked: the load fails (no
+          // lease) and the controller drops it.
+          settle_storage_payloads(s, rt.msg, false);
+          self->send(s.storage, storage_release{reply.lease});
+          rt.lease = 0;
+        } else if (std::string bad = settle_storage_payloads(s, rt.msg, true); !bad.empty()) {
+          ++s.report.payload_errors;
+          self->send(s.storage, storage_release{reply.lease});
+          rt.lease = 0;
+          rt.storage_error = bad;
+        }
+        storage_part_done(self, id);
+      },
+      [=](const caf::error& e) {
+        // The destinations are not handed back: without storage's answer, its backend may
+        // still write them.
+        sync(self);
+        running_transfer& rt = self->state.transfers.at(id);
+        rt.lease = 0;
+        rt.storage_error = "storage get failed: " + caf::to_string(e);
+        storage_part_done(self, id);
+      });
+}
+
+void start_store(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  const transfer& t = st.transfers.at(id).msg;
+  if (st.options.storage_payload_bytes == 0) {
+    std::string bad = st.copies->before_store(t);  // the host blocks are read as they leave
+    if (!bad.empty()) {
+      deliver(self, id, false, bad);
+      return;
+    }
+  }
+  storage_io io;
+  for (const auto& b : t.blocks)
+    io.keys.push_back(b.storage_key);
+  io.bytes_each = st.options.block_bytes;
+  add_storage_payloads(st, t, io);
+  start_network_flow(self, id);
+  self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
+    .then(
+      [=](const storage_io_reply&) {
+        sync(self);
+        storage_part_done(self, id);  // blocks a backend could not store are its count
+      },
+      [=](const caf::error& e) {
+        sync(self);
+        self->state.transfers.at(id).storage_error = "storage put failed: " + caf::to_string(e);
+        storage_part_done(self, id);
+      });
+}
+
 void start(self_ptr self, uint64_t id) {
   auto& st = self->state;
   running_transfer& r = st.transfers.at(id);
   r.started = true;
   r.started_ns = now_of(self);
   const transfer& t = r.msg;
-  const link_options& lo = st.options.links;
   switch (t.kind) {
     case transfer_kind::fill:
       st.copies->fill(t);  // before any later D2H reads them
@@ -95,52 +200,11 @@ void start(self_ptr self, uint64_t id) {
       st.copies->start(t);
       return;
     case transfer_kind::store:
-      start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
+      start_store(self, id);
       return;
-    case transfer_kind::load: {
-      storage_io io;
-      for (const auto& b : t.blocks)
-        io.keys.push_back(b.storage_key);
-      io.bytes_each = st.options.block_bytes;
-      if (st.options.storage_payload_bytes > 0) {
-        for (const auto& b : t.blocks)
-          io.hashes.push_back(b.hash);
-        io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
-      }
-      self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
-        .then(
-          [=](const storage_io_reply& reply) {
-            sync(self);
-            auto& s = self->state;
-            running_transfer& rt = s.transfers.at(id);
-            rt.lease = reply.lease;
-            if (reply.done < rt.msg.blocks.size()) {
-              // Evicted (or lost with its node) since the controller looked: the load fails and
-              // the controller drops it.
-              settle_storage_payloads(s, rt.msg, false);
-              self->send(s.storage, storage_release{reply.lease});
-              rt.lease = 0;
-              finish(self, id);
-              return;
-            }
-            if (std::string bad = settle_storage_payloads(s, rt.msg, true); !bad.empty()) {
-              ++s.report.payload_errors;
-              self->send(s.storage, storage_release{reply.lease});
-              rt.lease = 0;
-              deliver(self, id, false, bad);
-              return;
-            }
-            start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
-          },
-          [=](const caf::error& e) {
-            // The destinations are not handed back: without storage's answer, its backend may
-            // still write them.
-            sync(self);
-            self->state.transfers.at(id).lease = 0;
-            deliver(self, id, false, "storage get failed: " + caf::to_string(e));
-          });
+    case transfer_kind::load:
+      start_load(self, id);
       return;
-    }
   }
 }
 
@@ -200,31 +264,6 @@ void finish(self_ptr self, uint64_t id) {
       }
     }
   }
-  if (kind == transfer_kind::store) {
-    if (st.options.storage_payload_bytes == 0) {
-      std::string bad = st.copies->before_store(r.msg);
-      if (!bad.empty()) {
-        deliver(self, id, false, bad);
-        return;
-      }
-    }
-    storage_io io;
-    for (const auto& b : r.msg.blocks)
-      io.keys.push_back(b.storage_key);
-    io.bytes_each = st.options.block_bytes;
-    add_storage_payloads(st, r.msg, io);
-    self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-      .then(
-        [=](const storage_io_reply&) {
-          sync(self);
-          deliver(self, id, true, "");  // blocks a backend could not store are its count
-        },
-        [=](const caf::error& e) {
-          sync(self);
-          deliver(self, id, false, "storage put failed: " + caf::to_string(e));
-        });
-    return;
-  }
   deliver(self, id, true, "");
 }
 
@@ -241,7 +280,10 @@ void sync(self_ptr self) {
       r.layer_done.push_back(d.at);
     if (d.last) {
       st.flow_to_transfer.erase(d.flow);
-      finish(self, id);
+      if (is_storage(r.msg.kind))
+        storage_part_done(self, id);
+      else
+        finish(self, id);
     }
   }
   arm(self, st.options.clock, st.links);

@@ -3,9 +3,10 @@
 // The transfer engine: moves blocks between device and host memory and between host memory and
 // storage. Device and host copies run on the copy backend its options name (copy_backend.hpp):
 // the modelled PCIe links or the GPU, checked or not. A swap-in reports when each layer was in device memory; a D2H moves all
-// layers at once. Storage traffic crosses the host's network link (`nic`, modelled): a load asks
-// storage for the blocks (the node's media time) and then crosses the nic; a store crosses the
-// nic, then storage writes. A transfer starts once the transfers it must follow are done.
+// layers at once. Storage traffic crosses the host's network link (`nic`, modelled) and the
+// storage node's media (the storage actor's) at once, streaming: a load's get and a store's put
+// run beside its nic flow, and the transfer ends when both have, as long as the slower link
+// takes. A transfer starts once the transfers it must follow are done.
 
 #include <cstdint>
 #include <memory>

@@ -169,6 +169,8 @@ class controller_core {
   /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the
   /// ones to ask storage for (counted as a probe when there are any).
   std::vector<uint64_t> storage_keys_past_match(request_state& r);
+  /// Counts what a save of `x` adds over the write policy (preemption_io's marginal_*).
+  void count_marginal(const tree_node& x, bool copied, bool stored, bool named);
   /// `written`, if given, gets the storage keys its save writes, in block order.
   void preempt(request_id id, uint32_t computed_tokens, std::vector<transfer_order>& orders,
                std::vector<uint64_t>* written = nullptr);

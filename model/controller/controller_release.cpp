@@ -54,6 +54,20 @@ void controller_core::release_protected_if_idle() {
   }
 }
 
+// What a save adds over the write policy (docs/preemption.md): a block's copy is the policy's own
+// when the policy backs it up at its hit count (write_through: every committed block; the
+// commit that preempts queues its new blocks' backups behind the save, which takes them), unless
+// the block was named by this preemption (without the save it would have stayed private, never
+// copied); its store is the policy's when its copy is and the storage write policy stores it once
+// that copy is ready.
+void controller_core::count_marginal(const tree_node& x, bool copied, bool stored, bool named) {
+  const write_decisions& policy = model_.decisions();
+  bool copy_added = copied && (named || !policy.wants_backup(x.hit_count));
+  preemption_.marginal_d2h_blocks += copy_added;
+  preemption_.marginal_stored_blocks +=
+    stored && (copy_added || !policy.stores_when_host_ready(x.hit_count));
+}
+
 void controller_core::preempt(request_id id, uint32_t computed_tokens,
                               std::vector<transfer_order>& orders, std::vector<uint64_t>* written) {
   request_state& r = requests_.at(id);
@@ -63,7 +77,8 @@ void controller_core::preempt(request_id id, uint32_t computed_tokens,
     // the tree like any computed block, and then every computed block is saved.
     uint32_t named = saved_private_blocks(r.layout, computed_tokens, options_.block_size);
     auto held = static_cast<uint32_t>(r.table.size());
-    named = held > r.layout.listed() ? std::min(named, held - r.layout.listed()) : 0;
+    const uint32_t listed = r.layout.listed();
+    named = held > listed ? std::min(named, held - listed) : 0;
     if (named > 0) {
       name_private_blocks(id, named, options_.block_size, r.blocks);
       r.layout.list_private_blocks(named);
@@ -71,7 +86,8 @@ void controller_core::preempt(request_id id, uint32_t computed_tokens,
     }
     commit_computed(r, computed_tokens, orders);
     bool store = options_.preemption == preemption_mode::save_to_storage;
-    for (node_id n : r.path) {
+    for (size_t k = 0; k < r.path.size(); ++k) {
+      node_id n = r.path[k];
       const tree_node& x = model_.tree().node(n);
       if (!x.ready(tier::device))
         continue;
@@ -84,9 +100,13 @@ void controller_core::preempt(request_id id, uint32_t computed_tokens,
       ++preemption_.saved_blocks;
       if (written && writes)
         written->push_back(tracker_.storage_key_of(x.hash));
+      bool copied = false;
       for (size_t i = first; i < orders.size(); ++i)
-        if (orders[i].kind == transfer_kind::backup && orders[i].node == n)
+        if (orders[i].kind == transfer_kind::backup && orders[i].node == n) {
           preemption_reads_[orders[i].device_block] = orders[i].id;
+          copied = true;
+        }
+      count_marginal(x, copied, writes, k >= listed && k < listed + named);
     }
   }
   release(r);

@@ -127,6 +127,10 @@ struct preemption_io {
   uint64_t unsaved_blocks = 0;  ///< the host tier had no room for them
   uint64_t named_blocks = 0;    ///< generated (unlisted) blocks named so they can be found again
   uint64_t readmission_lookups = 0;  ///< storage lookups for preempted requests before re-admission
+  /// Of d2h_blocks and stored_blocks, those the write policy would not have copied or stored
+  /// anyway (docs/preemption.md, "What saving costs"): the bytes the mode adds.
+  uint64_t marginal_d2h_blocks = 0;
+  uint64_t marginal_stored_blocks = 0;
 };
 
 struct prefetch_stats {

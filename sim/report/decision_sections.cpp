@@ -41,6 +41,8 @@ json preemption_section(const full_result& r, const run_info& run, const request
     {"d2h_bytes", p.d2h_blocks * run.block_bytes},
     {"storage_write_bytes", p.stored_blocks * run.block_bytes},
     {"readmission_lookups", p.readmission_lookups},
+    {"marginal_d2h_bytes", p.marginal_d2h_blocks * run.block_bytes},
+    {"marginal_storage_write_bytes", p.marginal_stored_blocks * run.block_bytes},
     {"latency_ms", {{"preempted", {{"ttft", distribution(t.preempted_ttft)},
                                    {"e2e", distribution(t.preempted_e2e)}}},
                     {"not_preempted", {{"ttft", distribution(t.other_ttft)},

@@ -125,14 +125,14 @@ TEST_CASE("pd decode preemption: the victim is dropped on D and routed again, wi
     } else {
       // The save copies 2 blocks to host (2048 ns) and stores them (NIC, media); storage is asked
       // at 4211, +1, +3 and +7 us: visible at 11211, when R1 is routed (D has room by then). P
-      // prefetches the named block from storage (media and NIC: 2048 ns, to 13259), swaps it in
-      // layer by layer (256 ns each, the last at 14283) under its 1-token step, whose last
-      // layer ends at 14287; the one block D lacks reaches it 3 + 100 ns later (14390), and R1
-      // decodes 22 steps alone.
+      // prefetches the named block from storage (media and NIC at once: 1024 ns, to 12235),
+      // swaps it in layer by layer (256 ns each, the last at 13259) under its 1-token step, whose
+      // last layer ends at 13263; the one block D lacks reaches it 3 + 100 ns later (13366), and
+      // R1 decodes 22 steps alone.
       CHECK(r.front_end.preallocation_refusals == 0);
       CHECK(d.scheduler.decode_drop_write_wait_ns == 7000);
-      CHECK(second_p->admitted_ns == 13259);
-      CHECK(b.finish_ns == 16590);
+      CHECK(second_p->admitted_ns == 12235);
+      CHECK(b.finish_ns == 15566);
     }
   }
 }

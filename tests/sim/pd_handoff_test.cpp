@@ -94,19 +94,20 @@ TEST_CASE("pd direct: blocks D already holds are not sent", "[actors][pd]") {
 TEST_CASE("pd storage: P writes every block, the partial one under its own key, and D reads them",
           "[actors][pd]") {
   // 56 prompt tokens (the 4th block holds 8): prefill ends at 560. P writes its 4 blocks:
-  // D2H 4096 bytes, over the NIC, onto the storage media, each at 1 byte/ns: the first token
-  // comes at 560 + 3 x 4096. D reads them back: media, NIC, then a swap-in into its
-  // preallocated blocks: decoding starts 3 x 4096 later, and two decode steps follow.
+  // D2H 4096 bytes, then over the NIC and onto the storage media at once (streaming, both at
+  // 1 byte/ns): the first token comes at 560 + 2 x 4096. D reads them back: media and NIC at
+  // once, then a swap-in into its preallocated blocks: decoding starts 2 x 4096 later, and two
+  // decode steps follow.
   timed_config t = one_p_one_d(pd_transfer::storage);
   trace_request q = request(0, 0, {1, 2, 3, 4}, 3);
   q.input_tokens = 56;
   full_result r = run_scenario(t, {q});
   require_clean_pd(r);
   const request_record& x = record(r, 0);
-  CHECK(x.first_token_ns == 560 + 3 * 4096);
+  CHECK(x.first_token_ns == 560 + 2 * 4096);
   REQUIRE(r.front_end.handoff_ns.size() == 1);
-  CHECK(r.front_end.handoff_ns[0] == 6 * 4096);
-  CHECK(x.finish_ns == 560 + 6 * 4096 + 200);
+  CHECK(r.front_end.handoff_ns[0] == 4 * 4096);
+  CHECK(x.finish_ns == 560 + 4 * 4096 + 200);
   CHECK(r.storage.keys_stored == 4);
   CHECK(r.scheduler.handoff_reads == 1);
   CHECK(r.scheduler.handoff_read_failures == 0);

@@ -117,11 +117,12 @@ full_result prefetch_run(prefetch_policy policy, int64_t timeout_ns = 0, uint64_
 }  // namespace
 
 TEST_CASE("prefetch: each policy, worked out by hand", "[actors][replay][prefetch]") {
-  // wait_complete: R3 is ready once both blocks landed: storage media, then NIC, 2048 ns each.
+  // wait_complete: R3 is ready once both blocks landed: storage media and NIC at once (they
+  // stream), 2048 ns each.
   full_result wait = prefetch_run(prefetch_policy::wait_complete);
   require_clean(wait);
   const request_record& w = record(wait, 3);
-  CHECK(w.ready_ns == 2'000'000 + 2048 + 2048);
+  CHECK(w.ready_ns == 2'000'000 + 2048);
   CHECK(w.admitted_ns == w.ready_ns);
   CHECK(w.hit_blocks == std::array<uint32_t, 3>{0, 0, 2});
   // Its step computes 16 tokens (1000 + 4 layers of 400 ns). The device blocks its two hits
@@ -352,6 +353,32 @@ TEST_CASE("preemption: generated blocks get names and are saved with the prompt"
   core.check(true);
   CHECK(core.report().invariant_violations == 0);
   CHECK(core.idle());
+}
+
+TEST_CASE("preemption: the bytes a save adds are those the write policy would not have moved",
+          "[actors][controller][preemption]") {
+  // A request computes 2 prompt blocks and 2 full generated ones and is preempted in the same
+  // commit: the save copies all four, its prompt blocks' backups queued by the commit among them.
+  // Under write_through those two would have been copied (and, storage_write=always, stored)
+  // anyway: only the named generated blocks are the save's; under write_through_selective (one
+  // hit each, below the threshold) all four are (docs/preemption.md).
+  for (write_policy policy : {write_policy::write_through, write_policy::write_through_selective}) {
+    INFO(to_string(policy));
+    cache_options cache = small_cache(8, 8, policy);
+    cache.storage = storage_write::always;
+    core_rig rig(cache, core_options(preemption_mode::save_to_storage));
+    controller_core& core = rig.core;
+    core.on_arrival(1, blocks_of({1, 2}));
+    rig.commit_step(commit{0, {}, {}, {}, {}, {{1, 72}}});
+    rig.commit_step(commit{0, {{1, 72}}, {}, {{1, 72}}, {}, {}});
+    rig.settle();
+    const preemption_io& p = core.report().preemption;
+    CHECK(p.named_blocks == 2);
+    CHECK(p.d2h_blocks == 4);
+    bool selective = policy == write_policy::write_through_selective;
+    CHECK(p.marginal_d2h_blocks == (selective ? 4u : 2u));
+    CHECK(p.marginal_stored_blocks == (selective ? 4u : 2u));
+  }
 }
 
 TEST_CASE("prefetch: a protected prefetch keeps its blocks until admission, up to capacity",
