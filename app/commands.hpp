@@ -140,6 +140,15 @@ int run_bench_storage(const bench_storage_args& args);
 CLI::App* add_config_command(CLI::App& app, config_args& args);
 int run_config(const config_args& args);
 
+struct model_info_args {
+  config_args config;
+  std::vector<uint64_t> prompts{1024, 8192, 32768};
+  std::vector<uint32_t> batches{1, 32, 256};
+  uint64_t context = 1024;
+};
+CLI::App* add_model_info_command(CLI::App& app, model_info_args& args);
+int run_model_info(const model_info_args& args);
+
 struct sweep_args {
   config_args config;
   std::vector<std::string> traces;

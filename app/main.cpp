@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   auto* replay_cmd = add_replay_command(app, replay);
   config_args config_only;
   auto* config_cmd = add_config_command(app, config_only);
+  model_info_args model_info;
+  auto* model_info_cmd = add_model_info_command(app, model_info);
   sweep_args sweep;
   auto* sweep_cmd = add_sweep_command(app, sweep);
   report_args report;
@@ -74,6 +76,8 @@ int main(int argc, char** argv) {
       return run_engine_sim(engine_sim);
     if (*config_cmd)
       return run_config(config_only);
+    if (*model_info_cmd)
+      return run_model_info(model_info);
     if (*sweep_cmd)
       return run_sweep(sweep);
     if (*report_cmd)

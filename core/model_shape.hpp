@@ -15,9 +15,13 @@ struct model_shape {
   uint32_t head_dim = 0;
   std::string kv_dtype;
   uint32_t dtype_bytes = 0;  ///< bytes of one kv_dtype element (0 where only the name is known)
+  /// MLA: elements of the one latent a layer caches per token (no separate K and V); 0 otherwise
+  uint32_t latent_dim = 0;
 
-  /// K and V of every layer for one token.
+  /// K and V (or MLA's latent) of every layer for one token.
   uint64_t bytes_per_token() const {
+    if (latent_dim > 0)
+      return uint64_t{layers} * latent_dim * dtype_bytes;
     return 2ull * layers * kv_heads * head_dim * dtype_bytes;
   }
 };

@@ -15,12 +15,22 @@
 // rest is spread evenly over the layers, so layer i of a step can start as soon as its inputs
 // are in device memory (layer_pipeline.hpp). Parameters are in configs/ (compute.*); the default
 // profile approximates a Llama-3-8B-class model in bf16 on one H200.
+//
+// That is compute.model=linear, the default. compute.model=roofline (roofline.hpp) derives the
+// work of a step from the model's and the GPU's figures instead, and its fixed time from
+// gpu.step_overhead_us; the layers share it the same way.
 
 #include <cstdint>
 
+#include "model/scheduler/roofline.hpp"
+
 namespace kvtier {
 
+enum class compute_model { linear, roofline };
+
 struct compute_profile {
+  compute_model model = compute_model::linear;
+  roofline_profile roofline;  ///< compute.model=roofline
   double step_overhead_ns = 0;
   double prefill_token_ns = 0;
   double prefill_attention_ns = 0;
@@ -35,6 +45,7 @@ struct batch_shape {
   double attention_pairs = 0;  ///< sum over prefill chunks of p * (c + (p + 1) / 2)
   uint32_t decode_seqs = 0;
   uint64_t decode_context = 0;
+  uint64_t prefill_context = 0;  ///< sum over prefill chunks of c: cached KV their attention reads
 
   void add_prefill(uint64_t context, uint64_t tokens);
   void add_decode(uint64_t context);

@@ -14,6 +14,10 @@ std::vector<option_spec> compute_key_specs() {
      "dense compute per decode sequence, microseconds"},
     {keys::compute::decode_context_ns, 0, 1e9, {}, false,
      "KV reading per decode sequence per context token, nanoseconds"},
+    {keys::compute::model, 0, 0, {"linear", "roofline"}, false,
+     "step cost: linear (the compute.* coefficients) or roofline (model.*, gpu.*, parallel.*)"},
+    {keys::compute::allreduce_latency_us, 0, 1e6, {}, false,
+     "fixed time of one all-reduce or stage hand-off under compute.model=roofline"},
   };
 }
 

@@ -18,6 +18,8 @@ inline constexpr number_key prefill_token_us{"compute.prefill_token_us"};
 inline constexpr number_key prefill_attention_ns{"compute.prefill_attention_ns"};
 inline constexpr number_key decode_token_us{"compute.decode_token_us"};
 inline constexpr number_key decode_context_ns{"compute.decode_context_ns"};
+inline constexpr text_key model{"compute.model"};
+inline constexpr number_key allreduce_latency_us{"compute.allreduce_latency_us"};
 
 }  // namespace keys::compute
 

@@ -15,3 +15,6 @@
 #include "runtime/config/faults_keys.hpp"
 #include "runtime/config/serve_keys.hpp"
 #include "runtime/config/model_keys.hpp"
+#include "runtime/config/gpu_keys.hpp"
+#include "runtime/config/parallel_keys.hpp"
+#include "runtime/config/preset_keys.hpp"

@@ -1,6 +1,7 @@
 #include "runtime/config/options.hpp"
 
 #include "runtime/config/default_config.hpp"
+#include "runtime/config/presets.hpp"
 #include "runtime/config/strict_json.hpp"
 
 #include <cmath>
@@ -18,7 +19,8 @@ std::vector<option_spec> assemble_specs() {
   std::vector<option_spec> all;
   for (auto section : {cache_key_specs, storage_key_specs, trace_key_specs, scheduler_key_specs,
                        compute_key_specs, links_key_specs, cluster_key_specs, router_key_specs,
-                       pd_key_specs, faults_key_specs, serve_key_specs, model_key_specs}) {
+                       pd_key_specs, faults_key_specs, serve_key_specs, model_key_specs,
+                       gpu_key_specs, parallel_key_specs, preset_key_specs}) {
     std::vector<option_spec> rows = section();
     all.insert(all.end(), rows.begin(), rows.end());
   }
@@ -248,6 +250,7 @@ void config::assign(const std::string& key, const json& value, const std::string
     if (!s.optional)
       throw bad_value(source, key, s, value);
     values_[i] = nullptr;
+    sources_[i] = source;  // an explicit null, too, keeps a preset's value away
     return;
   }
   for (const auto& [a, b] : unit_pairs) {
@@ -260,6 +263,23 @@ void config::assign(const std::string& key, const json& value, const std::string
   }
   sources_[i] = source;
   values_[i] = checked_value(source, key, s, value);
+  const json* preset = nullptr;
+  if (key == keys::preset::model.name)
+    preset = &model_preset(values_[i].get<std::string>());
+  else if (key == keys::preset::gpu.name)
+    preset = &gpu_preset(values_[i].get<std::string>());
+  if (!preset)
+    return;
+  // A preset fills in what no file or --set chose, whichever came first (docs/models.md).
+  std::string preset_source = key + "=" + values_[i].get<std::string>();
+  for (auto it = preset->begin(); it != preset->end(); ++it) {
+    size_t j = index_of(it.key());
+    const std::string& from = sources_[j];
+    if (from != "configs/default.json" && from.rfind("preset.", 0) != 0)
+      continue;
+    sources_[j] = preset_source;
+    values_[j] = it->is_null() ? json() : checked_value(preset_source, it.key(), specs()[j], *it);
+  }
 }
 
 const json& config::value(key_name key) const {

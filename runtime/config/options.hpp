@@ -6,6 +6,8 @@
 // a --config file, and --set key=value overrides. Keys are dotted paths ("cache.block_size");
 // files may nest them ({"cache": {"block_size": 64}}) or spell them flat. An unknown key or a
 // value of the wrong type is an error that names the key, the source, and what was expected.
+// preset.model and preset.gpu set a group of keys at once, below any file or --set value
+// (docs/models.md, "Presets").
 
 #include <cstdint>
 #include <optional>

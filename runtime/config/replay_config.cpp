@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "core/time_math.hpp"
+#include "runtime/config/compute_config.hpp"
 
 namespace kvtier {
 
@@ -22,14 +23,6 @@ uint64_t blocks_of(const config& c, integer_key tokens_key, integer_key blocks_k
                        std::to_string(blocks) + " blocks is more than the " +
                        std::to_string(limit) + " supported");
   return blocks;
-}
-
-uint32_t dtype_bytes(const std::string& dtype) {
-  if (dtype == "fp8")
-    return 1;
-  if (dtype == "fp32")
-    return 4;
-  return 2;
 }
 
 }  // namespace
@@ -71,12 +64,9 @@ replay_config resolve(const config& c) {
     throw config_error("storage.capacity_*: a storage tier needs a host tier (blocks read from "
                        "storage land in host memory); set cache.host_tokens or "
                        "storage.capacity_tokens=0");
-  r.model.name = c.text(keys::model::name);
-  r.model.layers = static_cast<uint32_t>(c.integer(keys::model::layers));
-  r.model.kv_heads = static_cast<uint32_t>(c.integer(keys::model::kv_heads));
-  r.model.head_dim = static_cast<uint32_t>(c.integer(keys::model::head_dim));
-  r.model.kv_dtype = c.text(keys::model::kv_dtype);
-  r.model.dtype_bytes = dtype_bytes(r.model.kv_dtype);
+  r.spec = resolve_model_spec(c);
+  r.parallel = resolve_parallelism(c, r.spec);
+  r.model = shape_per_rank(r.spec, r.parallel);
   std::string ns = r.model.name + '\0' + r.model.kv_dtype;
   r.storage_namespace = XXH3_64bits(ns.data(), ns.size());
   return r;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/model_shape.hpp"
+#include "core/model_spec.hpp"
 #include "model/cache/cache_model.hpp"
 #include "model/storage/storage_index.hpp"
 #include "runtime/config/options.hpp"
@@ -19,7 +20,9 @@ struct replay_config {
   uint64_t storage_blocks = 0;  ///< 0: no storage tier
   uint32_t storage_nodes = 1;
   storage_pool_policy storage_pool;  ///< storage.eviction, watermarks, storage.lease_ms
-  model_shape model;
+  model_spec spec;         ///< the whole model (model.*)
+  parallelism parallel;    ///< parallel.*
+  model_shape model;       ///< the KV one rank caches: what a block holds and links move
   /// Mixed into every storage key: blocks of other models or KV dtypes never collide.
   uint64_t storage_namespace = 0;
 

@@ -88,6 +88,13 @@ void check_time_limits(const timed_config& t) {
   double step = c.step_overhead_ns + c.prefill_token_ns * budget +
                 c.prefill_attention_ns * budget * (tokens + budget) +
                 c.decode_token_ns * s.max_num_seqs + c.decode_context_ns * tokens;
+  if (c.model == compute_model::roofline) {
+    batch_shape worst;
+    worst.add_prefill(static_cast<uint64_t>(tokens), static_cast<uint64_t>(budget));
+    for (uint32_t i = 0; i < s.max_num_seqs; ++i)
+      worst.add_decode(static_cast<uint64_t>(tokens) / std::max<uint32_t>(s.max_num_seqs, 1));
+    step = c.roofline.gpu.step_overhead_us * 1000.0 + roofline_of(c.roofline, worst).work_ns();
+  }
   if (step > static_cast<double>(op_time_limit_ns))
     throw config_error(
       "compute.* x scheduler.token_budget, scheduler.max_num_seqs and cache.device_*: the "

@@ -6,6 +6,7 @@
 
 #include "storage/redis_backend.hpp"
 #include "core/time_math.hpp"
+#include "runtime/config/compute_config.hpp"
 #include "runtime/config/fault_config.hpp"
 #include "runtime/config/storage_calibration.hpp"
 #include "runtime/config/cluster_config.hpp"
@@ -132,13 +133,7 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
     time_from(c.number(keys::storage::prefetch_timeout_per_ki_token_ms) * 1e6);
   t.controller.prefetch_capacity_blocks =
     static_cast<uint32_t>(c.integer(keys::storage::prefetch_capacity_blocks));
-  compute_profile& cp = t.scheduler.compute;
-  cp.step_overhead_ns = c.number(keys::compute::step_overhead_us) * 1000.0;
-  cp.prefill_token_ns = c.number(keys::compute::prefill_token_us) * 1000.0;
-  cp.prefill_attention_ns = c.number(keys::compute::prefill_attention_ns);
-  cp.decode_token_ns = c.number(keys::compute::decode_token_us) * 1000.0;
-  cp.decode_context_ns = c.number(keys::compute::decode_context_ns);
-  cp.layers = rc.model.layers;
+  t.scheduler.compute = resolve_compute(c, rc.spec, rc.parallel);
   t.scheduler.device_blocks = rc.cache.device_blocks;
   t.scheduler.pd.storage_namespace = rc.storage_namespace;
   t.scheduler.output_caching = c.boolean(keys::cache::output_caching);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "runtime/config/compute_config.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
@@ -65,6 +66,7 @@ run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
   run.config.erase("serve");  // the live server's keys change no replay
+  run.model = model_summary(job.cfg, resolve(job.cfg));
   run.deterministic = job.deterministic;
   return run;
 }

@@ -179,6 +179,7 @@ json full_summary(const full_result& r, const run_info& run,
     {"simulation", simulation_section(r, run)},
     {"load", load_check(s.requests)},
     {"config", run.config},
+    {"model", run.model},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", run.deterministic ? 0.0 : run.wall_s},
   };

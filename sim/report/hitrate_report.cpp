@@ -89,6 +89,7 @@ json hitrate_summary(const hitrate_replay& replay, const run_info& run) {
     {"invariants", {{"checked", inv.checked}, {"violations", inv.violations},
                     {"passes", replay.invariant_passes()}, {"messages", inv.messages}}},
     {"config", run.config},
+    {"model", run.model},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
     {"wall_s", run.deterministic ? 0.0 : run.wall_s},
   };

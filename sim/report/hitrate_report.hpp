@@ -36,6 +36,7 @@ struct trace_totals {
 struct run_info {
   std::vector<trace_file_info> files;
   nlohmann::json config;  ///< the effective config
+  nlohmann::json model;   ///< the model's derived figures (runtime/config/compute_config.hpp)
   double parse_s = 0;     ///< wall time spent reading traces (not deterministic)
   double wall_s = 0;      ///< wall time of the whole replay (not deterministic)
   bool deterministic = false;  ///< write wall-clock figures as 0

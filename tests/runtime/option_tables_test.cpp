@@ -36,7 +36,8 @@ const std::vector<section_table> sections = {
   {"scheduler", scheduler_key_specs}, {"compute", compute_key_specs},
   {"links", links_key_specs},     {"cluster", cluster_key_specs}, {"router", router_key_specs},
   {"pd", pd_key_specs},           {"faults", faults_key_specs},   {"serve", serve_key_specs},
-  {"model", model_key_specs},
+  {"model", model_key_specs},     {"gpu", gpu_key_specs},         {"parallel", parallel_key_specs},
+  {"preset", preset_key_specs},
 };
 
 json defaults() {
