@@ -47,7 +47,11 @@ void put_blocks(map_writer& w, const std::vector<cache_block>& blocks);
 /// Starts {"id": id, "ok": true, + `fields` more}: the caller writes those.
 map_writer ok_reply(msgpack::sbuffer& buf, uint64_t id, uint32_t fields);
 
-/// {"id": id, "ok": false, "error": kind, "message": text}
+/// `text` as valid UTF-8: each byte that is not part of a well-formed UTF-8 sequence becomes the
+/// four characters `\xNN`, so that a message quoting what a client sent stays decodable.
+std::string escape_invalid_utf8(std::string_view text);
+
+/// {"id": id, "ok": false, "error": kind, "message": text}; the message's invalid UTF-8 escaped.
 std::string encode_error(uint64_t id, std::string_view kind, std::string_view message);
 
 }  // namespace kvtier::serve

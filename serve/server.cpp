@@ -61,7 +61,7 @@ uint64_t rebuild_index(caf::scoped_actor& self, const storage_actor& storage) {
 }
 
 server_settings settings_of(const serve_job& job, const server_plan& p, caf::actor_system& sys,
-                            serve_metrics* metrics) {
+                            serve_metrics* metrics, serve_events& events) {
   const replay_config& rc = p.replay;
   server_settings ss;
   ss.token = job.token;
@@ -82,6 +82,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.observers = job.observers;
   ss.gpu = p.gpu;
   ss.verify = job.verify;
+  ss.origins = events.origins();
   if (metrics)
     ss.observers.push_back(metrics->observer());
   return ss;
@@ -142,7 +143,7 @@ int run_server(const serve_job& job) {
     std::unique_ptr<serve_metrics> metrics =
       open_metrics(job, {&sys, actors.stack.controller, actors.stack.engine, actors.storage,
                          t.cache.device_blocks, t.cache.host_blocks, events->publisher()});
-    actors.server = spawn_server_actor(sys, settings_of(job, plan, sys, metrics.get()),
+    actors.server = spawn_server_actor(sys, settings_of(job, plan, sys, metrics.get(), *events),
                                        actors.stack.controller, actors.storage, loop.sink());
     if (plan.gpu)
       hook_swap_ins(*plan.gpu, actors.server);

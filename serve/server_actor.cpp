@@ -122,8 +122,14 @@ void on_call(self_ptr self, inbound_call& in) {
                   + " is not registered (say hello first; an engine silent for "
                     "serve.client_timeout_s is dropped)");
   engine_state& e = it->second;
+  // Engine ids are sequential, so anyone could name another's: an engine's requests answer only
+  // the connection that registered it (docs/protocol.md, "Engines and connections").
+  if (e.conn != conn)
+    return fail(self, conn, c.op, c.id, x.since, error_kind::not_registered,
+                "engine " + std::to_string(*c.engine)
+                  + " was registered on another connection (an engine's calls come on the "
+                    "connection that said hello)");
   e.last_seen = x.since;
-  e.conn = conn;
   switch (c.op) {
     case verb::lookup: return do_lookup(self, x);
     case verb::allocate: return do_allocate(self, x, e, *c.engine);

@@ -18,6 +18,7 @@
 
 #include "actors/device/cuda_device.hpp"
 #include "actors/messages.hpp"
+#include "observe/events/block_origins.hpp"
 #include "serve/call.hpp"
 #include "serve/observer.hpp"
 
@@ -42,6 +43,8 @@ struct server_settings {
   /// engine's tensors; null: the device is modelled and hello refuses `tensors`.
   std::shared_ptr<cuda_device> gpu;
   bool verify = false;  ///< real mode: computed blocks get their hash's pattern
+  /// KV events on: where allocate remembers the engine's hashes of the blocks it names.
+  block_origins* origins = nullptr;
 };
 
 /// One call as the socket thread read it. It is decoded there, not on the actor's thread,

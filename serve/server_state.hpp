@@ -44,7 +44,7 @@ struct engine_state {
   std::string name;
   uint64_t conn = 0;
   steady::time_point last_seen;
-  uint64_t next_step = 1;  // the shorthands' step numbers
+  uint64_t last_step = 0;  // the engine's last step number, `step`'s and the shorthands' alike
   std::unordered_map<uint64_t, live_request> requests;
 };
 

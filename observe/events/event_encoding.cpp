@@ -2,8 +2,6 @@
 
 #include <msgpack.hpp>
 
-#include "model/cache/radix_tree.hpp"
-
 namespace kvtier {
 
 namespace {
@@ -24,12 +22,13 @@ bool continues(const block_event& run_last, const block_event& run_first, const 
   return false;  // each clear stands alone
 }
 
-std::vector<wire_run> runs_of(const std::vector<block_event>& events) {
+std::vector<wire_run> runs_of(const std::vector<published_event>& events) {
   std::vector<wire_run> runs;
   for (size_t i = 0; i < events.size(); ++i) {
     if (!runs.empty()) {
       wire_run& r = runs.back();
-      if (continues(events[r.first + r.count - 1], events[r.first], events[i])) {
+      if (continues(events[r.first + r.count - 1].block, events[r.first].block,
+                    events[i].block)) {
         ++r.count;
         continue;
       }
@@ -41,82 +40,151 @@ std::vector<wire_run> runs_of(const std::vector<block_event>& events) {
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
-void pack_key(packer& p, const char* key) {
-  p.pack(std::string(key));
-}
+// Writes a field: its key first in the map layout, its value alone in the array layout.
+class fields_writer {
+ public:
+  fields_writer(packer& p, event_layout layout) : p_(p), layout_(layout) {}
+  /// Starts an event or a batch of `n` fields.
+  void begin(uint32_t n) {
+    if (layout_ == event_layout::map)
+      p_.pack_map(n);
+    else
+      p_.pack_array(n);
+  }
+  packer& field(const char* key) {
+    if (layout_ == event_layout::map)
+      p_.pack(std::string(key));
+    return p_;
+  }
 
-void pack_hashes(packer& p, const std::vector<block_event>& events, const wire_run& r) {
+ private:
+  packer& p_;
+  event_layout layout_;
+};
+
+void pack_hashes(packer& p, const std::vector<published_event>& events, const wire_run& r) {
   p.pack_array(static_cast<uint32_t>(r.count));
   for (size_t i = r.first; i < r.first + r.count; ++i)
-    p.pack_uint64(events[i].hash);
+    p.pack_uint64(events[i].block.hash);
 }
 
-void pack_event(packer& p, const std::vector<block_event>& events, const wire_run& r) {
-  const block_event& e = events[r.first];
+// Every block's tokens in order: block_size of them per hash, as consumers slice them.
+void pack_token_ids(packer& p, const std::vector<published_event>& events, const wire_run& r) {
+  uint32_t per_block = events[r.first].block.tokens;
+  p.pack_array(static_cast<uint32_t>(r.count) * per_block);
+  for (size_t i = r.first; i < r.first + r.count; ++i) {
+    const published_event& e = events[i];
+    std::vector<int32_t> placeholder;
+    const std::vector<int32_t>* tokens = &e.token_ids;
+    if (tokens->size() != per_block) {
+      placeholder = placeholder_tokens(e.block.hash, per_block);
+      tokens = &placeholder;
+    }
+    for (int32_t t : *tokens)
+      p.pack_int32(t);
+  }
+}
+
+// The event's fields after its tag, in vLLM's declaration order; the map layout adds
+// lora_name (nil), which later releases declare.
+void pack_event(packer& p, event_layout layout, const std::vector<published_event>& events,
+                const wire_run& r) {
+  const block_event& e = events[r.first].block;
+  fields_writer w(p, layout);
+  bool map = layout == event_layout::map;
   switch (e.kind) {
     case block_event_kind::stored:
-      p.pack_map(8);
-      pack_key(p, "type");
-      p.pack(std::string("BlockStored"));
-      pack_key(p, "block_hashes");
-      pack_hashes(p, events, r);
-      pack_key(p, "parent_block_hash");
+      w.begin(map ? 8 : 7);
+      w.field("type").pack(std::string("BlockStored"));
+      pack_hashes(w.field("block_hashes"), events, r);
       if (e.parent)
-        p.pack_uint64(*e.parent);
+        w.field("parent_block_hash").pack_uint64(*e.parent);
       else
-        p.pack_nil();
-      // The index keeps hashes, not tokens: consumers key on block_hashes.
-      pack_key(p, "token_ids");
-      p.pack_array(0);
-      pack_key(p, "block_size");
-      p.pack_uint32(e.tokens);
-      pack_key(p, "lora_id");
-      p.pack_nil();
-      pack_key(p, "medium");
-      p.pack(std::string(to_string(e.where)));
-      pack_key(p, "lora_name");
-      p.pack_nil();
+        w.field("parent_block_hash").pack_nil();
+      pack_token_ids(w.field("token_ids"), events, r);
+      w.field("block_size").pack_uint32(e.tokens);
+      w.field("lora_id").pack_nil();
+      w.field("medium").pack(std::string(medium_name(e.where)));
+      if (map)
+        w.field("lora_name").pack_nil();
       return;
     case block_event_kind::removed:
-      p.pack_map(3);
-      pack_key(p, "type");
-      p.pack(std::string("BlockRemoved"));
-      pack_key(p, "block_hashes");
-      pack_hashes(p, events, r);
-      pack_key(p, "medium");
-      p.pack(std::string(to_string(e.where)));
+      w.begin(3);
+      w.field("type").pack(std::string("BlockRemoved"));
+      pack_hashes(w.field("block_hashes"), events, r);
+      w.field("medium").pack(std::string(medium_name(e.where)));
       return;
     case block_event_kind::cleared:
-      p.pack_map(1);
-      pack_key(p, "type");
-      p.pack(std::string("AllBlocksCleared"));
+      w.begin(1);
+      w.field("type").pack(std::string("AllBlocksCleared"));
       return;
   }
 }
 
 }  // namespace
 
-size_t wire_event_count(const std::vector<block_event>& events) {
+const char* to_string(event_layout layout) {
+  return layout == event_layout::array ? "array" : "map";
+}
+
+std::optional<event_layout> event_layout_of(const std::string& name) {
+  if (name == "array")
+    return event_layout::array;
+  if (name == "map")
+    return event_layout::map;
+  return std::nullopt;
+}
+
+const char* medium_name(tier t) {
+  constexpr per_tier<const char*> names = {"GPU", "CPU", "EXTERNAL"};
+  return names[index_of(t)];
+}
+
+std::vector<int32_t> placeholder_tokens(block_hash hash, uint32_t count) {
+  std::vector<int32_t> tokens(count, 0);
+  const int32_t parts[3] = {static_cast<int32_t>(hash & 0x7fffffff),
+                            static_cast<int32_t>((hash >> 31) & 0x7fffffff),
+                            static_cast<int32_t>(hash >> 62)};
+  for (uint32_t i = 0; i < count && i < 3; ++i)
+    tokens[i] = parts[i];
+  return tokens;
+}
+
+size_t wire_event_count(const std::vector<published_event>& events) {
   return runs_of(events).size();
 }
 
 std::string encode_event_batch(const event_batch_header& header,
-                               const std::vector<block_event>& events) {
+                               const std::vector<published_event>& events) {
   std::vector<wire_run> runs = runs_of(events);
   msgpack::sbuffer buffer;
   packer p(buffer);
-  p.pack_map(header.data_parallel_rank ? 3 : 2);
-  pack_key(p, "ts");
-  p.pack_double(header.ts);
-  pack_key(p, "events");
-  p.pack_array(static_cast<uint32_t>(runs.size()));
+  fields_writer w(p, header.layout);
+  w.begin(header.data_parallel_rank ? 3 : 2);
+  w.field("ts").pack_double(header.ts);
+  w.field("events").pack_array(static_cast<uint32_t>(runs.size()));
   for (const wire_run& r : runs)
-    pack_event(p, events, r);
-  if (header.data_parallel_rank) {
-    pack_key(p, "data_parallel_rank");
-    p.pack_int64(*header.data_parallel_rank);
-  }
+    pack_event(p, header.layout, events, r);
+  if (header.data_parallel_rank)
+    w.field("data_parallel_rank").pack_int64(*header.data_parallel_rank);
   return std::string(buffer.data(), buffer.size());
+}
+
+std::vector<published_event> with_unknown_tokens(const std::vector<block_event>& events) {
+  std::vector<published_event> published;
+  published.reserve(events.size());
+  for (const block_event& e : events)
+    published.push_back({e, {}});
+  return published;
+}
+
+std::string encode_event_batch(const event_batch_header& header,
+                               const std::vector<block_event>& events) {
+  return encode_event_batch(header, with_unknown_tokens(events));
+}
+
+size_t wire_event_count(const std::vector<block_event>& events) {
+  return wire_event_count(with_unknown_tokens(events));
 }
 
 }  // namespace kvtier

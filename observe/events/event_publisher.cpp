@@ -57,7 +57,8 @@ struct event_publisher::sockets {
 };
 
 event_publisher::event_publisher(const event_publisher_options& options)
-  : options_(options), sockets_(std::make_unique<sockets>()) {
+  : options_(options), sockets_(std::make_unique<sockets>()), next_seq_(options.first_seq),
+    sent_seq_(options.first_seq) {
   if (options_.buffer_batches == 0)
     throw std::runtime_error("the replay ring must keep at least one batch");
   auto& s = *sockets_;
@@ -87,7 +88,11 @@ event_publisher::~event_publisher() {
   thread_.join();
 }
 
-std::optional<uint64_t> event_publisher::publish(std::vector<block_event> events) {
+std::optional<uint64_t> event_publisher::publish(const std::vector<block_event>& events) {
+  return publish(with_unknown_tokens(events));
+}
+
+std::optional<uint64_t> event_publisher::publish(std::vector<published_event> events) {
   if (events.empty())
     return std::nullopt;
   double ts = std::chrono::duration<double>(
@@ -113,7 +118,7 @@ void event_publisher::flush() {
 
 void event_publisher::send_batch(queued& q) {
   auto& s = *sockets_;
-  event_batch_header header{q.ts, options_.data_parallel_rank};
+  event_batch_header header{q.ts, options_.data_parallel_rank, options_.layout};
   std::string payload = encode_event_batch(header, q.events);
   std::string seq = big_endian(q.seq);
   s.pub.send(zmq::buffer(options_.topic), zmq::send_flags::sndmore);

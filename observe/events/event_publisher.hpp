@@ -1,7 +1,8 @@
 #pragma once
 
 // Publishes KV event batches on a ZeroMQ PUB socket with the framing of vLLM's kv_events:
-// [topic, 8-byte big-endian sequence number, msgpack EventBatch], numbers from 0, one per batch.
+// [topic, 8-byte big-endian sequence number, msgpack EventBatch], numbers from `first_seq`, one
+// per batch.
 // A ROUTER socket beside it answers replay requests from a bounded ring of the latest batches:
 // a request [empty, 8-byte start] gets [empty, seq, payload] for every kept batch from `start`
 // on, then [empty, -1 as 8 bytes, empty]. A subscriber that sees a gap asks for it; if the ring
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "model/cache/block_events.hpp"
+#include "observe/events/event_encoding.hpp"
 
 namespace kvtier {
 
@@ -32,6 +34,8 @@ struct event_publisher_options {
   size_t buffer_batches = 10000;  ///< batches kept for replay
   int hwm = 100000;               ///< PUB high-water mark (messages queued per subscriber)
   std::optional<int64_t> data_parallel_rank = 0;
+  event_layout layout = event_layout::array;
+  uint64_t first_seq = 0;  ///< the first batch's number (kvtier serve: its start time, in ns)
 };
 
 struct event_publisher_stats {
@@ -53,7 +57,9 @@ class event_publisher {
   event_publisher& operator=(const event_publisher&) = delete;
 
   /// Queues one batch and returns its sequence number; an empty batch is not sent (nullopt).
-  std::optional<uint64_t> publish(std::vector<block_event> events);
+  std::optional<uint64_t> publish(std::vector<published_event> events);
+  /// The same, for events whose tokens are unknown.
+  std::optional<uint64_t> publish(const std::vector<block_event>& events);
   /// The bound addresses (a wildcard port resolved).
   const std::string& endpoint() const { return endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
@@ -65,7 +71,7 @@ class event_publisher {
   struct queued {
     uint64_t seq = 0;
     double ts = 0;
-    std::vector<block_event> events;
+    std::vector<published_event> events;
   };
   struct sockets;
   void run();

@@ -1,6 +1,6 @@
 #pragma once
 
-// `kvtier:build_info` (docs/metrics.md): a gauge of 1 whose labels name the build, the
+// `kvtier_build_info` (docs/metrics.md): a gauge of 1 whose labels name the build, the
 // Prometheus way of exporting a version, so a dashboard can tell which code served a figure.
 
 #include "core/build_info.hpp"

@@ -84,17 +84,18 @@ std::vector<double> exponential_buckets(double start, double factor, int count) 
 
 namespace {
 
-bool name_char(char c, bool first, bool colon) {
+bool name_char(char c, bool first) {
   bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
   bool digit = c >= '0' && c <= '9';
-  return alpha || (colon && c == ':') || (!first && digit);
+  return alpha || (!first && digit);
 }
 
-bool valid_name(const std::string& name, bool colon) {
+// Metric and label names alike: ':' is Prometheus's for recording rules, not for exporters.
+bool valid_name(const std::string& name) {
   if (name.empty())
     return false;
   for (size_t i = 0; i < name.size(); ++i)
-    if (!name_char(name[i], i == 0, colon))
+    if (!name_char(name[i], i == 0))
       return false;
   return true;
 }
@@ -102,11 +103,11 @@ bool valid_name(const std::string& name, bool colon) {
 }  // namespace
 
 bool valid_metric_name(const std::string& name) {
-  return valid_name(name, true);
+  return valid_name(name);
 }
 
 bool valid_label_name(const std::string& name) {
-  return valid_name(name, false) && name.compare(0, 2, "__") != 0;
+  return valid_name(name) && name.compare(0, 2, "__") != 0;
 }
 
 std::string escape_label_value(const std::string& v) {

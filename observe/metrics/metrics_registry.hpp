@@ -112,7 +112,8 @@ class metrics_registry {
   std::vector<std::function<void()>> collectors_;
 };
 
-/// Whether `name` is a valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*).
+/// Whether `name` is a valid name for an exported metric ([a-zA-Z_][a-zA-Z0-9_]*): Prometheus
+/// reserves ':' for recording rules (docs/metrics.md).
 bool valid_metric_name(const std::string& name);
 /// Whether `name` is a valid label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__").
 bool valid_label_name(const std::string& name);

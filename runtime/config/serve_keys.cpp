@@ -16,6 +16,9 @@ std::vector<option_spec> serve_key_specs() {
      "missed them"},
     {keys::serve::events_hwm, 1, 100000000, {}, false,
      "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
+    {keys::serve::events_layout, 0, 0, {"array", "map"}, false,
+     "kvtier serve --events: vLLM's positional EventBatch layout (array, what llm-d and Dynamo "
+     "read) or its map layout (docs/events.md)"},
   };
 }
 

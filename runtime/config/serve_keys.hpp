@@ -18,6 +18,7 @@ inline constexpr integer_key max_message_bytes{"serve.max_message_bytes"};
 inline constexpr text_key events_topic{"serve.events_topic"};
 inline constexpr integer_key events_buffer{"serve.events_buffer"};
 inline constexpr integer_key events_hwm{"serve.events_hwm"};
+inline constexpr text_key events_layout{"serve.events_layout"};
 
 }  // namespace keys::serve
 

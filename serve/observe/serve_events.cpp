@@ -1,5 +1,7 @@
 #include "serve/observe/serve_events.hpp"
 
+#include <chrono>
+
 #include "observe/events/publishing_sink.hpp"
 
 namespace kvtier {
@@ -13,8 +15,16 @@ serve_events::serve_events(const serve_events_options& options) {
   o.topic = options.topic;
   o.buffer_batches = options.buffer_batches;
   o.hwm = static_cast<int>(options.hwm);
+  o.layout = options.layout;
+  o.first_seq = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
   publisher_ = std::make_unique<event_publisher>(o);
-  sink_ = std::make_unique<publishing_sink>(*publisher_);
+  origins_ = std::make_unique<block_origins>(options.idle_origins);
+  sink_ = std::make_unique<publishing_sink>(*publisher_, origins_.get());
+  // Whatever a subscriber held of an earlier run is gone.
+  sink_->cleared();
+  sink_->batch_end();
 }
 
 serve_events::~serve_events() = default;

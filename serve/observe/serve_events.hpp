@@ -1,8 +1,13 @@
 #pragma once
 
-// KV events of `kvtier serve` (docs/events.md): the publisher and the sink that the cache
-// controller reports to. Made before the actor system, so that it outlives the controller that
-// holds its sink.
+// KV events of `kvtier serve` (docs/events.md): the publisher, the sink that the cache
+// controller reports to and the table of the engine's block hashes that the sink publishes under.
+// Made before the actor system, so that it outlives the controller that holds its sink.
+//
+// A run's batch numbers start at its start time in nanoseconds since the Unix epoch, so they
+// keep increasing across restarts, and its first batch is one AllBlocksCleared: a subscriber
+// that follows the numbers sees a jump after a restart, asks the replay socket, and is told to
+// drop what it held (docs/events.md, "Restarts").
 
 #include <cstdint>
 #include <memory>
@@ -10,6 +15,7 @@
 #include <string>
 
 #include "model/cache/block_events.hpp"
+#include "observe/events/block_origins.hpp"
 #include "observe/events/event_publisher.hpp"
 
 namespace kvtier {
@@ -20,6 +26,8 @@ struct serve_events_options {
   std::string topic;            ///< serve.events_topic
   uint64_t buffer_batches = 10000;  ///< serve.events_buffer
   uint64_t hwm = 100000;            ///< serve.events_hwm
+  event_layout layout = event_layout::array;  ///< serve.events_layout
+  size_t idle_origins = 1u << 20;  ///< allocated blocks remembered before any turns ready
 };
 
 class serve_events {
@@ -33,11 +41,14 @@ class serve_events {
   block_event_sink* sink() { return sink_.get(); }
   /// Null when off.
   event_publisher* publisher() { return publisher_.get(); }
+  /// The engine's hashes of the blocks the server names; null when off.
+  block_origins* origins() { return origins_.get(); }
   /// The line the server prints once ready ("kvtier serve: events on ..."); empty when off.
   std::string ready_line() const;
 
  private:
   std::unique_ptr<event_publisher> publisher_;
+  std::unique_ptr<block_origins> origins_;
   std::unique_ptr<block_event_sink> sink_;
 };
 

@@ -22,29 +22,29 @@ class call_metrics final : public serve::serve_observer {
     const auto buckets = exponential_buckets(1e-5, 2, 20);  // 10 us .. 5.2 s
     for (int i = 0; i < serve::verb_count; ++i) {
       std::string v = serve::verb_name(static_cast<serve::verb>(i));
-      calls_[i] = &r_.add_counter("kvtier:calls_total", "Protocol calls answered, per verb.",
+      calls_[i] = &r_.add_counter("kvtier_calls_total", "Protocol calls answered, per verb.",
                                   {{"verb", v}});
       latency_[i] = &r_.add_histogram(
-        "kvtier:call_duration_seconds",
+        "kvtier_call_duration_seconds",
         "Time from a call's arrival at the server actor to its reply, per verb.", buckets,
         {{"verb", v}});
     }
     for (int i = 0; i < serve::error_kind_count; ++i)
       errors_[i] = &r_.add_counter(
-        "kvtier:errors_total", "Calls answered with an error, per kind (docs/protocol.md).",
+        "kvtier_errors_total", "Calls answered with an error, per kind (docs/protocol.md).",
         {{"kind", serve::error_name(static_cast<serve::error_kind>(i))}});
-    engines_ = &r_.add_gauge("kvtier:engines", "Engines registered now.");
-    released_ = &r_.add_counter("kvtier:engine_requests_released_total",
+    engines_ = &r_.add_gauge("kvtier_engines", "Engines registered now.");
+    released_ = &r_.add_counter("kvtier_engine_requests_released_total",
                                 "Live requests released because their engine left.");
     for (int s = 0; s < 2; ++s) {
       const char* source = s == 0 ? "lookup" : "admit";
       for (tier t : all_tiers) {
         metric_labels l = {{"tier", to_string(t)}, {"source", source}};
         at(asked_[s], t) = &r_.add_counter(
-          "kvtier:lookup_blocks_total",
+          "kvtier_lookup_blocks_total",
           "Prompt blocks asked of each tier: all of them of the device, those after the "
           "device's prefix of the host, those after both of storage.", l);
-        at(hits_[s], t) = &r_.add_counter("kvtier:hit_blocks_total",
+        at(hits_[s], t) = &r_.add_counter("kvtier_hit_blocks_total",
                                       "Prompt blocks each tier held (a contiguous prefix).", l);
       }
     }
@@ -93,18 +93,18 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
   for (tier t : all_tiers) {
     metric_labels l = {{"tier", to_string(t)}};
     at(capacity, t) =
-      &r.add_gauge("kvtier:tier_capacity_blocks", "Blocks each tier holds at most.", l);
-    at(used, t) = &r.add_gauge("kvtier:tier_used_blocks",
+      &r.add_gauge("kvtier_tier_capacity_blocks", "Blocks each tier holds at most.", l);
+    at(used, t) = &r.add_gauge("kvtier_tier_used_blocks",
                                "Blocks in use in each tier (storage: blocks stored).", l);
     at(evictions, t) =
-      &r.add_counter("kvtier:evictions_total", "Blocks evicted from each tier.", l);
+      &r.add_counter("kvtier_evictions_total", "Blocks evicted from each tier.", l);
   }
   at(capacity, tier::device)->set(src.device_blocks);
   at(capacity, tier::host)->set(src.host_blocks);
-  gauge* in_flight = &r.add_gauge("kvtier:copies_in_flight",
+  gauge* in_flight = &r.add_gauge("kvtier_copies_in_flight",
                                   "Block copies the controller issued that have not finished.");
   gauge* scrape_errors = &r.add_gauge(
-    "kvtier:scrape_report_errors", "Actor reports that failed or timed out at the last scrape.");
+    "kvtier_scrape_report_errors", "Actor reports that failed or timed out at the last scrape.");
   metrics_registry* registry = &r;
   serve_metrics_sources s = src;
   r.add_collector([=] {
@@ -124,10 +124,10 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
         on_error);
     auto links = [&](const std::vector<link_report>& ls) {
       for (const link_report& l : ls) {
-        registry->add_counter("kvtier:link_bytes_total", "Bytes moved over each link.",
+        registry->add_counter("kvtier_link_bytes_total", "Bytes moved over each link.",
                               {{"link", l.name}})
           .set_total(static_cast<double>(l.bytes));
-        registry->add_counter("kvtier:link_busy_seconds_total",
+        registry->add_counter("kvtier_link_busy_seconds_total",
                               "Time each link spent moving bytes.", {{"link", l.name}})
           .set_total(static_cast<double>(l.busy_ns) * 1e-9);
       }
@@ -150,11 +150,11 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
 void add_event_collector(metrics_registry& r, event_publisher* events) {
   if (!events)
     return;
-  counter* batches = &r.add_counter("kvtier:events_batches_total", "KV event batches published.");
-  counter* count = &r.add_counter("kvtier:events_total", "KV events in the published batches.");
-  counter* replayed = &r.add_counter("kvtier:events_replayed_batches_total",
+  counter* batches = &r.add_counter("kvtier_events_batches_total", "KV event batches published.");
+  counter* count = &r.add_counter("kvtier_events_total", "KV events in the published batches.");
+  counter* replayed = &r.add_counter("kvtier_events_replayed_batches_total",
                                      "Batches resent through the replay socket.");
-  counter* bad = &r.add_counter("kvtier:events_bad_replay_requests_total",
+  counter* bad = &r.add_counter("kvtier_events_bad_replay_requests_total",
                                 "Malformed replay requests.");
   r.add_collector([=] {
     event_publisher_stats s = events->stats();

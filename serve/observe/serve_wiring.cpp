@@ -27,6 +27,7 @@ std::unique_ptr<serve_events> open_events(const serve::serve_job& job) {
   o.topic = job.cfg.text(keys::serve::events_topic);
   o.buffer_batches = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_buffer));
   o.hwm = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_hwm));
+  o.layout = *event_layout_of(job.cfg.text(keys::serve::events_layout));  // a checked choice
   try {
     return std::make_unique<serve_events>(o);
   } catch (const std::invalid_argument& e) {

@@ -11,10 +11,25 @@ namespace kvtier::serve {
 
 namespace {
 
+// The prompt's blocks under the server's names; `origins`, when given, gets each block's engine
+// hash and tokens (those a `tokens` prompt gave), for the events (docs/events.md).
 std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
-                                     std::vector<cache_block>& out) {
+                                     std::vector<cache_block>& out,
+                                     std::vector<block_origin>* origins = nullptr) {
   const auto& s = self->state.settings;
   out.clear();
+  auto keep_origins = [&] {
+    if (!origins)
+      return;
+    origins->clear();
+    for (size_t i = 0; i < out.size(); ++i) {
+      block_origin o{out[i].hash, {}};
+      if (p.kind == prompt::form::tokens)
+        o.token_ids.assign(p.tokens.begin() + i * s.block_size,
+                           p.tokens.begin() + (i + 1) * s.block_size);
+      origins->push_back(std::move(o));
+    }
+  };
   if (p.kind == prompt::form::tokens) {
     uint64_t full = p.tokens.size() / s.block_size;
     if (full > s.max_blocks_per_request)
@@ -26,6 +41,7 @@ std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
                                 p.extra_keys.data(), p.extra_keys.size());
       out.push_back({parent, s.block_size});
     }
+    keep_origins();
     name_engine_blocks(out);
     return std::nullopt;
   }
@@ -41,6 +57,7 @@ std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
              + " tokens: blocks hold " + std::to_string(s.block_size)
              + ", only the last may hold fewer";
   }
+  keep_origins();
   name_engine_blocks(out);
   return std::nullopt;
 }
@@ -132,8 +149,14 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::malformed,
                 "'allocate' of a new request needs 'tokens', 'hashes' or 'blocks'");
   std::vector<cache_block> blocks;
-  if (auto bad = blocks_of(self, c.text, blocks))
+  std::vector<block_origin> origins;
+  block_origins* table = st.settings.origins;
+  if (auto bad = blocks_of(self, c.text, blocks, table ? &origins : nullptr))
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
+  // Full blocks only: events announce what a router can match block for block.
+  for (size_t i = 0; table && i < blocks.size(); ++i)
+    if (blocks[i].tokens == st.settings.block_size)
+      table->remember(blocks[i].hash, std::move(origins[i]));
   request_id global = st.next_request++;
   live_request& r = e.requests[c.req];
   r.global = global;

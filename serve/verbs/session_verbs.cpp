@@ -100,8 +100,10 @@ void do_hello(self_ptr self, ctx& x) {
 
 void do_ping(self_ptr self, ctx& x) {
   const call& c = x.c;
+  // Only the connection that registered the engine keeps it alive.
   if (c.engine)
-    if (auto it = self->state.engines.find(*c.engine); it != self->state.engines.end())
+    if (auto it = self->state.engines.find(*c.engine);
+        it != self->state.engines.end() && it->second.conn == x.conn)
       it->second.last_seen = x.since;
   msgpack::sbuffer buf;
   ok_reply(buf, c.id, 1).put("now_ns", now_ns(self));

@@ -130,11 +130,17 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
     case verb::free: work.finished = {c.req}; break;
     default: break;
   }
+  // One counter for `step` and its shorthands: a shorthand takes the number after the last.
   if (c.op != verb::step)
-    engine_step = e.next_step++;
+    engine_step = e.last_step + 1;
+  else if (engine_step <= e.last_step)
+    return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request,
+                "step " + std::to_string(engine_step) + " does not follow step "
+                  + std::to_string(e.last_step) + " (an engine's step numbers increase)");
   commit original = work;
   if (auto bad = check_step(e, work))
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
+  e.last_step = engine_step;
   // The transitions the controller applies now, before its grant comes back.
   for (uint64_t req : original.finished) {
     st.owners.erase(e.requests.at(req).global);

@@ -10,6 +10,7 @@
 
 #include "model/controller/controller_core.hpp"
 #include "model/cache/radix_tree.hpp"
+#include "observe/events/block_origins.hpp"
 #include "observe/events/event_encoding.hpp"
 #include "observe/events/event_publisher.hpp"
 #include "observe/events/publishing_sink.hpp"
@@ -57,7 +58,7 @@ std::string be(uint64_t v) {
 
 }  // namespace
 
-TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs merged",
+TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs merged on request",
           "[events]") {
   std::vector<block_event> events = {
       stored(tier::device, 11, std::nullopt), stored(tier::device, 12, 11),
@@ -67,7 +68,7 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
       removed(tier::device, 11), removed(tier::device, 12), removed(tier::host, 11),
       {block_event_kind::cleared, tier::device, 0, std::nullopt, 0}};
   CHECK(wire_event_count(events) == 6);
-  std::string bytes = encode_event_batch({1234.5, 0}, events);
+  std::string bytes = encode_event_batch({1234.5, 0, event_layout::map}, events);
   msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
   fields batch = map_of(oh.get());
   CHECK(batch.at("ts").as<double>() == 1234.5);
@@ -79,33 +80,137 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
   CHECK(first.at("type").as<std::string>() == "BlockStored");
   CHECK(hashes_of(first.at("block_hashes")) == std::vector<uint64_t>{11, 12, 13});
   CHECK(first.at("parent_block_hash").is_nil());
-  CHECK(first.at("token_ids").as<std::vector<int>>().empty());
+  // Tokens unknown: placeholders, block_size of them per block.
+  auto tokens = first.at("token_ids").as<std::vector<int32_t>>();
+  REQUIRE(tokens.size() == 3 * 16);
+  CHECK(std::vector<int32_t>(tokens.begin(), tokens.begin() + 16) == placeholder_tokens(11, 16));
+  CHECK(std::vector<int32_t>(tokens.begin() + 16, tokens.begin() + 32)
+        == placeholder_tokens(12, 16));
   CHECK(first.at("block_size").as<uint32_t>() == 16);
   CHECK(first.at("lora_id").is_nil());
-  CHECK(first.at("medium").as<std::string>() == "device");
+  CHECK(first.at("medium").as<std::string>() == "GPU");
   CHECK(first.at("lora_name").is_nil());
 
   fields host = map_of(list[1]);
-  CHECK(host.at("medium").as<std::string>() == "host");
+  CHECK(host.at("medium").as<std::string>() == "CPU");
   fields other = map_of(list[2]);
   CHECK(other.at("parent_block_hash").as<uint64_t>() == 5);
   fields gone = map_of(list[3]);
   CHECK(gone.at("type").as<std::string>() == "BlockRemoved");
   CHECK(hashes_of(gone.at("block_hashes")) == std::vector<uint64_t>{11, 12});
-  CHECK(gone.at("medium").as<std::string>() == "device");
-  CHECK(map_of(list[4]).at("medium").as<std::string>() == "host");
+  CHECK(gone.at("medium").as<std::string>() == "GPU");
+  CHECK(map_of(list[4]).at("medium").as<std::string>() == "CPU");
   fields cleared = map_of(list[5]);
   CHECK(cleared.size() == 1);
   CHECK(cleared.at("type").as<std::string>() == "AllBlocksCleared");
 
   // Full 64-bit hashes survive (msgpack unsigned).
-  std::string big = encode_event_batch({0, std::nullopt}, {stored(tier::host, ~0ull, 1ull << 63)});
+  std::vector<block_event> one = {stored(tier::host, ~0ull, 1ull << 63)};
+  std::string big = encode_event_batch({0, std::nullopt, event_layout::map}, one);
   msgpack::object_handle big_handle = msgpack::unpack(big.data(), big.size());  // owns b's bytes
   fields b = map_of(big_handle.get());
   CHECK(b.count("data_parallel_rank") == 0);
   fields e = map_of(b.at("events").as<std::vector<msgpack::object>>().at(0));
   CHECK(hashes_of(e.at("block_hashes")) == std::vector<uint64_t>{~0ull});
   CHECK(e.at("parent_block_hash").as<uint64_t>() == (1ull << 63));
+}
+
+TEST_CASE("events: the default layout is vLLM v0.11.0's positional one", "[events]") {
+  std::vector<published_event> events = {
+      {stored(tier::device, 11, std::nullopt, 4), {1, 2, 3, 4}},
+      {stored(tier::device, 12, 11, 4), {5, 6, 7, 8}},
+      {removed(tier::host, 9), {}},
+      {{block_event_kind::cleared, tier::device, 0, std::nullopt, 0}, {}}};
+  std::string bytes = encode_event_batch({99.5, 0}, events);
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  // [ts, events, data_parallel_rank]
+  const msgpack::object& batch = oh.get();
+  REQUIRE(batch.type == msgpack::type::ARRAY);
+  REQUIRE(batch.via.array.size == 3);
+  CHECK(batch.via.array.ptr[0].type == msgpack::type::FLOAT64);
+  CHECK(batch.via.array.ptr[0].as<double>() == 99.5);
+  CHECK(batch.via.array.ptr[2].as<int64_t>() == 0);
+  auto list = batch.via.array.ptr[1].as<std::vector<msgpack::object>>();
+  REQUIRE(list.size() == 3);
+  // ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]
+  auto st = list[0].as<std::vector<msgpack::object>>();
+  REQUIRE(st.size() == 7);
+  CHECK(st[0].as<std::string>() == "BlockStored");
+  CHECK(hashes_of(st[1]) == std::vector<uint64_t>{11, 12});
+  CHECK(st[2].is_nil());
+  CHECK(st[3].as<std::vector<int32_t>>() == std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(st[4].as<uint32_t>() == 4);
+  CHECK(st[5].is_nil());
+  CHECK(st[6].as<std::string>() == "GPU");
+  auto rm = list[1].as<std::vector<msgpack::object>>();
+  REQUIRE(rm.size() == 3);
+  CHECK(rm[0].as<std::string>() == "BlockRemoved");
+  CHECK(hashes_of(rm[1]) == std::vector<uint64_t>{9});
+  CHECK(rm[2].as<std::string>() == "CPU");
+  auto cl = list[2].as<std::vector<msgpack::object>>();
+  REQUIRE(cl.size() == 1);
+  CHECK(cl[0].as<std::string>() == "AllBlocksCleared");
+  CHECK(event_layout_of("map") == event_layout::map);
+  CHECK_FALSE(event_layout_of("maps"));
+}
+
+TEST_CASE("events: blocks go out under the engine's hashes, full and announced ones only",
+          "[events][zmq]") {
+  event_publisher_options o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.first_seq = 5000;
+  event_publisher pub(o);
+  block_origins origins(2);
+  publishing_sink sink(pub, &origins);
+  origins.remember(101, {1, {7, 7, 7, 7}});
+  origins.remember(102, {2, {}});
+  sink.stored(tier::device, 101, std::nullopt, 4);
+  sink.stored(tier::device, 102, 101, 4);
+  sink.stored(tier::device, 103, 102, 2);  // never remembered (a partial block): not announced
+  sink.batch_end();
+  sink.removed(tier::host, 101);  // never held on the host: not announced
+  sink.removed(tier::device, 103);
+  sink.removed(tier::device, 102);
+  CHECK(origins.size() == 1);  // 102 is held by no tier now
+  sink.batch_end();
+  pub.flush();
+
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect(pub.replay_endpoint());
+  dealer.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(be(0)), zmq::send_flags::none);
+  std::vector<std::vector<msgpack::object>> events;
+  std::vector<msgpack::object_handle> handles;
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    REQUIRE(zmq::recv_multipart(dealer, std::back_inserter(frames)));
+    REQUIRE(frames.size() == 3);
+    if (frames[1].to_string() == std::string(8, '\xff'))
+      break;
+    CHECK(seq_of(frames[1]) == 5000 + handles.size());  // numbered from first_seq
+    handles.push_back(msgpack::unpack(frames[2].data<char>(), frames[2].size()));
+    events.push_back(handles.back().get().via.array.ptr[1].as<std::vector<msgpack::object>>());
+  }
+  REQUIRE(events.size() == 2);
+  REQUIRE(events[0].size() == 1);
+  auto st = events[0][0].as<std::vector<msgpack::object>>();
+  CHECK(hashes_of(st[1]) == std::vector<uint64_t>{1, 2});  // the engine's hashes
+  auto tokens = st[3].as<std::vector<int32_t>>();
+  CHECK(std::vector<int32_t>(tokens.begin(), tokens.begin() + 4) == std::vector<int32_t>(4, 7));
+  CHECK(std::vector<int32_t>(tokens.begin() + 4, tokens.end()) == placeholder_tokens(2, 4));
+  REQUIRE(events[1].size() == 1);
+  auto rm = events[1][0].as<std::vector<msgpack::object>>();
+  CHECK(hashes_of(rm[1]) == std::vector<uint64_t>{2});
+
+  origins.remember(201, {21, {}});
+  origins.remember(202, {22, {}});
+  origins.remember(203, {23, {}});  // beyond 2 idle ones: the oldest remembered goes
+  CHECK_FALSE(origins.engine_hash(201));
+  CHECK(origins.engine_hash(203) == 23u);
+  CHECK(origins.engine_hash(101) == 1u);  // held on the device: kept
 }
 
 TEST_CASE("events: published batches carry topic and sequence, and replay resends the ring",
@@ -115,6 +220,7 @@ TEST_CASE("events: published batches carry topic and sequence, and replay resend
   o.replay_endpoint = "tcp://127.0.0.1:*";
   o.topic = "kv";
   o.buffer_batches = 3;
+  o.layout = event_layout::map;
   event_publisher pub(o);
   REQUIRE(pub.endpoint().rfind("tcp://127.0.0.1:", 0) == 0);
   REQUIRE(pub.endpoint() != o.endpoint);  // the wildcard port resolved
@@ -127,7 +233,8 @@ TEST_CASE("events: published batches carry topic and sequence, and replay resend
   // A PUB drops what it sends before the subscription reaches it: the first batch is sent until
   // one arrives; those sent meanwhile are the gap that the replay below fills.
   std::vector<zmq::message_t> frames;
-  CHECK_FALSE(pub.publish({}).has_value());  // nothing to say: no batch, no number
+  // Nothing to say: no batch, no number.
+  CHECK_FALSE(pub.publish(std::vector<block_event>{}).has_value());
   uint64_t first_seen = 0;
   for (int attempt = 0; attempt < 100; ++attempt) {
     pub.publish({stored(tier::device, 100 + attempt, std::nullopt)});
@@ -218,6 +325,7 @@ TEST_CASE("events: a controller's changes reach a subscriber, one message per co
   event_publisher_options o;
   o.endpoint = "tcp://127.0.0.1:*";
   o.replay_endpoint = "tcp://127.0.0.1:*";
+  o.layout = event_layout::map;
   event_publisher pub(o);
   publishing_sink sink(pub);
   cache_options cache;
@@ -271,6 +379,6 @@ TEST_CASE("events: a controller's changes reach a subscriber, one message per co
   auto b = blocks({1, 2});
   std::vector<uint64_t> hashes = {b[0].hash, b[1].hash};
   REQUIRE(seen.size() == 2);
-  CHECK(seen[0] == std::make_pair(std::string("device"), hashes));
-  CHECK(seen[1] == std::make_pair(std::string("host"), hashes));
+  CHECK(seen[0] == std::make_pair(std::string("GPU"), hashes));
+  CHECK(seen[1] == std::make_pair(std::string("CPU"), hashes));
 }

@@ -205,7 +205,7 @@ class Client:
         msg: Dict[str, Any] = {"op": op, "id": next(self._ids)}
         if self._token is not None:
             msg["token"] = self._token
-        if self.engine is not None and op not in ("hello", "ping", "stats"):
+        if self.engine is not None and op not in ("hello", "stats"):
             msg["engine"] = self.engine
         msg.update(fields)
         return self.call_raw(msgpack.packb(msg, use_bin_type=True), msg["id"])

@@ -1,10 +1,15 @@
 """KV events: decode kvtier's (and vLLM's) event batches and follow them without losing any.
 
 The publisher (``kvtier serve --events``) sends ``[topic, seq, payload]``: ``seq`` an 8-byte
-big-endian number, one per batch, counting from 0; ``payload`` a msgpack ``EventBatch``. kvtier
-writes the map layout; vLLM has written both a positional-array layout (``[ts, events, rank]``,
-events ``["BlockStored", ...fields]``) and the map layout (``{"ts": ..., "events": [...]}``,
-events ``{"type": "BlockStored", ...}``). ``decode_batch`` reads both, in any mix.
+big-endian number, one more per batch; ``payload`` a msgpack ``EventBatch``. kvtier writes
+vLLM v0.11.0's positional-array layout by default (``[ts, events, rank]``, events
+``["BlockStored", ...fields]``) and the map layout (``{"ts": ..., "events": [...]}``, events
+``{"type": "BlockStored", ...}``) on request. ``decode_batch`` reads both, in any mix.
+
+A kvtier serve run numbers its batches from its start time in nanoseconds since the Unix epoch
+and its first batch is one ``AllBlocksCleared``: after a restart the numbers jump, the gap is
+asked of the replay socket, and the batch that starts the new run tells the subscriber to start
+over; that gap is counted in ``restarts``, not in ``lost``.
 
 A subscriber that sees a number jump asks the replay socket for the batches in between
 (``[b"", start as 8 bytes]``; answered ``[b"", seq, payload]`` per kept batch, then
@@ -113,6 +118,11 @@ def decode_batch(payload: bytes, seq: int = -1) -> EventBatch:
     return EventBatch(seq, float(ts), [_event(e) for e in events], rank)
 
 
+def starts_run(batch: EventBatch) -> bool:
+    """Whether ``batch`` is the first of a publisher's run (it begins with AllBlocksCleared)."""
+    return bool(batch.events) and isinstance(batch.events[0], AllBlocksCleared)
+
+
 class EventSubscriber:
     """Follows a publisher: yields every batch once, in sequence order, filling gaps by replay.
 
@@ -135,6 +145,7 @@ class EventSubscriber:
         self.lost = 0          # batches neither received nor replayable
         self.replayed = 0      # batches that came through replay
         self.received = 0      # batches that came live
+        self.restarts = 0      # publisher runs that started after one this subscriber followed
 
     def close(self) -> None:
         self._sub.close(0)
@@ -188,15 +199,18 @@ class EventSubscriber:
             raise DecodeError(f"an event message has 3 frames with an 8-byte number, "
                               f"got {len(frames)}")
         seq = int.from_bytes(frames[1], "big")
+        batch = decode_batch(frames[2], seq)
         if self.next_seq is not None and seq < self.next_seq:
-            return  # already had it (through replay)
-        if self.next_seq is not None and seq > self.next_seq:
-            self._fill(self.next_seq, seq, out)
-        out.append(decode_batch(frames[2], seq))
+            if not starts_run(batch):
+                return  # already had it (through replay)
+            self.restarts += 1  # a publisher whose clock went back: its run starts here
+        elif self.next_seq is not None and seq > self.next_seq:
+            self._fill(self.next_seq, seq, out, starts_run(batch))
+        out.append(batch)
         self.received += 1
         self.next_seq = seq + 1
 
-    def _fill(self, start: int, end: int, out: List[EventBatch]) -> None:
+    def _fill(self, start: int, end: int, out: List[EventBatch], run_at_end: bool) -> None:
         expected = start
         try:
             replayed = self.replay_from(start)
@@ -205,11 +219,17 @@ class EventSubscriber:
         for b in replayed:
             if b.seq < expected or b.seq >= end:
                 continue
+            if starts_run(b):  # a restart: the numbers skipped were never batches
+                self.restarts += 1
+                expected = b.seq
             self.lost += b.seq - expected
             out.append(b)
             self.replayed += 1
             expected = b.seq + 1
-        self.lost += end - expected
+        if run_at_end:
+            self.restarts += 1
+        else:
+            self.lost += end - expected
 
 
 class TierIndex:

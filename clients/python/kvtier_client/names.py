@@ -1,11 +1,12 @@
-"""The names kvtier serve gives an engine's blocks in its index, as its KV events carry them.
+"""The names kvtier serve gives an engine's blocks in its index (its KV events carry the
+engine's own hashes instead: docs/events.md, "Block names").
 
 The server chains the engine's block hashes once more (docs/protocol.md, "Block identity";
 ``serve/block_names.hpp``): ``name_i = XXH3_64bits_withSeed(le64(name_{i-1}) || le64(0x7365727665)
-|| le64(hash_i) || le64(tokens_i), 0x6b76746965722d69)``, ``name_{-1} = 0``. A follower of the
-events computes the names of a prompt's blocks with ``server_names`` to look them up in its
-``TierIndex``. XXH3 is implemented here for its one input size (32 bytes), so that nothing
-beyond pyzmq and msgpack is needed; tests pin it against libxxhash's answers.
+|| le64(hash_i) || le64(tokens_i), 0x6b76746965722d69)``, ``name_{-1} = 0``.
+Storage keys (and the file backend's file names) come from these names. XXH3 is implemented
+here for its one input size (32 bytes), so that nothing beyond pyzmq and msgpack is needed;
+tests pin it against libxxhash's answers.
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ class Server:
 
     def __init__(self, *args, events=False, metrics=False, timeout_s=60):
         cmd = [KVTIER, "serve", "--bind", "tcp://127.0.0.1:*"]
-        if events:
-            cmd += ["--events", "tcp://127.0.0.1:*", "--events-replay", "tcp://127.0.0.1:*"]
+        if events:  # True, or the (events, replay) endpoints to bind
+            pub, replay = events if isinstance(events, tuple) else ("tcp://127.0.0.1:*",) * 2
+            cmd += ["--events", pub, "--events-replay", replay]
         if metrics:
             cmd += ["--metrics-port", "0"]
         cmd += list(args)

@@ -97,6 +97,63 @@ class VerbsTest(unittest.TestCase):
         self.assertGreaterEqual(c.ping(), 0)
 
 
+class EngineIsolationTest(unittest.TestCase):
+    def test_an_engine_answers_only_its_own_connection(self):
+        with Server(*SMALL) as server:
+            with Client(server.endpoint, timeout_ms=10000) as a, \
+                    Client(server.endpoint, timeout_ms=10000) as intruder:
+                a.hello(MODEL, BS)
+                if not a.allocate(1, Prompt(hashes=prompt_hashes(10, 2))).ready:
+                    a.wait(1)
+                intruder.engine = a.engine  # never said hello: it only guesses the id
+                with self.assertRaises(KvtierError) as e:
+                    intruder.finish(1)
+                self.assertEqual(e.exception.kind, "not_registered")
+                self.assertIn("another connection", e.exception.message)
+                self.assertEqual(a.stats()["requests"], 1)
+                a.finish(1)
+            self.assertEqual(server.stop(), 0)
+
+    def test_ping_keeps_the_engine_alive(self):
+        with Server(*SMALL, "--set", "serve.client_timeout_s=1") as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                if not c.allocate(1, Prompt(hashes=prompt_hashes(20, 2))).ready:
+                    c.wait(1)
+                deadline = time.monotonic() + 2.5
+                while time.monotonic() < deadline:
+                    c.ping()
+                    time.sleep(0.1)
+                stats = c.stats()
+                self.assertEqual((stats["engines"], stats["requests"]), (1, 1))
+            self.assertEqual(server.stop(), 0)
+
+    def test_steps_and_shorthands_share_one_counter(self):
+        with Server(*SMALL) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                for req in (1, 2):
+                    if not c.allocate(req, Prompt(hashes=prompt_hashes(100 * req, 2))).ready:
+                        c.wait(req)
+                self.assertEqual(c.step(StepWork(admits=[(1, 2 * BS)])).step, 1)
+                self.assertEqual(c.step(StepWork(admits=[(2, 2 * BS)])).step, 2)
+                self.assertEqual(c.commit(1, 2 * BS).step, 3)
+                with self.assertRaises(KvtierError) as e:
+                    c.call("step", step=3)
+                self.assertEqual(e.exception.kind, "bad_request")
+                self.assertIn("step 3 does not follow step 3", e.exception.message)
+            self.assertEqual(server.stop(), 0)
+
+    def test_an_op_that_is_not_utf8_gets_a_decodable_error(self):
+        with Server(*SMALL) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                with self.assertRaises(KvtierError) as e:
+                    c.call_raw(b"\x82\xa2op\xa2\xff\xfe\xa2id\x07", 7)
+                self.assertEqual(e.exception.kind, "unknown_op")
+                self.assertEqual(e.exception.message, "unknown op '\\xff\\xfe'")
+            self.assertEqual(server.stop(), 0)
+
+
 class FakeRequest:
     def __init__(self, request_id, tokens):
         self.request_id = request_id

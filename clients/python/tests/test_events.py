@@ -14,7 +14,8 @@ import zmq  # noqa: E402
 
 from kvtier_client.names import server_names, xxh3_64_32  # noqa: E402
 from kvtier_client.events import (END_SEQ, AllBlocksCleared, BlockRemoved, BlockStored,  # noqa
-                                  DecodeError, EventSubscriber, TierIndex, decode_batch)
+                                  DecodeError, EventSubscriber, TierIndex, decode_batch,
+                                  starts_run)
 
 
 def array_layout(ts, events, rank=None):
@@ -227,6 +228,29 @@ class SubscriberTest(unittest.TestCase):
             self.assertEqual([b.seq for b in got], list(range(len(got))))
             self.assertEqual([b.events[0].block_hashes[0] for b in got][:3], [0, 1, 2])
             self.assertEqual(sub.lost, 0)
+            sub.close()
+        finally:
+            pub.close()
+
+    def test_a_restart_is_a_new_run_not_a_loss(self):
+        pub = FakePublisher()
+        try:
+            sub, _ = self.connect(pub)
+            pub.publish(removed(1))
+            # A restart: the numbers jump (kvtier serve starts them at its start time) and the
+            # new run's first batch clears; the subscriber misses it live and asks the replay.
+            pub.ring.clear()
+            pub.seq += 10 ** 6
+            first = pub.publish([{"type": "AllBlocksCleared"}], drop=True)
+            last = pub.publish(removed(2))
+            got = []
+            while not got or got[-1].seq != last:
+                more = sub.poll(2000)
+                self.assertTrue(more)
+                got += more
+            self.assertEqual([b.seq for b in got][-2:], [first, last])
+            self.assertTrue(starts_run(got[-2]))
+            self.assertEqual((sub.restarts, sub.lost), (1, 0))
             sub.close()
         finally:
             pub.close()

@@ -2,6 +2,7 @@
 server holds per tier, and /metrics counts what was asked."""
 
 import re
+import shutil
 import subprocess
 import unittest
 import urllib.request
@@ -10,7 +11,7 @@ from serve_fixture import KVTIER, Server
 
 from kvtier_client import Client, EventSubscriber, ModelShape, Prompt, StepWork, TierIndex
 from kvtier_client.events import wait_for
-from kvtier_client.names import server_names
+from router_decoders import dynamo_decode, free_endpoint, llm_d_decode, replay_payloads
 
 MODEL = ModelShape("llama3-8b", 32, 8, 128, "bf16")
 BS = 64
@@ -36,6 +37,7 @@ class EventsTest(unittest.TestCase):
             sub = EventSubscriber(server.events, server.replay, start_seq=0)
             self.addCleanup(sub.close)
             index = TierIndex()
+            seqs = []
             prompts = [[1000 * p + i for i in range(6)] for p in range(6)]
             with Client(server.endpoint, timeout_ms=10000) as c:
                 c.hello(MODEL, BS)
@@ -45,24 +47,97 @@ class EventsTest(unittest.TestCase):
                 def agrees():
                     for b in sub.poll(50):
                         index.apply(b)
+                        seqs.append(b.seq)
                     for hashes in prompts:
                         hits = c.lookup(Prompt(hashes=hashes))
-                        names = server_names(hashes, BS)  # what the events carry
-                        if index.prefix_blocks(names, "device") != hits.device_blocks:
+                        # The events carry the engine's own hashes.
+                        if index.prefix_blocks(hashes, "GPU") != hits.device_blocks:
                             return False
-                        rest = names[hits.device_blocks:]
-                        if index.prefix_blocks(rest, "host") != hits.host_blocks:
+                        rest = hashes[hits.device_blocks:]
+                        if index.prefix_blocks(rest, "CPU") != hits.host_blocks:
                             return False
                     return True
 
                 self.assertTrue(wait_for(agrees, 20), f"index {index.blocks}")
                 # The small device evicted: some prompt lives on the host only.
-                self.assertTrue(index.held("host") - index.held("device"))
+                self.assertTrue(index.held("CPU") - index.held("GPU"))
                 self.assertEqual(sub.lost, 0)
-                # Every batch came live or through replay (the first ones, sent before the
-                # subscription reached the publisher), in order, none twice.
-                self.assertEqual(sub.next_seq, sub.received + sub.replayed)
+                # The run's first batch (AllBlocksCleared) came through replay, asked from 0;
+                # every batch came live or through replay, in order, none twice.
+                self.assertEqual(sub.restarts, 1)
+                self.assertEqual(index.cleared, 1)
+                self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
+                self.assertEqual(len(seqs), sub.received + sub.replayed)
             self.assertEqual(server.stop(), 0)
+
+    def test_a_follower_starts_over_when_the_server_restarts(self):
+        pub, replay = free_endpoint(), free_endpoint()
+        index = TierIndex()
+        sub = EventSubscriber(pub, replay, start_seq=0)
+        self.addCleanup(sub.close)
+        first, second = [1, 2, 3, 4], [7, 8, 9]
+
+        def follow_until(c, done):
+            fillers = iter(range(100, 10 ** 6))
+
+            def step():
+                # A follower learns of batches from live ones: keep them coming until the
+                # subscription has reached the new publisher.
+                req = next(fillers)
+                serve_prompt(c, req, [10 ** 6 * req])
+                for b in sub.poll(50):
+                    index.apply(b)
+                return done()
+            return wait_for(step, 20)
+
+        with Server(*SMALL, events=(pub, replay)) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                serve_prompt(c, 1, first)
+                self.assertTrue(follow_until(c, lambda: index.prefix_blocks(first, "GPU") == 4))
+            self.assertEqual(server.stop(), 0)
+        before = sub.next_seq
+        with Server(*SMALL, events=(pub, replay)) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                serve_prompt(c, 1, second)
+                # The new run's numbers go on above the old ones and its first batch clears
+                # what the follower held: the first prompt is gone, the second is there.
+                self.assertTrue(follow_until(c, lambda: index.prefix_blocks(second, "GPU") == 3))
+            self.assertEqual(index.prefix_blocks(first, "GPU"), 0)
+            self.assertGreater(sub.next_seq, before)
+            self.assertEqual((index.cleared, sub.restarts, sub.lost), (2, 2, 0))
+            self.assertEqual(server.stop(), 0)
+
+    def test_events_decode_as_llm_d_and_dynamo_read_them(self):
+        tokens = list(range(1000, 1000 + 3 * BS + 5))  # three full blocks and a partial one
+        with Server(*SMALL, events=True) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                if not c.allocate(1, Prompt(tokens=tokens)).ready:
+                    c.wait(1)
+                c.step(StepWork(admits=[(1, len(tokens))]))
+                c.step(StepWork(computed=[(1, len(tokens))]))
+                c.finish(1)
+            payloads = []
+
+            def stored_seen():
+                payloads[:] = replay_payloads(server.replay)
+                return any(b"BlockStored" in p for p in payloads)
+
+            self.assertTrue(wait_for(stored_seen, 20))
+            self.assertEqual(server.stop(), 0)
+        self.assertIn(["AllBlocksCleared"], llm_d_decode(payloads[0]))
+        stored = []
+        for p in payloads:
+            llm_d_decode(p)
+            stored += [e for e in dynamo_decode(p, BS) if e["kind"] == "stored"]
+        gpu = [e for e in stored if e["tier"] == "Device"]
+        self.assertEqual(len(gpu), 1, stored)
+        # Full blocks only, each with its own tokens, as Dynamo slices them.
+        self.assertEqual([t for _, t in gpu[0]["blocks"]],
+                         [tokens[i * BS:(i + 1) * BS] for i in range(3)])
+        self.assertIsNone(gpu[0]["parent"])
 
 
 def scrape(port):
@@ -95,26 +170,46 @@ class MetricsTest(unittest.TestCase):
                 except Exception:
                     pass
                 text = scrape(server.metrics_port)
-            self.assertEqual(sample(text, "kvtier:calls_total", verb="lookup"), 3)
-            self.assertEqual(sample(text, "kvtier:calls_total", verb="allocate"), 5)
-            self.assertEqual(sample(text, "kvtier:call_duration_seconds_count", verb="lookup"), 3)
-            self.assertEqual(sample(text, "kvtier:call_duration_seconds_bucket", verb="lookup",
+            self.assertEqual(sample(text, "kvtier_calls_total", verb="lookup"), 3)
+            self.assertEqual(sample(text, "kvtier_calls_total", verb="allocate"), 5)
+            self.assertEqual(sample(text, "kvtier_call_duration_seconds_count", verb="lookup"), 3)
+            self.assertEqual(sample(text, "kvtier_call_duration_seconds_bucket", verb="lookup",
                                     le="+Inf"), 3)
-            self.assertEqual(sample(text, "kvtier:errors_total", kind="unknown_op"), 1)
-            self.assertEqual(sample(text, "kvtier:errors_total", kind="unauthorized"), 0)
-            self.assertEqual(sample(text, "kvtier:tier_capacity_blocks", tier="device"), 16)
-            self.assertEqual(sample(text, "kvtier:tier_capacity_blocks", tier="host"), 48)
-            self.assertGreater(sample(text, "kvtier:tier_used_blocks", tier="device"), 0)
-            self.assertGreater(sample(text, "kvtier:evictions_total", tier="device"), 0)
+            self.assertEqual(sample(text, "kvtier_errors_total", kind="unknown_op"), 1)
+            self.assertEqual(sample(text, "kvtier_errors_total", kind="unauthorized"), 0)
+            self.assertEqual(sample(text, "kvtier_tier_capacity_blocks", tier="device"), 16)
+            self.assertEqual(sample(text, "kvtier_tier_capacity_blocks", tier="host"), 48)
+            self.assertGreater(sample(text, "kvtier_tier_used_blocks", tier="device"), 0)
+            self.assertGreater(sample(text, "kvtier_evictions_total", tier="device"), 0)
             # Each lookup asked the device for 3 blocks.
-            self.assertEqual(sample(text, "kvtier:lookup_blocks_total", tier="device",
+            self.assertEqual(sample(text, "kvtier_lookup_blocks_total", tier="device",
                                     source="lookup"), 9)
-            self.assertEqual(sample(text, "kvtier:lookup_blocks_total", tier="device",
+            self.assertEqual(sample(text, "kvtier_lookup_blocks_total", tier="device",
                                     source="admit"), 30)
-            self.assertGreater(sample(text, "kvtier:link_bytes_total", link="d2h"), 0)
-            self.assertEqual(sample(text, "kvtier:engines"), 1)
-            self.assertGreaterEqual(sample(text, "kvtier:copies_in_flight"), 0)
+            self.assertGreater(sample(text, "kvtier_link_bytes_total", link="d2h"), 0)
+            self.assertEqual(sample(text, "kvtier_engines"), 1)
+            self.assertGreaterEqual(sample(text, "kvtier_copies_in_flight"), 0)
             self.assertEqual(server.stop(), 0)
+
+
+    def test_every_metric_passes_promtool(self):
+        # tools/setup installs Debian's prometheus package for promtool: its absence is a
+        # broken setup, not a reason to skip.
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool not found: run tools/setup (Debian's prometheus)")
+        with Server(*SMALL, events=True, metrics=True) as server:
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                c.hello(MODEL, BS)
+                serve_prompt(c, 1, [1, 2, 3])
+                text = scrape(server.metrics_port)
+            self.assertEqual(server.stop(), 0)
+        families = re.findall(r"^# TYPE (\S+) ", text, re.M)
+        self.assertGreaterEqual(len(families), 18)
+        for name in families:
+            self.assertRegex(name, r"^kvtier_[a-z0-9_]+$")
+        p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout + p.stderr), (0, ""))
 
 
 class BadOptionsTest(unittest.TestCase):
