@@ -502,6 +502,29 @@ void cache_model::discard_if_bare(node_id id, uint32_t generation) {
   tree_.remove(id);
 }
 
+std::optional<node_id> cache_model::pass_through_device(node_id parent, const cache_block& block,
+                                                        std::vector<transfer_order>& orders) {
+  bool keeps_copy = decisions_.wants_backup(1)
+                    || decisions_.on_device_evict(false) == device_eviction::write_back;
+  if (!keeps_copy || tree_.find(block.hash) != root_node)
+    return std::nullopt;
+  blocks_.clear();
+  if (!allocate_host(1, blocks_, orders))
+    return std::nullopt;
+  node_id id = tree_.add(parent, block.hash, block.tokens);
+  tree_.acquire(id, false);
+  tree_.set_copy(id, tier::host, copy_state::ready, blocks_[0]);
+  if (decisions_.policy == write_policy::write_back)
+    ++counters_.write_backs;
+  else
+    ++counters_.backups;
+  if (decisions_.stores_when_host_ready(1)) {
+    issue(transfer_kind::store, id, 0, blocks_[0], orders);
+    ++counters_.stores;
+  }
+  return id;
+}
+
 void cache_model::reset() {
   KVTIER_ASSERT(outstanding_.empty());
   tree_.reset();

@@ -164,6 +164,16 @@ class cache_model {
   /// for the caller; nullopt if the hash already has a node or the host tier has no room.
   std::optional<node_id> begin_load(node_id parent, const cache_block& block,
                                     std::vector<transfer_order>& orders);
+  /// A block computed without device room to keep it (a prompt longer than the device tier, in
+  /// the hit-rate replay) passes through the device and leaves it at once: it gets a host-only
+  /// node under `parent`, held for the caller, if the write policy gives a block leaving the
+  /// device with one hit a host copy (write_through, write_back). The copy is ready at once (the
+  /// replay has no clock); a store follows as for any host copy. Without this a smaller device
+  /// would keep such blocks out of the host tier, and a larger one let them in: a larger device
+  /// could lower the hit ratio (docs/design.md, "Hit ratio"). nullopt if the policy keeps no
+  /// copy, the hash already has a node, or the host tier has no room.
+  std::optional<node_id> pass_through_device(node_id parent, const cache_block& block,
+                                             std::vector<transfer_order>& orders);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
   /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it

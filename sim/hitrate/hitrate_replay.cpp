@@ -107,6 +107,16 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   KVTIER_ASSERT(next == fresh_.size());
   drain();
   totals_.inserts += end;
+  // What did not fit on the device still leaves it as any computed block does (write policy).
+  for (uint32_t i = end; i < n && path_.size() == i; ++i) {
+    node_id parent = i == 0 ? root_node : path_[i - 1];
+    auto kept = model_.pass_through_device(parent, blocks[i], orders_);
+    if (!kept)
+      break;
+    path_.push_back(*kept);
+    ++totals_.host_inserts;
+    drain();
+  }
   // The request finishes: backups due since its commit first, as the timed replay's steps do,
   // then the storage decision (write_policy.hpp).
   model_.collect_backups(orders_);

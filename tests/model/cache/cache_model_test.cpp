@@ -329,3 +329,31 @@ TEST_CASE("cache_model: a stored event names its parent and its tokens", "[model
   h.serve({3});
   CHECK(log.empty());  // unset: nobody hears anything
 }
+
+TEST_CASE("cache_model: a block with no device room passes through to host as the policy says",
+          "[model][write_policy]") {
+  auto blocks = blocks_of({1, 2});
+  std::vector<transfer_order> orders;
+  SECTION("write_through and write_back give it a host copy, held, under its parent") {
+    for (write_policy p : {write_policy::write_through, write_policy::write_back}) {
+      cache_model m(tiers(1, 2, p));
+      auto first = m.pass_through_device(root_node, blocks[0], orders);
+      REQUIRE(first);
+      auto second = m.pass_through_device(*first, blocks[1], orders);
+      REQUIRE(second);
+      CHECK(orders.empty());  // ready at once, no storage tier
+      const tree_node& x = m.tree().node(*second);
+      CHECK(x.parent == *first);
+      CHECK(x.ready(tier::host));
+      CHECK_FALSE(x.has(tier::device));
+      CHECK(x.ref_count == 1);
+      CHECK(m.counters().backups + m.counters().write_backs == 2);
+      CHECK_FALSE(m.pass_through_device(root_node, blocks[0], orders));  // already a node
+    }
+  }
+  SECTION("write_through_selective above one hit keeps no copy, as device eviction would not") {
+    cache_model m(tiers(1, 2, write_policy::write_through_selective, 2));
+    CHECK_FALSE(m.pass_through_device(root_node, blocks[0], orders));
+    CHECK(m.tree().size() == 0);
+  }
+}
