@@ -518,10 +518,8 @@ std::optional<node_id> cache_model::pass_through_device(node_id parent, const ca
     ++counters_.write_backs;
   else
     ++counters_.backups;
-  if (decisions_.stores_when_host_ready(1)) {
-    issue(transfer_kind::store, id, 0, blocks_[0], orders);
-    ++counters_.stores;
-  }
+  if (decisions_.stores_when_host_ready(1))
+    issue_store(id, blocks_[0], orders);
   return id;
 }
 
