@@ -1,6 +1,7 @@
 #include "actors/transfer_engine/transfer_engine.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 
 #include "core/check.hpp"
@@ -18,6 +19,12 @@ struct running_transfer {
   bool started = false;
   int64_t started_ns = 0;
   int64_t measured_ns = -1;  // measured by the copy backend (-1: by the engine's clock)
+  // store: blocks handed to storage so far, puts not answered, since when it waits for room
+  size_t stored_from = 0;
+  uint32_t puts_out = 0;
+  int64_t waiting_since = -1;
+  std::string store_error;
+  uint64_t load_bytes = 0;  // load: payload buffers it holds until it ends
 };
 
 struct engine_state;
@@ -32,6 +39,10 @@ struct engine_state {
   std::map<uint64_t, running_transfer> transfers;  // received, not done
   std::map<link_model::flow_id, uint64_t> flow_to_transfer;
   engine_report report;
+  // Loads, and stores past the nic, whose blocks wait for room under storage_inflight_bytes
+  // (oldest first), and the payload bytes in flight to or from storage.
+  std::deque<uint64_t> storage_queue;
+  uint64_t inflight_bytes = 0;
 };
 
 using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
@@ -58,14 +69,24 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
 void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error);
+void pump_storage(self_ptr self);
+void start_load(self_ptr self, uint64_t id);
 
-// A store's bytes when storage keeps them: each block's, as the copy backend holds it.
-void add_storage_payloads(engine_state& st, const transfer& t, storage_io& io) {
+void hold_bytes(engine_state& st, uint64_t bytes) {
+  st.inflight_bytes += bytes;
+  st.report.storage_inflight_peak_bytes =
+    std::max(st.report.storage_inflight_peak_bytes, st.inflight_bytes);
+}
+
+// A store's bytes when storage keeps them: blocks [from, to)'s, as the copy backend holds them.
+void add_storage_payloads(engine_state& st, const transfer& t, size_t from, size_t to,
+                          storage_io& io) {
   if (st.options.storage_payload_bytes == 0)
     return;
-  for (const auto& b : t.blocks) {
-    io.hashes.push_back(b.hash);
-    io.payloads.push_back(st.copies->storage_payload(b, st.options.storage_payload_bytes));
+  for (size_t i = from; i < to; ++i) {
+    io.hashes.push_back(t.blocks[i].hash);
+    io.payloads.push_back(
+      st.copies->storage_payload(t.blocks[i], st.options.storage_payload_bytes));
   }
 }
 
@@ -97,51 +118,62 @@ void start(self_ptr self, uint64_t id) {
     case transfer_kind::store:
       start_flow(self, id, {st.nic}, {{lo.nic_latency_ns, bytes_of(st, t)}});
       return;
-    case transfer_kind::load: {
-      storage_io io;
-      for (const auto& b : t.blocks)
-        io.keys.push_back(b.storage_key);
-      io.bytes_each = st.options.block_bytes;
-      if (st.options.storage_payload_bytes > 0) {
-        for (const auto& b : t.blocks)
-          io.hashes.push_back(b.hash);
-        io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
-      }
-      self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
-        .then(
-          [=](const storage_io_reply& reply) {
-            sync(self);
-            auto& s = self->state;
-            running_transfer& rt = s.transfers.at(id);
-            rt.lease = reply.lease;
-            if (reply.done < rt.msg.blocks.size()) {
-              // Evicted (or lost with its node) since the controller looked: the load fails and
-              // the controller drops it.
-              settle_storage_payloads(s, rt.msg, false);
-              self->send(s.storage, storage_release{reply.lease});
-              rt.lease = 0;
-              finish(self, id);
-              return;
-            }
-            if (std::string bad = settle_storage_payloads(s, rt.msg, true); !bad.empty()) {
-              ++s.report.payload_errors;
-              self->send(s.storage, storage_release{reply.lease});
-              rt.lease = 0;
-              deliver(self, id, false, bad);
-              return;
-            }
-            start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
-          },
-          [=](const caf::error& e) {
-            // The destinations are not handed back: without storage's answer, its backend may
-            // still write them.
-            sync(self);
-            self->state.transfers.at(id).lease = 0;
-            deliver(self, id, false, "storage get failed: " + caf::to_string(e));
-          });
+    case transfer_kind::load:
+      st.storage_queue.push_back(id);
+      pump_storage(self);
       return;
-    }
   }
+}
+
+// A load's get: its blocks' bytes are read into buffers the copy backend hands out.
+void start_load(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  const transfer& t = st.transfers.at(id).msg;
+  const link_options& lo = st.options.links;
+  storage_io io;
+  for (const auto& b : t.blocks)
+    io.keys.push_back(b.storage_key);
+  io.bytes_each = st.options.block_bytes;
+  if (st.options.storage_payload_bytes > 0) {
+    for (const auto& b : t.blocks)
+      io.hashes.push_back(b.hash);
+    io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
+    uint64_t& held = st.transfers.at(id).load_bytes;
+    held = t.blocks.size() * st.options.storage_payload_bytes;
+    hold_bytes(st, held);
+  }
+  self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
+    .then(
+      [=](const storage_io_reply& reply) {
+        sync(self);
+        auto& s = self->state;
+        running_transfer& rt = s.transfers.at(id);
+        rt.lease = reply.lease;
+        if (reply.done < rt.msg.blocks.size()) {
+          // Evicted (or lost with its node) since the controller looked: the load fails and
+          // the controller drops it.
+          settle_storage_payloads(s, rt.msg, false);
+          self->send(s.storage, storage_release{reply.lease});
+          rt.lease = 0;
+          finish(self, id);
+          return;
+        }
+        if (std::string bad = settle_storage_payloads(s, rt.msg, true); !bad.empty()) {
+          ++s.report.payload_errors;
+          self->send(s.storage, storage_release{reply.lease});
+          rt.lease = 0;
+          deliver(self, id, false, bad);
+          return;
+        }
+        start_flow(self, id, {s.nic}, {{lo.nic_latency_ns, bytes_of(s, rt.msg)}});
+      },
+      [=](const caf::error& e) {
+        // The destinations are not handed back: without storage's answer, its backend may
+        // still write them.
+        sync(self);
+        self->state.transfers.at(id).lease = 0;
+        deliver(self, id, false, "storage get failed: " + caf::to_string(e));
+      });
 }
 
 bool ready_to_start(const engine_state& st, const transfer& t) {
@@ -169,6 +201,8 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   auto it = st.transfers.find(id);
   running_transfer& r = it->second;
   transfer_kind kind = r.msg.kind;
+  st.inflight_bytes -= r.load_bytes;
+  bool freed_room = r.load_bytes > 0;
   ++at(st.report.transfers, kind);
   if (ok)
     at(st.report.bytes, kind) += bytes_of(st, r.msg);
@@ -180,6 +214,87 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   r.promise.deliver(std::move(d));
   st.transfers.erase(it);
   start_unblocked(self);
+  if (freed_room)
+    pump_storage(self);
+}
+
+// Hands blocks [from, from + count) of store `id` to storage; the answer frees their bytes.
+void put_blocks(self_ptr self, uint64_t id, size_t from, size_t count) {
+  auto& st = self->state;
+  running_transfer& r = st.transfers.at(id);
+  storage_io io;
+  for (size_t i = from; i < from + count; ++i)
+    io.keys.push_back(r.msg.blocks[i].storage_key);
+  io.bytes_each = st.options.block_bytes;
+  add_storage_payloads(st, r.msg, from, from + count, io);
+  uint64_t bytes = count * st.options.storage_payload_bytes;
+  hold_bytes(st, bytes);
+  ++r.puts_out;
+  auto answered = [=](const std::string& error) {
+    sync(self);
+    auto& s = self->state;
+    s.inflight_bytes -= bytes;
+    running_transfer& rt = s.transfers.at(id);
+    --rt.puts_out;
+    if (!error.empty() && rt.store_error.empty())
+      rt.store_error = error;
+    if (rt.puts_out == 0 && rt.stored_from == rt.msg.blocks.size())
+      // blocks a backend could not store are its count
+      deliver(self, id, rt.store_error.empty(), rt.store_error);
+    pump_storage(self);
+  };
+  self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
+    .then([=](const storage_io_reply&) { answered(""); },
+          [=](const caf::error& e) { answered("storage put failed: " + caf::to_string(e)); });
+}
+
+// Backpressure (docs/design.md, "Bytes in flight to storage"): payload bytes go to or come
+// from storage only while those not yet answered stay within storage_inflight_bytes (one
+// transfer's worth at least, so that something always moves). A store's blocks go in as many
+// puts as room allows; a load goes whole. The rest wait here, in order, as on a busy link to
+// storage, holding no bytes: payloads and buffers are made when they go. So no backend queue,
+// mailbox or thread pool ever holds more than the bound.
+void pump_storage(self_ptr self) {
+  auto& st = self->state;
+  const uint64_t each = st.options.storage_payload_bytes;
+  const uint64_t bound = st.options.storage_inflight_bytes;
+  auto room_for = [&](size_t blocks) -> size_t {
+    if (each == 0 || bound == 0)
+      return blocks;
+    uint64_t room = bound > st.inflight_bytes ? bound - st.inflight_bytes : 0;
+    size_t fits = std::min<size_t>(blocks, room / each);
+    return fits == 0 && st.inflight_bytes == 0 ? 1 : fits;
+  };
+  while (!st.storage_queue.empty()) {
+    uint64_t id = st.storage_queue.front();
+    running_transfer& r = st.transfers.at(id);
+    bool load = r.msg.kind == transfer_kind::load;
+    size_t left = r.msg.blocks.size() - r.stored_from;
+    size_t take = room_for(left);
+    if (load && take < left && st.inflight_bytes > 0)
+      take = 0;  // a load's buffers are taken at once
+    if (take == 0) {
+      if (r.waiting_since < 0) {
+        r.waiting_since = now_of(self);
+        ++st.report.store_waits;
+      }
+      return;
+    }
+    if (r.waiting_since >= 0) {
+      st.report.store_wait_ns += now_of(self) - r.waiting_since;
+      r.waiting_since = -1;
+    }
+    if (load) {
+      st.storage_queue.pop_front();
+      start_load(self, id);
+      continue;
+    }
+    size_t from = r.stored_from;
+    r.stored_from += take;
+    if (r.stored_from == r.msg.blocks.size())
+      st.storage_queue.pop_front();
+    put_blocks(self, id, from, take);
+  }
 }
 
 void finish(self_ptr self, uint64_t id) {
@@ -208,21 +323,12 @@ void finish(self_ptr self, uint64_t id) {
         return;
       }
     }
-    storage_io io;
-    for (const auto& b : r.msg.blocks)
-      io.keys.push_back(b.storage_key);
-    io.bytes_each = st.options.block_bytes;
-    add_storage_payloads(st, r.msg, io);
-    self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-      .then(
-        [=](const storage_io_reply&) {
-          sync(self);
-          deliver(self, id, true, "");  // blocks a backend could not store are its count
-        },
-        [=](const caf::error& e) {
-          sync(self);
-          deliver(self, id, false, "storage put failed: " + caf::to_string(e));
-        });
+    if (r.msg.blocks.empty()) {
+      deliver(self, id, true, "");
+      return;
+    }
+    st.storage_queue.push_back(id);
+    pump_storage(self);
     return;
   }
   deliver(self, id, true, "");
