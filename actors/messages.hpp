@@ -224,7 +224,8 @@ typename Inspector::result_type inspect(Inspector& f, link_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_report& x) {
   return f(caf::meta::type_name("engine_report"), x.links, x.transfers, x.bytes, x.failed,
-           x.payload_errors, x.backend, x.device, x.log);
+           x.payload_errors, x.store_waits, x.store_wait_ns, x.storage_inflight_peak_bytes,
+           x.backend, x.device, x.log);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
@@ -236,7 +237,8 @@ typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
            x.removed, x.rebuilt, x.put_present, x.put_in_flight, x.exists_leases,
            x.lease_deferrals, x.eviction_batches, x.writes_in_flight, x.leased_keys, x.node_losses,
            x.node_returns, x.keys_lost, x.slow_windows, x.get_failures, x.put_failures,
-           x.puts_node_down, x.puts_lost, x.reads_lost, x.invariant_checked,
+           x.puts_node_down, x.puts_lost, x.reads_lost, x.puts_no_room,
+           x.deletes_in_flight_max, x.reconciles, x.blocks_lost, x.put_error, x.invariant_checked,
            x.invariant_violations, x.invariant_messages);
 }
 

@@ -64,7 +64,9 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
                 "skip and count malformed trace lines instead of stopping");
   cmd->add_option("--check-every", args.check_every,
                   "run the invariant checker every N requests (hitrate) or N commits, one per "
-                  "step (full), too; it always runs at the end")
+                  "step (full), too; it always runs at the end. Each check walks every "
+                  "structure, so its cost grows with the cache: in full mode --check-every 1 "
+                  "can make a replay a thousand times slower (for debugging)")
     ->check(unsigned_in_range());
   cmd->add_option("--seed", args.seed,
                   "draws the seeded faults (faults.*: node losses and slow links at a rate, "
@@ -84,6 +86,13 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
       throw CLI::ValidationError(clock ? "--clock" : "--speed",
                                  "--mode hitrate replays without a clock; --clock and --speed "
                                  "apply to --mode full");
+    // Virtual time is wall time x speed in 64-bit nanoseconds: past this pace it would overflow
+    // within hours of wall time, and no trace needs more.
+    constexpr double max_speed = 1e6;
+    if (speed && args.speed > max_speed)
+      throw CLI::ValidationError("--speed", "at most 1e6 virtual seconds per wall second (" +
+                                              std::to_string(args.speed) + " given); for "
+                                              "faster, use --clock virtual");
     if (speed && args.clock != "wall" && args.backend != "cuda")
       throw CLI::ValidationError("--speed", "sets the pace of the wall clock: it needs --clock "
                                             "wall (the virtual clock runs as fast as it can)");

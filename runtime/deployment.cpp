@@ -1,10 +1,12 @@
 #include "runtime/deployment.hpp"
 
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 
 #include "actors/messages.hpp"
 #include "runtime/config/options.hpp"
+#include "runtime/storage_check.hpp"
 #include "storage/storage_backend.hpp"
 
 namespace kvtier {
@@ -33,9 +35,23 @@ void prepare_storage(timed_config& config) {
   }
   if (!backend)
     return;
-  config.storage.backend = std::move(backend);
   config.engine.storage_payload_bytes =
     config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
+  // Backpressure: what may be in flight bounds what the process holds for storage at once
+  // (docs/design.md "Bytes in flight to storage"), and is said at start where real I/O runs.
+  machine_memory machine = read_machine_memory();
+  uint64_t inflight = config.storage_max_inflight_bytes > 0 ? config.storage_max_inflight_bytes
+                                                            : default_inflight_bytes(machine);
+  config.engine.storage_inflight_bytes = inflight;
+  check_storage_room(config, inflight, machine, std::cerr);
+  if (backend->asynchronous())
+    std::cerr << "kvtier: storage (" << backend->name() << "): at most "
+              << (inflight >= (1u << 20) ? std::to_string(inflight >> 20) + " MiB"
+                                         : std::to_string(inflight) + " bytes")
+              << " of block payloads in flight (storage.max_inflight_bytes"
+              << (config.storage_max_inflight_bytes > 0 ? "" : ", 1/32 of this machine's memory")
+              << "); stores and loads past it wait\n";
+  config.storage.backend = std::move(backend);
 }
 
 }  // namespace kvtier

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <xxhash.h>
@@ -142,6 +143,8 @@ struct file_backend::atomic_counters {
   std::atomic<uint64_t> puts_ok{0}, puts_failed{0}, gets_hit{0}, gets_missed{0}, bytes_written{0},
     bytes_read{0}, removed{0}, batches{0}, corrupt{0};
   std::atomic<int64_t> busy_ns{0};
+  mutable std::mutex error_mutex;
+  std::string put_error;  // the first failed write's reason (under error_mutex)
 };
 
 file_backend::file_backend(const backend_options& o)
@@ -374,7 +377,12 @@ void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t>
         ++counters_->puts_ok;
         counters_->bytes_written += p.size();
       } else {
+        int error = errno;
         ++counters_->puts_failed;
+        std::lock_guard<std::mutex> guard(counters_->error_mutex);
+        if (counters_->put_error.empty())
+          counters_->put_error = options_.file_dirs[node_of_key(b.key, nodes())] + ": " +
+                                 std::strerror(error);
       }
       batch->results[i] = ok;
       if (--batch->remaining == 0) {
@@ -391,7 +399,9 @@ void file_backend::remove(std::vector<block_ref> blocks, remove_done done) {
   auto remaining = std::make_shared<std::atomic<size_t>>(blocks.size());
   auto finish = std::make_shared<remove_done>(std::move(done));
   for (const block_ref& b : blocks)
-    writer_of(b).post([this, b, remaining, finish] {
+    // Ahead of queued writes: an evicted block's space is back before the writes that need it.
+    // A block's delete was asked after its write ended, so it never overtakes its own write.
+    writer_of(b).post_first([this, b, remaining, finish] {
       std::string path = path_of(b);
       struct stat s {};
       if (::stat(path.c_str(), &s) == 0 && ::unlink(path.c_str()) == 0) {
@@ -432,6 +442,10 @@ backend_counters file_backend::counters() const {
   backend_counters c;
   c.puts_ok = counters_->puts_ok;
   c.puts_failed = counters_->puts_failed;
+  {
+    std::lock_guard<std::mutex> guard(counters_->error_mutex);
+    c.put_error = counters_->put_error;
+  }
   c.gets_hit = counters_->gets_hit;
   c.gets_missed = counters_->gets_missed;
   c.bytes_written = counters_->bytes_written;

@@ -1,7 +1,8 @@
 #pragma once
 
 // A few threads that run blocking I/O jobs (the file backend's reads and writes), so that the
-// actors that asked never block. Jobs run in any order; the pool drains its queue before it stops.
+// actors that asked never block. Jobs run in the order posted (post_first: ahead of those waiting);
+// the pool drains its queue before it stops.
 
 #include <condition_variable>
 #include <deque>
@@ -34,6 +35,14 @@ class io_pool {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+  /// Ahead of every job waiting (a delete that gives space back goes before queued writes).
+  void post_first(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      jobs_.push_front(std::move(job));
     }
     wake_.notify_one();
   }

@@ -126,6 +126,8 @@ backend_counters redis_backend::counters() const {
   c.busy_ns = l.busy_ns;
   c.batches = l.batches;
   c.corrupt = l.corrupt;
+  std::lock_guard<std::mutex> guard(l.error_mutex);
+  c.put_error = l.put_error;
   return c;
 }
 

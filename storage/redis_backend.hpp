@@ -48,6 +48,7 @@ class redis_backend final : public storage_backend {
 
   /// Whether node `n` is connected now.
   bool node_up(uint32_t n) const;
+  bool node_reachable(uint32_t n) const override { return node_up(n); }
 
   struct loop;  // the I/O thread's state (redis_loop.hpp)
 

@@ -112,6 +112,8 @@ struct redis_backend::loop {
     bytes_written{0}, bytes_read{0}, removed{0}, node_downs{0}, reconnects{0}, batches{0},
     corrupt{0};
   std::atomic<int64_t> busy_ns{0};
+  mutable std::mutex error_mutex;
+  std::string put_error;  // the first failed put's reason (under error_mutex)
 
   // -- nodes and their connections (redis_connection.cpp) --
   explicit loop(const backend_options& o);
@@ -141,6 +143,7 @@ struct redis_backend::loop {
   static void on_reply(redisAsyncContext*, void* r, void* priv);
   bool landed_whole(redisReply* r, block_span into);
   void settle(reply_to& to, redisReply* r);
+  void note_put_error(redisReply* r, const node& n);
   void answer(const std::shared_ptr<batch>& bp);
 
   // -- commands (redis_pipeline.cpp) --

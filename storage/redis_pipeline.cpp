@@ -12,7 +12,13 @@ bool redis_backend::loop::command(node& n, const std::shared_ptr<batch>& b, uint
                                   const uint8_t* payload, size_t payload_len, size_t payload_at) {
   if (!n.ctx)
     return false;
-  n.waiting.push_back({b, block, part, std::move(words), payload, payload_len, payload_at});
+  queued q{b, block, part, std::move(words), payload, payload_len, payload_at};
+  // A delete goes ahead of writes waiting: an evicted block's memory is back before the writes
+  // that need it (it was asked after its own write ended, so it never overtakes that).
+  if (b->what == op_kind::remove)
+    n.waiting.push_front(std::move(q));
+  else
+    n.waiting.push_back(std::move(q));
   return true;
 }
 
@@ -114,6 +120,7 @@ void redis_backend::loop::dispatch(const std::shared_ptr<batch>& bp) {
           } else {
             --b.remaining;
             ++b.parts_done[i];
+            note_put_error(nullptr, n);
           }
         }
         break;

@@ -30,6 +30,20 @@ bool redis_backend::loop::landed_whole(redisReply* r, block_span into) {
   return true;
 }
 
+// Keeps the first failed put's reason: Redis's own words (an OOM refusal), or the node's state.
+void redis_backend::loop::note_put_error(redisReply* r, const node& n) {
+  std::lock_guard<std::mutex> guard(error_mutex);
+  if (!put_error.empty())
+    return;
+  std::string where = "redis " + n.host + ":" + std::to_string(n.port) + ": ";
+  if (!r)
+    put_error = where + "not reachable";
+  else if (r->type == REDIS_REPLY_ERROR && r->str)
+    put_error = where + std::string(r->str, r->len);
+  else
+    put_error = where + "unexpected reply to SET";
+}
+
 void redis_backend::loop::settle(reply_to& to, redisReply* r) {
   batch& b = *to.b;
   if (to.n->pending > 0)
@@ -44,6 +58,8 @@ void redis_backend::loop::settle(reply_to& to, redisReply* r) {
       break;
     case op_kind::put: {
       bool ok = r && r->type == REDIS_REPLY_STATUS;
+      if (!ok)
+        note_put_error(r, *to.n);
       if (ok)
         b.parts_ok[to.block] |= static_cast<uint8_t>(1u << to.part);
       uint8_t landed = b.parts_ok[to.block];

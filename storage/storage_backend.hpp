@@ -82,6 +82,7 @@ struct backend_counters {
   uint64_t reconnects = 0;       ///< times a node came back
   int64_t busy_ns = 0;           ///< sum over batches of their service time (issue to answer)
   uint64_t batches = 0;
+  std::string put_error;         ///< why the first put that failed did (empty: none failed)
 };
 
 class storage_backend {
@@ -112,6 +113,8 @@ class storage_backend {
   virtual void list(list_done done) = 0;
 
   virtual backend_counters counters() const = 0;
+  /// Whether node `n` can be reached now (a list leaves out what it cannot reach).
+  virtual bool node_reachable(uint32_t) const { return true; }
 
  protected:
   explicit storage_backend(uint32_t nodes) : nodes_(nodes) {}

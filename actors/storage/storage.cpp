@@ -19,7 +19,13 @@ storage_actor::behavior_type storage_behavior(self_ptr self, storage_options opt
   st.backend = options.backend;
   st.report.backend = st.backend ? st.backend->name() : "model";
   KVTIER_ASSERT(!st.backend || st.backend->nodes() == options.nodes);
-  st.index = std::make_unique<storage_index>(options.capacity_blocks, options.nodes, options.pool);
+  // Real bytes take real room from the moment a put is accepted (docs/design.md "Capacity").
+  storage_pool_policy pool = options.pool;
+  // The memory backend keeps the model's figures exactly (it answers inline, nothing is ever
+  // in flight there), so only the asynchronous backends count from acceptance.
+  if (st.backend && st.backend->asynchronous())
+    pool.count_from = storage_capacity_count::accepted;
+  st.index = std::make_unique<storage_index>(options.capacity_blocks, options.nodes, pool);
   if (options.faults.any())
     st.faults = std::make_unique<fault_plan>(options.faults, options.nodes);
   st.node_epoch.assign(options.nodes, 0);

@@ -24,7 +24,8 @@ int64_t backend_clock_now() {
 
 }  // namespace
 
-// Deletes evicted blocks' bytes (the index chose them; nothing waits for the delete).
+// Deletes evicted blocks' bytes (the index chose them; nothing waits for the delete). On a real
+// backend, the blocks whose delete has not completed are counted: they still take its room.
 void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   auto& st = self->state;
   if (victims.empty())
@@ -32,7 +33,22 @@ void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   std::vector<block_ref> refs = refs_of(st, victims);
   for (uint64_t k : victims)
     st.hash_of.erase(k);
-  st.backend->remove(std::move(refs), [] {});
+  if (!st.backend->asynchronous()) {
+    st.backend->remove(std::move(refs), [] {});
+    return;
+  }
+  uint64_t id = st.next_io++;
+  pending_io io;
+  io.what = pending_io::kind::remove;
+  io.keys = victims;
+  st.ios.emplace(id, std::move(io));
+  st.deletes_in_flight += victims.size();
+  st.report.deletes_in_flight_max =
+    std::max(st.report.deletes_in_flight_max, st.deletes_in_flight);
+  auto me = caf::actor_cast<storage_actor>(self);
+  st.backend->remove(std::move(refs), [me, id] {
+    caf::anon_send(me, storage_backend_done{id, {}, {}, backend_clock_now()});
+  });
 }
 
 // Asks the backend for a request's bytes; its answer comes back as a storage_backend_done.
@@ -91,6 +107,8 @@ void start_backend(self_ptr self, uint64_t id) {
       });
       return;
     }
+    default:
+      return;  // removes and listings start where they are asked for
   }
 }
 
@@ -174,6 +192,8 @@ void on_put_done(self_ptr self, pending_io& io, const storage_backend_done& d) {
       st.index->end_put(io.keys[i], false);
       continue;
     }
+    if (st.reconciling)
+      st.written_since_listing.emplace(io.keys[i], 1);
     if (!write_survived(st, io, i)) {
       st.index->end_put(io.keys[i], false);
       refused.push_back(io.keys[i]);  // written, but it must not stay: roll back
@@ -205,6 +225,14 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
   auto it = st.ios.find(d.io);
   KVTIER_ASSERT(it != st.ios.end());
   pending_io& io = it->second;
+  if (io.what == pending_io::kind::remove || io.what == pending_io::kind::reconcile) {
+    if (io.what == pending_io::kind::remove)
+      on_removed(self, io);
+    else
+      on_reconciled(self, io, d);
+    st.ios.erase(it);
+    return;
+  }
   // Real I/O ended when the backend answered, on its own thread; the wait for this actor to take
   // the answer is not the media's time (the shadow model's is counted the same way).
   int64_t done = -1;
@@ -222,8 +250,11 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
     case pending_io::kind::put:
       on_put_done(self, io, d);
       break;
+    default:
+      break;
   }
   st.ios.erase(it);
+  check_reconnects(self);
 }
 
 // Asks the backend which blocks it holds; on_rebuilt indexes them when the list comes back.

@@ -66,12 +66,20 @@ caf::result<storage_io_reply> serve_put(self_ptr self, storage_io& req) {
   bool bytes = !req.payloads.empty();
   KVTIER_ASSERT(!bytes || (req.payloads.size() == req.keys.size() &&
                            req.hashes.size() == req.keys.size()));
+  // A real pool counts a block from here (storage_capacity_count::accepted): room is made now,
+  // and the victims' deletes go before this put's writes.
+  std::vector<uint64_t> victims;
   for (size_t i = 0; i < req.keys.size(); ++i) {
     uint64_t k = req.keys[i];
-    switch (st.index->begin_put(k)) {
+    switch (st.index->begin_put(k, &victims)) {
       case put_start::present: ++st.report.put_present; continue;
       case put_start::in_flight: ++st.report.put_in_flight; continue;
       case put_start::node_down: ++st.report.puts_node_down; continue;
+      case put_start::no_room:
+        ++st.report.puts_no_room;
+        say_once(st.said_no_room, "a put found its node's capacity all in blocks being written "
+                                  "or read; it was not stored");
+        continue;
       case put_start::write: break;
     }
     io.keys.push_back(k);
@@ -82,6 +90,8 @@ caf::result<storage_io_reply> serve_put(self_ptr self, storage_io& req) {
     if (bytes)
       io.payloads.push_back(std::move(req.payloads[i]));
   }
+  if (!victims.empty())
+    remove_from_backend(self, victims);
   io.io_promise = self->make_response_promise<storage_io_reply>();
   return begin_io(self, std::move(io), &pending_io::io_promise, req.bytes_each, true);
 }
@@ -114,7 +124,8 @@ storage_report report_of(self_ptr self) {
   r.open_leases = st.leases.size();
   r.pending = 0;
   for (const auto& [id, io] : st.ios)
-    r.pending += !io.shadow;
+    r.pending += !io.shadow && io.what != pending_io::kind::remove &&
+                 io.what != pending_io::kind::reconcile;
   if (st.backend) {
     backend_counters c = st.backend->counters();
     r.bytes_read = c.bytes_read;
@@ -124,6 +135,7 @@ storage_report report_of(self_ptr self) {
     r.node_downs = c.node_downs;
     r.reconnects = c.reconnects;
     r.removed = c.removed;
+    r.put_error = c.put_error;
   }
   return r;
 }

@@ -23,7 +23,8 @@
 namespace kvtier::storage_impl {
 
 struct pending_io {
-  enum class kind : uint8_t { exists, get, put } what = kind::exists;
+  // remove: an eviction's delete (asynchronous backends); reconcile: a listing after a reconnect
+  enum class kind : uint8_t { exists, get, put, remove, reconcile } what = kind::exists;
   std::vector<uint64_t> keys;
   uint32_t flows = 0;  // still running
   int64_t requested_ns = 0;
@@ -59,6 +60,13 @@ struct storage_state {
   std::vector<uint64_t> node_epoch;  // losses per node
   std::vector<uint8_t> slow;         // per node: inside a slow window
   int64_t fault_wake = link_model::never;  // the fault timer set, if any
+  // A real backend's failures (storage_failures.cpp): deletes not yet done, the reconnects seen,
+  // a reconcile running and the keys written since it began, what was said already.
+  uint64_t deletes_in_flight = 0;
+  uint64_t reconnects_seen = 0;
+  bool reconciling = false;
+  absl::flat_hash_map<uint64_t, uint8_t> written_since_listing;
+  bool said_dropped = false, said_no_room = false, said_lost = false;
 };
 
 using self_ptr = storage_actor::stateful_pointer<storage_state>;
@@ -84,6 +92,13 @@ void start_backend(self_ptr self, uint64_t id);
 void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims);
 void on_backend_done(self_ptr self, storage_backend_done& d);
 caf::result<uint64_t> start_rebuild(self_ptr self);
+
+// -- a real backend's failures, said and reconciled (storage_failures.cpp) --
+
+void say_once(bool& said, const std::string& what);
+void check_reconnects(self_ptr self);
+void on_reconciled(self_ptr self, pending_io& io, const storage_backend_done& d);
+void on_removed(self_ptr self, const pending_io& io);
 
 // -- requests (storage_requests.cpp) --
 

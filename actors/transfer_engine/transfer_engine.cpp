@@ -1,6 +1,7 @@
 #include "actors/transfer_engine/transfer_engine.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 
 #include "core/check.hpp"
@@ -21,6 +22,12 @@ struct running_transfer {
   // A load or store: its storage request and its network flow, both running, still to end.
   uint8_t storage_parts = 0;
   std::string storage_error;  // what failed, once both ended ("" if nothing)
+  // Backpressure: a store's blocks handed to storage so far and its puts not answered, since
+  // when it waits for room; a load's payload buffers, held until it ends.
+  size_t stored_from = 0;
+  uint32_t puts_out = 0;
+  int64_t waiting_since = -1;
+  uint64_t load_bytes = 0;
 };
 
 struct engine_state;
@@ -35,6 +42,10 @@ struct engine_state {
   std::map<uint64_t, running_transfer> transfers;  // received, not done
   std::map<link_model::flow_id, uint64_t> flow_to_transfer;
   engine_report report;
+  // Loads and stores whose blocks wait for room under storage_inflight_bytes (oldest first),
+  // and the payload bytes in flight to or from storage.
+  std::deque<uint64_t> storage_queue;
+  uint64_t inflight_bytes = 0;
 };
 
 using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
@@ -61,14 +72,23 @@ void start_flow(self_ptr self, uint64_t id, std::vector<link_model::link_id> lin
 void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
 void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error);
+void pump_storage(self_ptr self);
 
-// A store's bytes when storage keeps them: each block's, as the copy backend holds it.
-void add_storage_payloads(engine_state& st, const transfer& t, storage_io& io) {
+void hold_bytes(engine_state& st, uint64_t bytes) {
+  st.inflight_bytes += bytes;
+  st.report.storage_inflight_peak_bytes =
+    std::max(st.report.storage_inflight_peak_bytes, st.inflight_bytes);
+}
+
+// A store's bytes when storage keeps them: blocks [from, to)'s, as the copy backend holds them.
+void add_storage_payloads(engine_state& st, const transfer& t, size_t from, size_t to,
+                          storage_io& io) {
   if (st.options.storage_payload_bytes == 0)
     return;
-  for (const auto& b : t.blocks) {
-    io.hashes.push_back(b.hash);
-    io.payloads.push_back(st.copies->storage_payload(b, st.options.storage_payload_bytes));
+  for (size_t i = from; i < to; ++i) {
+    io.hashes.push_back(t.blocks[i].hash);
+    io.payloads.push_back(
+      st.copies->storage_payload(t.blocks[i], st.options.storage_payload_bytes));
   }
 }
 
@@ -120,6 +140,9 @@ void start_load(self_ptr self, uint64_t id) {
     for (const auto& b : t.blocks)
       io.hashes.push_back(b.hash);
     io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
+    uint64_t& held = st.transfers.at(id).load_bytes;
+    held = t.blocks.size() * st.options.storage_payload_bytes;
+    hold_bytes(st, held);
   }
   start_network_flow(self, id);
   self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
@@ -164,23 +187,94 @@ void start_store(self_ptr self, uint64_t id) {
       return;
     }
   }
+  if (t.blocks.empty()) {
+    deliver(self, id, true, "");
+    return;
+  }
+  st.storage_queue.push_back(id);
+  pump_storage(self);
+}
+
+// Hands blocks [from, from + count) of store `id` to storage; the answer frees their bytes. The
+// storage part of the store ends when every put is answered.
+void put_blocks(self_ptr self, uint64_t id, size_t from, size_t count) {
+  auto& st = self->state;
+  running_transfer& r = st.transfers.at(id);
   storage_io io;
-  for (const auto& b : t.blocks)
-    io.keys.push_back(b.storage_key);
+  for (size_t i = from; i < from + count; ++i)
+    io.keys.push_back(r.msg.blocks[i].storage_key);
   io.bytes_each = st.options.block_bytes;
-  add_storage_payloads(st, t, io);
-  start_network_flow(self, id);
+  add_storage_payloads(st, r.msg, from, from + count, io);
+  uint64_t bytes = count * st.options.storage_payload_bytes;
+  hold_bytes(st, bytes);
+  ++r.puts_out;
+  auto answered = [=](const std::string& error) {
+    sync(self);
+    auto& s = self->state;
+    s.inflight_bytes -= bytes;
+    running_transfer& rt = s.transfers.at(id);
+    --rt.puts_out;
+    if (!error.empty() && rt.storage_error.empty())
+      rt.storage_error = error;
+    if (rt.puts_out == 0 && rt.stored_from == rt.msg.blocks.size())
+      storage_part_done(self, id);  // blocks a backend could not store are its count
+    pump_storage(self);
+  };
   self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-    .then(
-      [=](const storage_io_reply&) {
-        sync(self);
-        storage_part_done(self, id);  // blocks a backend could not store are its count
-      },
-      [=](const caf::error& e) {
-        sync(self);
-        self->state.transfers.at(id).storage_error = "storage put failed: " + caf::to_string(e);
-        storage_part_done(self, id);
-      });
+    .then([=](const storage_io_reply&) { answered(""); },
+          [=](const caf::error& e) { answered("storage put failed: " + caf::to_string(e)); });
+}
+
+// Backpressure (docs/design.md, "Bytes in flight to storage"): payload bytes go to or come
+// from storage only while those not yet answered stay within storage_inflight_bytes (one
+// transfer's worth at least, so that something always moves). A store's blocks go in as many
+// puts as room allows; a load goes whole. The rest wait here, in order, as on a busy link to
+// storage, holding no bytes: payloads and buffers are made when they go. So no backend queue,
+// mailbox or thread pool ever holds more than the bound. A transfer's network flow starts with
+// its first bytes to or from storage (cut through, above).
+void pump_storage(self_ptr self) {
+  auto& st = self->state;
+  const uint64_t each = st.options.storage_payload_bytes;
+  const uint64_t bound = st.options.storage_inflight_bytes;
+  auto room_for = [&](size_t blocks) -> size_t {
+    if (each == 0 || bound == 0)
+      return blocks;
+    uint64_t room = bound > st.inflight_bytes ? bound - st.inflight_bytes : 0;
+    size_t fits = std::min<size_t>(blocks, room / each);
+    return fits == 0 && st.inflight_bytes == 0 ? 1 : fits;
+  };
+  while (!st.storage_queue.empty()) {
+    uint64_t id = st.storage_queue.front();
+    running_transfer& r = st.transfers.at(id);
+    bool load = r.msg.kind == transfer_kind::load;
+    size_t left = r.msg.blocks.size() - r.stored_from;
+    size_t take = room_for(left);
+    if (load && take < left && st.inflight_bytes > 0)
+      take = 0;  // a load's buffers are taken at once
+    if (take == 0) {
+      if (r.waiting_since < 0) {
+        r.waiting_since = now_of(self);
+        ++st.report.store_waits;
+      }
+      return;
+    }
+    if (r.waiting_since >= 0) {
+      st.report.store_wait_ns += now_of(self) - r.waiting_since;
+      r.waiting_since = -1;
+    }
+    if (load) {
+      st.storage_queue.pop_front();
+      start_load(self, id);
+      continue;
+    }
+    size_t from = r.stored_from;
+    r.stored_from += take;
+    if (r.stored_from == r.msg.blocks.size())
+      st.storage_queue.pop_front();
+    if (from == 0)
+      start_network_flow(self, id);
+    put_blocks(self, id, from, take);
+  }
 }
 
 void start(self_ptr self, uint64_t id) {
@@ -203,7 +297,8 @@ void start(self_ptr self, uint64_t id) {
       start_store(self, id);
       return;
     case transfer_kind::load:
-      start_load(self, id);
+      st.storage_queue.push_back(id);
+      pump_storage(self);
       return;
   }
 }
@@ -233,6 +328,8 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   auto it = st.transfers.find(id);
   running_transfer& r = it->second;
   transfer_kind kind = r.msg.kind;
+  st.inflight_bytes -= r.load_bytes;
+  bool freed_room = r.load_bytes > 0;
   ++at(st.report.transfers, kind);
   if (ok)
     at(st.report.bytes, kind) += bytes_of(st, r.msg);
@@ -244,6 +341,8 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   r.promise.deliver(std::move(d));
   st.transfers.erase(it);
   start_unblocked(self);
+  if (freed_room)
+    pump_storage(self);
 }
 
 void finish(self_ptr self, uint64_t id) {

@@ -45,6 +45,10 @@ struct transfer_engine_options {
   /// (the copy backend's: the host block's on the GPU, else this many bytes of the block's hash
   /// pattern) and each load checks what comes back. 0: storage carries no bytes.
   uint64_t storage_payload_bytes = 0;
+  /// Payload bytes this engine may have handed to storage and not yet had answered
+  /// (storage.max_inflight_bytes, shared out over the instances); a store past it waits, as on a
+  /// busy link to storage. 0: no bound.
+  uint64_t storage_inflight_bytes = 0;
 };
 
 transfer_engine_actor spawn_transfer_engine(caf::actor_system& sys,

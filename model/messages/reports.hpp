@@ -172,6 +172,11 @@ struct engine_report {
   per_transfer_kind<uint64_t> bytes{};
   uint64_t failed = 0;
   uint64_t payload_errors = 0;          ///< storage reads whose bytes were not what was stored
+  /// Backpressure: stores that waited for storage to take bytes in flight, how long in all, and
+  /// the most payload bytes handed to storage and not yet answered.
+  uint64_t store_waits = 0;
+  int64_t store_wait_ns = 0;
+  uint64_t storage_inflight_peak_bytes = 0;
   std::string backend;                  ///< modelled or cuda
   std::string device;                   ///< cuda: the GPU
   std::vector<transfer_log> log;
@@ -221,6 +226,12 @@ struct storage_report {
   uint64_t puts_node_down = 0;   ///< keys a put could not write: their node was down
   uint64_t puts_lost = 0;        ///< keys whose write was in flight when their node was lost
   uint64_t reads_lost = 0;       ///< keys a get was reading when their node was lost
+  // A real backend's failures, said out loud (docs/robustness.md).
+  uint64_t puts_no_room = 0;     ///< keys a put could not write: capacity all being written/read
+  uint64_t deletes_in_flight_max = 0;  ///< most evicted blocks whose delete had not completed
+  uint64_t reconciles = 0;       ///< index checks against the backend after a reconnect
+  uint64_t blocks_lost = 0;      ///< indexed blocks a reconcile found gone from the backend
+  std::string put_error;         ///< the backend's first failed put, in its words
   // The index's own checks (storage_index::check), run when the report is asked for.
   uint64_t invariant_checked = 0, invariant_violations = 0;
   std::vector<std::string> invariant_messages;

@@ -167,13 +167,20 @@ bool storage_index::lease_active(storage_key key) const {
   return it != exists_leases_.end() && it->second > now_ns_;
 }
 
-put_start storage_index::begin_put(storage_key key) {
+put_start storage_index::begin_put(storage_key key, std::vector<storage_key>* evicted) {
   if (touch(key))
     return put_start::present;
   if (writing_.contains(key))
     return put_start::in_flight;
-  if (nodes_[node_of(key)].down)
+  node_state& n = nodes_[node_of(key)];
+  if (n.down)
     return put_start::node_down;
+  if (policy_.count_from == storage_capacity_count::accepted) {
+    while (n.size + n.writing >= n.capacity)
+      if (!evict_one(n, evicted))
+        return put_start::no_room;
+    ++n.writing;
+  }
   writing_.emplace(key, 1);
   return put_start::write;
 }
@@ -182,6 +189,8 @@ bool storage_index::end_put(storage_key key, bool ok, std::vector<storage_key>* 
   auto it = writing_.find(key);
   KVTIER_ASSERT(it != writing_.end());
   writing_.erase(it);
+  if (policy_.count_from == storage_capacity_count::accepted)
+    --nodes_[node_of(key)].writing;
   return ok && put(key, evicted);
 }
 
@@ -227,9 +236,18 @@ uint64_t storage_index::check(std::vector<std::string>& problems) const {
   for (const auto& [key, until] : exists_leases_)
     if (!map_.contains(key))
       fail("an exists lease on block " + std::to_string(key) + ", which is not stored");
-  for (const auto& [key, one] : writing_)
+  std::vector<uint64_t> writing(nodes_.size(), 0);
+  for (const auto& [key, one] : writing_) {
+    ++writing[node_of(key)];
     if (map_.contains(key))
       fail("block " + std::to_string(key) + " is visible while its put is in flight");
+  }
+  for (size_t i = 0; policy_.count_from == storage_capacity_count::accepted &&
+                     i < nodes_.size(); ++i)
+    if (counted[i] + writing[i] > nodes_[i].capacity && writing[i] > 0)
+      fail("node " + std::to_string(i) + " holds " + std::to_string(counted[i]) +
+           " blocks and writes " + std::to_string(writing[i]) + ", over its capacity " +
+           std::to_string(nodes_[i].capacity));
   if (unwritten_reads_ > 0)
     fail(std::to_string(unwritten_reads_) + " reads of blocks not completely written");
   return 7;

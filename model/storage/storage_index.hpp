@@ -41,6 +41,11 @@ using storage_key = uint64_t;
 
 enum class storage_eviction : uint8_t { lru, watermark };
 
+/// When a block starts to count against its node's capacity: once it is `stored` (the modelled
+/// pool, whose writes hold nothing), or once its put is `accepted` (begin_put), so that a pool
+/// whose bytes are real never holds more than its capacity while writes are in flight.
+enum class storage_capacity_count : uint8_t { stored, accepted };
+
 const char* to_string(storage_eviction e);
 
 /// How a node makes room and how long `exists` protects what it matched.
@@ -49,10 +54,12 @@ struct storage_pool_policy {
   double high_watermark = 0.9;  ///< watermark: evict once a node is fuller than this share
   double evict_fraction = 0.05; ///< watermark: share of a node's capacity evicted at once
   int64_t lease_ns = 0;         ///< how long a key matched by exists is not evicted; 0 = never
+  storage_capacity_count count_from = storage_capacity_count::stored;
 };
 
 /// What begin_put found for a key.
-enum class put_start : uint8_t { write, present, in_flight, node_down };
+/// `no_room`: counting from `accepted`, the node is full of blocks being written or read.
+enum class put_start : uint8_t { write, present, in_flight, node_down, no_room };
 
 /// The key of a block hash in the namespace of one model and KV dtype.
 storage_key make_storage_key(uint64_t name_space, uint64_t block_hash);
@@ -99,7 +106,9 @@ class storage_index {
   bool lease_active(storage_key key) const;
   /// First phase of a put: `write` registers the key as in flight (invisible until end_put);
   /// `present` touches the stored key; `in_flight` and `node_down` leave everything as it is.
-  put_start begin_put(storage_key key);
+  /// Counting from `accepted`, `write` first makes room for the key (LRU victims appended to
+  /// `evicted`), and the key counts against the node's capacity from now.
+  put_start begin_put(storage_key key, std::vector<storage_key>* evicted = nullptr);
   /// Second phase: the write in flight ends. `ok`: the key becomes visible (as put()); false:
   /// nothing is left behind. Returns whether the key is stored now.
   bool end_put(storage_key key, bool ok, std::vector<storage_key>* evicted = nullptr);
@@ -131,6 +140,7 @@ class storage_index {
   struct node_state {
     uint64_t capacity = 0;
     uint64_t size = 0;
+    uint64_t writing = 0;  // puts in flight that count against capacity (`accepted`)
     std::vector<use> uses;  // in stamp order from `head`: the least recently used first
     size_t head = 0;
     bool down = false;

@@ -62,6 +62,10 @@ std::vector<option_spec> storage_key_specs() {
     {keys::storage::payload_bytes, 1, 1e12, {}, true,
      "bytes each stored block carries to a byte-carrying backend when no GPU runs (the block's "
      "hash pattern, checked on every read); null = the model's real bytes per block"},
+    {keys::storage::max_inflight_bytes, 1, 1e15, {}, true,
+     "byte-carrying backends: payload bytes the process may have in flight to and from storage; "
+     "a store or load past it waits, as on a busy link to storage (reported as "
+     "storage.backpressure); null = 1/32 of the machine's memory, between 256 MiB and 1 GiB"},
     {keys::storage::eviction, 0, 0, {"lru", "watermark"}, false,
      "how a full storage node makes room: lru = evict its least recently used unleased block; "
      "watermark = Mooncake Store's: once a node is fuller than storage.high_watermark, evict "

@@ -36,6 +36,7 @@ inline constexpr number_key prefetch_timeout_per_ki_token_ms{
   "storage.prefetch_timeout_per_ki_token_ms"};
 inline constexpr integer_key prefetch_capacity_blocks{"storage.prefetch_capacity_blocks"};
 inline constexpr integer_key payload_bytes{"storage.payload_bytes"};
+inline constexpr integer_key max_inflight_bytes{"storage.max_inflight_bytes"};
 inline constexpr text_key eviction{"storage.eviction"};
 inline constexpr number_key high_watermark{"storage.high_watermark"};
 inline constexpr number_key evict_fraction{"storage.evict_fraction"};

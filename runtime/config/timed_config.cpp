@@ -92,6 +92,9 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
                             : c.is_set(keys::storage::payload_bytes)
                               ? static_cast<uint64_t>(c.integer(keys::storage::payload_bytes))
                               : rc.block_bytes();
+  if (c.is_set(keys::storage::max_inflight_bytes))
+    t.storage_max_inflight_bytes =
+      static_cast<uint64_t>(c.integer(keys::storage::max_inflight_bytes));
 }
 
 }  // namespace
@@ -206,6 +209,15 @@ route_policy route_policy_of(const std::string& name) {
 }
 
 }  // namespace
+
+void check_calibrations(const config& c) {
+  link_options links;
+  storage_options storage;
+  if (c.is_set(keys::links::calibration))
+    apply_calibration(c.text(keys::links::calibration), links);
+  if (c.is_set(keys::storage::calibration))
+    apply_storage_calibration(c.text(keys::storage::calibration), storage);
+}
 
 timed_config resolve_timed(const config& c, const replay_config& rc) {
   timed_config t = resolve_one(c, rc);

@@ -38,12 +38,20 @@ struct timed_config {
   backend_options storage_backend;
   /// Bytes per stored block for a byte-carrying backend without the GPU (storage.payload_bytes).
   uint64_t storage_payload_bytes = 0;
+  /// Payload bytes in flight to and from storage (storage.max_inflight_bytes); 0: unset, the
+  /// machine's default (prepare_storage).
+  uint64_t storage_max_inflight_bytes = 0;
   /// The controller is a live server's (kvtier engine-sim); empty: the instance's own.
   controller_factory remote_controller;
   std::shared_ptr<compute_device> remote_compute;  ///< with remote_controller: real compute
 };
 
 timed_config resolve_timed(const config& c, const replay_config& rc);
+
+/// Reads the calibration files the config names (links.calibration, storage.calibration) and
+/// throws config_error as resolve_timed would: a hit-rate replay uses neither, but a file given
+/// is checked all the same, so that a mistake is not found only when a timed run starts.
+void check_calibrations(const config& c);
 
 /// Switches `t` to the real backend: a KV cache of the model's shape and the configured device
 /// and host blocks on the GPU; with `verify`, every block is checked wherever it lands.

@@ -148,6 +148,7 @@ std::string fault_text(const nlohmann::json& f) {
 replay_result replay_hitrate(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
+  check_calibrations(job.cfg);
   if (resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks).any())
     throw config_error("faults.*: faults need timing: --mode full (hit-rate replays have no "
                        "clock to inject them on)");
@@ -284,6 +285,8 @@ replay_result replay_full(const replay_job& job) {
   result.drained = fr.drained;
   if (auto w = lag_warning(job, result.summary))
     result.warnings.push_back(*w);
+  for (std::string& w : storage_failure_warnings(fr.storage))
+    result.warnings.push_back(std::move(w));
   if (outputs) {
     write_full_csv(outputs->csv.out(), fr);
     outputs->commit(result.summary);

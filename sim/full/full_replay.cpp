@@ -50,6 +50,8 @@ std::vector<instance_config> instances_of(const timed_config& config, const sim_
     ic.controller.clock = clock;
     ic.engine.clock = clock;
     ic.engine.storage_payload_bytes = config.engine.storage_payload_bytes;
+    // storage.max_inflight_bytes bounds the process: each instance's engine takes its share.
+    ic.engine.storage_inflight_bytes = config.engine.storage_inflight_bytes / out.size();
     ic.remote_controller = config.remote_controller;
     ic.remote_compute = config.remote_compute;
   }
@@ -206,6 +208,10 @@ void add_to(engine_report& sum, const engine_report& x) {
     sum.bytes[k] += x.bytes[k];
   }
   sum.failed += x.failed;
+  sum.payload_errors += x.payload_errors;
+  sum.store_waits += x.store_waits;
+  sum.store_wait_ns += x.store_wait_ns;
+  sum.storage_inflight_peak_bytes += x.storage_inflight_peak_bytes;  // an upper bound: peaks add
   sum.backend = x.backend;
   sum.device = x.device;
   sum.log.insert(sum.log.end(), x.log.begin(), x.log.end());

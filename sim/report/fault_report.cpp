@@ -10,7 +10,7 @@ json faults_summary(const full_result& r, const fault_options& f) {
     {"configured", f.any()},
     {"injected", {{"node_losses", s.node_losses}, {"slow_link_windows", s.slow_windows},
                   {"get_failures", s.get_failures}, {"put_failures", s.put_failures}}},
-    {"outcomes", {{"node_returns", s.node_returns}, {"blocks_lost", s.keys_lost},
+    {"outcomes", {{"node_returns", s.node_returns}, {"blocks_lost", s.keys_lost + s.blocks_lost},
                   {"puts_refused_node_down", s.puts_node_down},
                   {"puts_lost_in_flight", s.puts_lost}, {"reads_lost_after_answer", s.reads_lost},
                   {"failed_loads", r.controller.failed_loads},
@@ -18,6 +18,23 @@ json faults_summary(const full_result& r, const fault_options& f) {
   };
   if (f.any())
     out["seed"] = f.seed;  // without faults the seed drew nothing: the summary does not vary by it
+  return out;
+}
+
+std::vector<std::string> storage_failure_warnings(const storage_report& s) {
+  std::vector<std::string> out;
+  if (s.puts_dropped > 0)
+    out.push_back("storage: " + std::to_string(s.puts_dropped) + " blocks could not be stored (" +
+                  (s.put_error.empty() ? std::string("node down") : s.put_error) +
+                  "): storage.puts_dropped");
+  if (s.puts_no_room > 0)
+    out.push_back("storage: " + std::to_string(s.puts_no_room) + " blocks were not stored: their "
+                  "node's capacity was all in blocks being written or read: "
+                  "storage.puts_no_room");
+  if (s.blocks_lost > 0)
+    out.push_back("storage: the " + s.backend + " backend lost " +
+                  std::to_string(s.blocks_lost) + " indexed blocks (a node came back without "
+                  "them); they left the index: storage.blocks_lost");
   return out;
 }
 

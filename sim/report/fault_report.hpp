@@ -17,6 +17,10 @@ namespace kvtier {
 nlohmann::json faults_summary(const full_result& r, const fault_options& faults);
 nlohmann::json pool_summary(const full_result& r, const storage_pool_policy& pool);
 
+/// A real backend's failures, one line each for stderr at the end of the run (empty: none):
+/// dropped puts (and the backend's reason), puts with no room, blocks lost after a reconnect.
+std::vector<std::string> storage_failure_warnings(const storage_report& s);
+
 /// What is wrong with the pool at the end of a drained replay (empty: nothing).
 std::vector<std::string> storage_end_problems(const storage_report& s);
 

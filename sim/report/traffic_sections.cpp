@@ -59,7 +59,14 @@ json storage_section(const full_result& r, const request_tally& t) {
               {"payload_errors", r.engine.payload_errors},
               {"node_downs", p.node_downs}, {"reconnects", p.reconnects},
               {"removed", p.removed}, {"open_leases", p.open_leases},
-              {"pending_requests", p.pending}};
+              {"pending_requests", p.pending},
+              {"puts_no_room", p.puts_no_room},
+              {"deletes_in_flight_max", p.deletes_in_flight_max},
+              {"reconciles", p.reconciles}, {"blocks_lost", p.blocks_lost},
+              {"put_error", p.put_error},
+              {"backpressure", {{"waits", r.engine.store_waits},
+                                {"wait_s", seconds6(r.engine.store_wait_ns)},
+                                {"inflight_peak_bytes", r.engine.storage_inflight_peak_bytes}}}};
   const scheduler_report& s = r.scheduler;
   if (s.output_cache_writes > 0)
     out["output_cache"] = {{"requests", s.output_cache_writes},

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "core/check.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -70,6 +72,17 @@ bool line_file::fill() {
     begin_ = 0;
   }
   if (end_ == capacity_) {  // one line fills the buffer: make room for the rest of it
+    // trace.max_line_bytes may allow more than this machine holds (its top is 4 GiB): the line
+    // is refused, naming both, before the buffer takes the memory the run needs.
+    uint64_t available = static_cast<uint64_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+                         static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (2 * capacity_ > available / 2)
+      throw trace_error(path_, line_number_ + 1, "",
+                        "the line is longer than " + std::to_string(capacity_) +
+                          " bytes, and buffering more would take over half of this machine's " +
+                          std::to_string(available) + " bytes of available memory (" +
+                          limit_name_ + " is " + std::to_string(max_line_bytes_) +
+                          "; lower it, or split the line)");
     auto bigger = padded_buffer(2 * capacity_);
     std::memcpy(bigger.get(), buf_.get(), end_);
     buf_ = std::move(bigger);

@@ -62,3 +62,42 @@ TEST_CASE("storage_index: keys are namespaced by model and dtype", "[storage]") 
   CHECK(make_storage_key(1, 42) != make_storage_key(2, 42));
   CHECK(make_storage_key(1, 42) == make_storage_key(1, 42));
 }
+
+TEST_CASE("storage_index: counting from acceptance, writes in flight take room", "[storage]") {
+  storage_pool_policy policy;
+  policy.count_from = storage_capacity_count::accepted;
+  storage_index s(3, 1, policy);
+  std::vector<storage_key> victims;
+  REQUIRE(s.put(1));
+  REQUIRE(s.put(2));
+  // Writes in flight on a node of 3 holding 2: the first fits; the second evicts 1 at once (its
+  // delete can go before the write), the third evicts 2: never more than 3 blocks and writes.
+  CHECK(s.begin_put(10, &victims) == put_start::write);
+  CHECK(victims.empty());
+  CHECK(s.begin_put(11, &victims) == put_start::write);
+  CHECK(victims == std::vector<storage_key>{1});
+  CHECK(s.size() + s.writes_in_flight() == 3);
+  CHECK(s.begin_put(12, &victims) == put_start::write);
+  CHECK(victims == std::vector<storage_key>{1, 2});
+  CHECK(s.size() == 0);
+  // The node is all writes now: a fourth has no room and is refused, not queued.
+  CHECK(s.begin_put(13, &victims) == put_start::no_room);
+  REQUIRE(s.end_put(10, true, &victims));
+  CHECK(victims.size() == 2);  // the end of a write evicts nothing: its room was made
+  REQUIRE(s.end_put(11, false));
+  CHECK(s.begin_put(13, &victims) == put_start::write);
+  std::vector<std::string> problems;
+  s.check(problems);
+  CHECK(problems.empty());
+}
+
+TEST_CASE("storage_index: counting from storage (the model), writes in flight take no room",
+          "[storage]") {
+  storage_index s(1);
+  CHECK(s.begin_put(1) == put_start::write);
+  CHECK(s.begin_put(2) == put_start::write);
+  REQUIRE(s.end_put(1, true));
+  std::vector<storage_key> victims;
+  REQUIRE(s.end_put(2, true, &victims));
+  CHECK(victims == std::vector<storage_key>{1});
+}

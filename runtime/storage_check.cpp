@@ -1,0 +1,143 @@
+#include "runtime/storage_check.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "runtime/config/options.hpp"
+#include "storage/backend_room.hpp"
+
+namespace kvtier {
+
+namespace {
+
+// What Redis keeps beside a block's bytes: two keys, their entries and allocator rounding.
+constexpr uint64_t redis_overhead_per_block = 256;
+
+std::string gb(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return text;
+}
+
+struct pool_shape {
+  uint64_t capacity = 0;  // blocks, all nodes
+  uint32_t nodes = 1;
+  uint64_t per_node() const { return (capacity + nodes - 1) / nodes; }
+};
+
+[[noreturn]] void refuse(const pool_shape& pool, uint64_t block_cost, uint64_t room,
+                         const timed_config& config, const std::string& where) {
+  uint64_t fits = block_cost > 0 ? room / block_cost * pool.nodes : 0;
+  uint32_t block_size = config.controller.block_size;
+  throw config_error(
+    "storage: the pool's " + std::to_string(pool.capacity) + " blocks of " +
+    std::to_string(config.engine.storage_payload_bytes) + " bytes need " +
+    gb(pool.per_node() * block_cost) + " on each of " + std::to_string(pool.nodes) +
+    " node(s), but " + where + " has room for " + gb(room) + ": set storage.capacity_blocks=" +
+    std::to_string(fits) + " (storage.capacity_tokens=" +
+    std::to_string(fits * block_size) + ") or less, or a smaller storage.payload_bytes");
+}
+
+void check_redis(const timed_config& config, const pool_shape& pool, uint64_t inflight_bytes,
+                 const machine_memory& machine, std::ostream& warn) {
+  const auto& addresses = config.storage_backend.redis;
+  uint64_t cost = config.engine.storage_payload_bytes + redis_overhead_per_block;
+  uint64_t need = pool.per_node() * cost;
+  // Servers on this machine without maxmemory share what it has left beside kvtier's own bytes.
+  size_t unbounded_local = 0;
+  for (const std::string& a : addresses) {
+    auto m = redis_memory_of(a);
+    unbounded_local += m && m->maxmemory == 0 && is_local_address(a);
+  }
+  for (const std::string& a : addresses) {
+    auto m = redis_memory_of(a);
+    if (!m)
+      continue;  // unreachable now: the backend said so when it dialled
+    if (!m->policy.empty() && m->policy != "noeviction")
+      warn << "kvtier: warning: redis " << a << " has maxmemory-policy " << m->policy
+           << ": Redis may drop blocks the pool still indexes (they read as misses); set it to "
+              "noeviction\n";
+    if (m->maxmemory > 0) {
+      if (need > m->maxmemory)
+        refuse(pool, cost, m->maxmemory, config, "redis " + a + " (maxmemory)");
+      continue;
+    }
+    if (!is_local_address(a) || machine.available == 0) {
+      warn << "kvtier: warning: redis " << a << " has no maxmemory: the pool's "
+           << gb(need) << " per node are not checked against what it can hold\n";
+      continue;
+    }
+    uint64_t left = machine.available > inflight_bytes ? machine.available - inflight_bytes : 0;
+    uint64_t share = left / std::max<size_t>(1, unbounded_local);
+    if (need > share)
+      refuse(pool, cost, share, config,
+             "redis " + a + " (no maxmemory; this machine has " + gb(machine.available) +
+               " available)");
+  }
+}
+
+void check_file(const timed_config& config, const pool_shape& pool) {
+  const backend_options& b = config.storage_backend;
+  if (b.file_quota_bytes > 0)
+    return;  // a test's stand-in for a small disk: the run is meant to fill it
+  uint64_t cost = config.engine.storage_payload_bytes + 4096;  // the file's header block
+  // Directories on one file system share its free space.
+  std::map<dev_t, std::pair<size_t, std::string>> by_device;
+  for (const std::string& dir : b.file_dirs) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+      continue;
+    auto& [count, first] = by_device[st.st_dev];
+    if (count++ == 0)
+      first = dir;
+  }
+  for (const auto& [device, dirs] : by_device) {
+    auto free = free_disk_bytes(dirs.second);
+    if (!free)
+      continue;
+    uint64_t share = *free / dirs.first;
+    if (pool.per_node() * cost > share)
+      refuse(pool, cost, share, config, "the disk of " + dirs.second + " (free space)");
+  }
+}
+
+}  // namespace
+
+machine_memory read_machine_memory() {
+  machine_memory m;
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib) {
+    std::getline(in, unit);
+    if (name == "MemTotal:")
+      m.total = kib * 1024;
+    else if (name == "MemAvailable:")
+      m.available = kib * 1024;
+  }
+  return m;
+}
+
+uint64_t default_inflight_bytes(const machine_memory& m) {
+  constexpr uint64_t lo = 256ull << 20, hi = 1ull << 30;
+  return std::clamp<uint64_t>(m.total / 32, lo, hi);
+}
+
+void check_storage_room(const timed_config& config, uint64_t inflight_bytes,
+                        const machine_memory& machine, std::ostream& warn) {
+  pool_shape pool{config.storage.capacity_blocks, std::max<uint32_t>(1, config.storage.nodes)};
+  if (pool.capacity == 0 || config.engine.storage_payload_bytes == 0)
+    return;
+  if (config.storage_backend.kind == "redis")
+    check_redis(config, pool, inflight_bytes, machine, warn);
+  else if (config.storage_backend.kind == "file")
+    check_file(config, pool);
+}
+
+}  // namespace kvtier

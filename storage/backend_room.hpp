@@ -1,0 +1,31 @@
+#pragma once
+
+// What a byte-carrying backend's nodes can hold, asked before a run starts (the pre-start check in
+// runtime/storage_check.cpp compares it with the pool's capacity; docs/design.md "Room for the
+// pool").
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kvtier {
+
+/// A redis-server's memory settings (INFO memory, CONFIG GET maxmemory-policy).
+struct redis_memory {
+  uint64_t maxmemory = 0;    ///< 0: no limit
+  uint64_t used_memory = 0;
+  std::string policy;        ///< maxmemory-policy; empty if the server would not say
+};
+
+/// Asks the redis-server at `address` ("host:port"); nullopt if it cannot be reached or answers
+/// something else.
+std::optional<redis_memory> redis_memory_of(const std::string& address);
+
+/// Whether `address` names this machine (loopback, localhost): a server without maxmemory there
+/// shares this machine's memory with kvtier.
+bool is_local_address(const std::string& address);
+
+/// Bytes free to an unprivileged writer on the file system holding `dir` (nullopt: unknown).
+std::optional<uint64_t> free_disk_bytes(const std::string& dir);
+
+}  // namespace kvtier
