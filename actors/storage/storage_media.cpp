@@ -106,6 +106,10 @@ void finish_io(self_ptr self, uint64_t id, int64_t at) {
       io.io_promise.deliver(storage_io_reply{stored, 0, {}});
       break;
     }
+    case pending_io::kind::remove:
+    case pending_io::kind::reconcile:
+      KVTIER_ASSERT(false);  // backend work only (storage_backend_io.cpp): it takes no media time
+      break;
   }
   st.ios.erase(it);
 }
