@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "actors/storage/storage_state.hpp"
+#include "core/check.hpp"
 
 namespace kvtier::storage_impl {
 
