@@ -40,8 +40,11 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   for (request_id id : c.finished) {
     request_state& r = requests_.at(id);
     // FastDeploy writes a finished request's cache to storage before freeing it (§7.2),
-    // whatever its host policy (write_policy.hpp).
-    model_.store_finished(r.path.data(), r.path.size(), orders);
+    // whatever its host policy (write_policy.hpp); a decode instance's prompt blocks came from
+    // its prefill instance, which stored them (docs/cluster.md): writing them again would move
+    // each byte twice.
+    if (r.backups == policy_backups::by_policy)
+      model_.store_finished(r.path.data(), r.path.size(), orders);
     release(r);
     requests_.erase(id);
   }

@@ -52,6 +52,8 @@ struct pd_options {
   uint64_t seed = 0;                   ///< draws of failure_rate
   uint64_t storage_namespace = 0;      ///< keys of handed-off blocks in the storage pool
   handoff_writes writes = handoff_writes::every_block;
+  /// pd.decode_extra_blocks: FastDeploy's enc_dec_block_num (docs/fastdeploy.md §5).
+  uint32_t decode_extra_blocks = 2;
 };
 
 }  // namespace kvtier

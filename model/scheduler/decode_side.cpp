@@ -45,9 +45,8 @@ std::optional<preallocate_reply> decode_side::on_preallocate(const preallocate_r
                                                              : 0;
   load.reserve_per_running = st.reserve.blocks();
   // FastDeploy's prompt blocks plus enc_dec_block_num, unless that much could never be held.
-  uint32_t extra = layout.blocks_for(prompt) + decode_extra_blocks <= st.options.device_blocks
-                     ? decode_extra_blocks
-                     : 0;
+  const uint32_t wanted = st.options.pd.decode_extra_blocks;
+  uint32_t extra = layout.blocks_for(prompt) + wanted <= st.options.device_blocks ? wanted : 0;
   uint64_t need = layout.blocks_for(prompt) + uint64_t{extra};
   preallocation_verdict v = decide_preallocation(load, need);
   if (v != preallocation_verdict::granted) {

@@ -16,10 +16,6 @@
 
 namespace kvtier {
 
-/// Blocks D preallocates past the prompt's, for the tokens it generates: FastDeploy's
-/// enc_dec_block_num (FD_ENC_DEC_BLOCK_NUM, default 2; docs/fastdeploy.md §5).
-constexpr uint32_t decode_extra_blocks = 2;
-
 class decode_side {
  public:
   /// A preallocation is asked for: the answer at once (refused), or none and the controller is

@@ -20,6 +20,9 @@ std::vector<option_spec> pd_key_specs() {
      "decode instance computes the prompt itself"},
     {keys::pd::failure_rate, 0, 1, {}, false,
      "probability that a handoff fails (seeded fault injection, drawn from --seed per request)"},
+    {keys::pd::decode_extra_blocks, 0, 1e6, {}, false,
+     "blocks a decode instance preallocates beyond the prompt's, for the tokens it generates "
+     "(FastDeploy's enc_dec_block_num, FD_ENC_DEC_BLOCK_NUM)"},
   };
 }
 

@@ -19,6 +19,7 @@ inline constexpr boolean_key retry_decode_resource{"pd.retry_decode_resource"};
 inline constexpr number_key retry_interval_ms{"pd.retry_interval_ms"};
 inline constexpr text_key on_handoff_failure{"pd.on_handoff_failure"};
 inline constexpr number_key failure_rate{"pd.failure_rate"};
+inline constexpr integer_key decode_extra_blocks{"pd.decode_extra_blocks"};
 
 }  // namespace keys::pd
 

@@ -188,6 +188,7 @@ pd_options resolve_pd(const config& c, const replay_config& rc) {
                    ? handoff_failure_rule::recompute
                    : handoff_failure_rule::error;
   o.failure_rate = c.number(keys::pd::failure_rate);
+  o.decode_extra_blocks = static_cast<uint32_t>(c.integer(keys::pd::decode_extra_blocks));
   o.storage_namespace = rc.storage_namespace;
   if (o.transfer == pd_transfer::storage) {
     if (rc.storage_blocks == 0)

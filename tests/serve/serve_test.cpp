@@ -480,7 +480,9 @@ TEST_CASE("serve restarted on the Redis backend rebuilds its index from Redis", 
   kvtier::test::redis_server redis;
   std::vector<std::string> args = small({"--set", "storage.backend=redis", "--set",
                                          "storage.redis=[\"" + redis.address() + "\"]", "--set",
-                                         "storage.payload_bytes=4096"});
+                                         "storage.payload_bytes=4096", "--set",
+                                         // the pre-start check: 10,000 x 4 KiB fit 256 MB
+                                         "storage.capacity_blocks=10000"});
   auto t = prompt(512, 6);
   {
     serve_process s(args);

@@ -51,6 +51,9 @@ timed_config drop_config(preemption_mode mode) {
   t.pd.link_latency_ns = 100;
   t.pd.retry_decode_resource = true;  // D has no room for R1 again until R0 leaves
   t.pd.retry_interval_ns = 1000;
+  // The worked times below have D preallocate the prompt's blocks alone: with FastDeploy's 2
+  // extra blocks each, R1 would be refused at first instead of preempted later.
+  t.pd.decode_extra_blocks = 0;
   t.pd.storage_namespace = t.controller.storage_namespace;
   t.instances.push_back(member(t, pd_role::prefill, "prefill-0", 16));
   t.instances.push_back(member(t, pd_role::decode, "decode-0", 8));

@@ -246,7 +246,7 @@ TEST_CASE("scheduler core: a decode instance decodes a preallocated request once
   preallocation ask;
   REQUIRE_FALSE(d.core.on_preallocate(p, ask).has_value());  // the controller is asked
   CHECK(ask.req == 5);
-  CHECK(ask.tokens == 32 + decode_extra_blocks * 16);  // FastDeploy's enc_dec_block_num
+  CHECK(ask.tokens == 32 + pd_options{}.decode_extra_blocks * 16);  // FastDeploy's enc_dec_block_num
   preallocate_reply r = d.core.on_preallocated(preallocation_result{5, true, 1, 16, 50}, p.arrival);
   CHECK(r.verdict == preallocation_verdict::granted);
   CHECK(r.device_hit_blocks == 1);
