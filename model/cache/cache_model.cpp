@@ -466,6 +466,7 @@ void cache_model::store_finished(const node_id* nodes, size_t n,
     store_after_fill_.emplace(o.id, store_reason::staging);
     tree_.set_copy(nodes[i], tier::host, copy_state::filling, blocks_[0]);
     ++counters_.staged_stores;
+    ++counters_.backups;  // a D2H copy like any backup: the link moves its bytes
   }
 }
 
