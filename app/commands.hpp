@@ -81,6 +81,9 @@ struct engine_sim_args {
   uint32_t event_slots = 4;
   uint32_t swap_bench_blocks = 0;   ///< 0: replay the trace; else time a swap of this many
   uint32_t swap_bench_repeats = 5;
+  /// kvtier: the server's controller owns the device tier (protocol versions 1, 2); engine:
+  /// engine-sim's own allocator does, as a real engine's KV cache manager (version 3).
+  std::string device_owner = "kvtier";
 };
 CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args);
 int run_engine_sim(const engine_sim_args& args);

@@ -15,10 +15,13 @@
 namespace kvtier::serve {
 
 /// The versions the server speaks; hello picks the highest one both sides do. Version 2 adds
-/// the real GPU attach: `tensors` in hello, `swap_in` in step replies, `bench_swap`.
-inline constexpr uint32_t protocol_version = 2;
+/// the real GPU attach: `tensors` in hello, `swap_in` in step replies, `bench_swap`. Version 3
+/// is the engine-owned device tier (docs/protocol.md): the engine's block ids in `admits` and
+/// `grows`, `load_blocks` in the step reply, the engine's own prefix in `lookup`.
+inline constexpr uint32_t protocol_version = 3;
 inline constexpr uint32_t protocol_version_min = 1;
 inline constexpr uint32_t attach_version = 2;
+inline constexpr uint32_t engine_tier_version = 3;
 
 enum class verb : uint8_t {
   hello, lookup, allocate, wait, probe, step, commit, save, free, preempt, finish, stats, ping,
@@ -62,12 +65,17 @@ struct call {
   uint32_t repeats = 1;
   // lookup, allocate
   prompt text;
+  uint32_t computed_tokens = 0;  ///< lookup, version 3: tokens the engine has on its device
   // allocate, wait, commit, save, free, preempt, finish
   uint64_t req = 0;
   uint32_t tokens = 0;
   // probe and step (step's block work; the shorthands fill it too)
   kvtier::probe probe;
   kvtier::commit step;
+  /// Version 3: the engine's device block ids of each `admits` / `grows` entry, in its order
+  /// (empty lists where an entry gave none).
+  std::vector<std::vector<uint32_t>> admit_blocks;
+  std::vector<std::vector<uint32_t>> grow_blocks;
 };
 
 struct wire_error {

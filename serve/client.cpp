@@ -164,9 +164,23 @@ void write_tensors(map_writer& w, const attach_request& t) {
 
 reply client::hello(const std::string& name, const model_shape& model, uint32_t block_size,
                     const attach_request* tensors) {
+  return hello_of(name, model, block_size, tensors, tensors ? attach_version : 1);
+}
+
+reply client::hello_version(const std::string& name, const model_shape& model,
+                            uint32_t block_size, uint32_t version) {
+  reply r = hello_of(name, model, block_size, nullptr, version);
+  if (r.u64("version") != version)
+    throw remote_error("version", "the server chose version " + std::to_string(r.u64("version"))
+                                    + ", not " + std::to_string(version));
+  return r;
+}
+
+reply client::hello_of(const std::string& name, const model_shape& model, uint32_t block_size,
+                       const attach_request* tensors, uint32_t version) {
   engine_ = 0;
   reply r = call("hello", tensors ? 5 : 4, [&](map_writer& w) {
-    w.key("versions").pack(std::vector<uint32_t>{tensors ? attach_version : 1});
+    w.key("versions").pack(std::vector<uint32_t>{version});
     w.put_str("name", name);
     w.key("model");
     map_writer m(const_cast<msgpack::sbuffer&>(buf_), 5);

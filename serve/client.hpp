@@ -81,6 +81,10 @@ class client {
   /// (real mode) it offers protocol version 2 only and exports them.
   reply hello(const std::string& name, const model_shape& model, uint32_t block_size,
               const attach_request* tensors = nullptr);
+  /// hello offering only `version` (3: the engine-owned device tier); throws remote_error on
+  /// refusal, or when the server chose another.
+  reply hello_version(const std::string& name, const model_shape& model, uint32_t block_size,
+                      uint32_t version);
   uint64_t engine() const { return engine_; }
   const std::string& token() const { return token_; }
   /// The socket, for a poll beside other descriptors (the client stub's socket thread).
@@ -92,6 +96,8 @@ class client {
   client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared, const std::string& endpoint,
          std::string token, std::chrono::milliseconds timeout);
   bool pull(std::chrono::milliseconds timeout);  // one reply into stash_
+  reply hello_of(const std::string& name, const model_shape& model, uint32_t block_size,
+                 const attach_request* tensors, uint32_t version);
   std::unique_ptr<zmq::context_t> own_context_;  // null on a shared context
   zmq::socket_t socket_;
   std::string token_;

@@ -144,6 +144,7 @@ bool read_request_key(std::string_view k, const msgpack::object& v, call& out,
   } else if (k == "blocks") read_blocks(v, out, seen);
   else if (k == "req") out.req = as_uint(v, "req"), seen.req = true;
   else if (k == "repeats") out.repeats = as_u32(v, "repeats");
+  else if (k == "computed_tokens") out.computed_tokens = as_u32(v, "computed_tokens");
   else return false;
   return true;
 }
@@ -157,8 +158,8 @@ bool read_step_key(std::string_view k, const msgpack::object& v, call& out, seen
   else if (k == "computed") out.step.computed = as_marks(v, "computed");
   else if (k == "finished") out.step.finished = as_uints(v, "finished");
   else if (k == "preempted") out.step.preempted = as_marks(v, "preempted");
-  else if (k == "grows") out.step.grows = as_marks(v, "grows");
-  else if (k == "admits") out.step.admits = as_marks(v, "admits");
+  else if (k == "grows") out.step.grows = as_marks(v, "grows", out.grow_blocks);
+  else if (k == "admits") out.step.admits = as_marks(v, "admits", out.admit_blocks);
   else return false;
   return true;
 }

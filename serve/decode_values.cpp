@@ -74,6 +74,28 @@ std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what
   return out;
 }
 
+std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what,
+                                 std::vector<std::vector<uint32_t>>& ids) {
+  const auto& a = as_array(o, what);
+  std::vector<token_mark> out;
+  out.reserve(a.size);
+  ids.assign(a.size, {});
+  for (uint32_t i = 0; i < a.size; ++i) {
+    const auto& entry = as_array(a.ptr[i], what);
+    if (entry.size != 2 && entry.size != 3)
+      throw malformed_field("'" + std::string(what)
+                            + "' entries must be [req, tokens] or [req, tokens, [block id]]");
+    out.push_back({as_uint(entry.ptr[0], what), as_u32(entry.ptr[1], what)});
+    if (entry.size == 3) {
+      const auto& list = as_array(entry.ptr[2], what);
+      ids[i].reserve(list.size);
+      for (uint32_t j = 0; j < list.size; ++j)
+        ids[i].push_back(as_u32(list.ptr[j], what));
+    }
+  }
+  return out;
+}
+
 void read_model(const msgpack::object& o, model_shape& m) {
   if (o.type != msgpack::type::MAP)
     throw malformed_field("'model' must be a map");

@@ -28,6 +28,10 @@ const msgpack::object_array& as_array(const msgpack::object& o, std::string_view
 std::vector<uint64_t> as_uints(const msgpack::object& o, std::string_view what);
 /// `[[req, tokens]]` lists of step and probe calls.
 std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what);
+/// `[[req, tokens, [block id]]]`: as as_marks, each entry with an optional third element, the
+/// engine's device block ids (version 3), given in `ids` (an empty list where absent).
+std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what,
+                                 std::vector<std::vector<uint32_t>>& ids);
 /// hello's `model`: every field of model_shape present.
 void read_model(const msgpack::object& o, model_shape& m);
 /// hello's `tensors`: {device_blocks, layers: [[handle, offset]], event_slots, events: [handle]}.

@@ -1,11 +1,14 @@
 #include "serve/remote_controller.hpp"
 
+#include <algorithm>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "serve/codec/probe_reply.hpp"
 #include "serve/codec/request_replies.hpp"
 #include "serve/codec/stats_reply.hpp"
 #include "serve/codec/step_reply.hpp"
+#include "serve/engine_block_allocator.hpp"
 #include "serve/remote_link.hpp"
 
 namespace kvtier::serve {
@@ -36,6 +39,9 @@ struct remote_state {
   uint64_t live = 0;  // requests arrived and not finished
   std::shared_ptr<engine_device> gpu;  // real mode
   steady::time_point last_call;
+  // device_owner::engine: the engine's own allocator, and each request's prompt for it.
+  std::unique_ptr<engine_block_allocator> blocks;
+  std::unordered_map<request_id, std::vector<cache_block>> prompts;
 
   // The engine leaves when the replay ends: the server forgets it now, not after the timeout.
   ~remote_state() {
@@ -54,6 +60,19 @@ void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& 
     pk.pack_array(2);
     pk.pack(m.req);
     pk.pack(m.tokens);
+  }
+}
+
+// Version 3's `admits` and `grows`: [req, tokens, [the engine's block ids]].
+void write_marks(map_writer& w, const char* key, const std::vector<token_mark>& marks,
+                 const std::vector<std::vector<uint32_t>>& ids) {
+  auto& pk = w.key(key);
+  pk.pack_array(static_cast<uint32_t>(marks.size()));
+  for (size_t i = 0; i < marks.size(); ++i) {
+    pk.pack_array(3);
+    pk.pack(marks[i].req);
+    pk.pack(marks[i].tokens);
+    pk.pack(ids[i]);
   }
 }
 
@@ -138,6 +157,8 @@ bool idle(self_ptr self) {
 
 caf::result<ready> on_arrival(self_ptr self, const arrival& a) {
   ++self->state.live;
+  if (self->state.blocks)
+    self->state.prompts[a.req] = a.blocks;
   request_id req = a.req;
   auto promise = self->make_response_promise<ready>();
   auto fail = [promise](const caf::error& e) mutable { promise.deliver(e); };
@@ -164,21 +185,80 @@ caf::result<ready> on_arrival(self_ptr self, const arrival& a) {
   return promise;
 }
 
+// The engine's allocator takes the step's blocks in the server's order (finished, preempted,
+// grows, admits); the ids go with the step (docs/protocol.md, version 3).
+struct engine_tables {
+  std::vector<std::vector<uint32_t>> grows, admits;
+};
+
+engine_tables take_engine_blocks(remote_state& s, const commit& c) {
+  engine_tables t;
+  for (request_id r : c.finished) {
+    s.blocks->release(r);
+    s.prompts.erase(r);
+  }
+  for (const token_mark& m : c.preempted)
+    s.blocks->release(m.req);
+  // An allocator that runs dry sends a short table: the server refuses the step, naming it.
+  for (const token_mark& m : c.grows)
+    t.grows.push_back(s.blocks->grow(m.req, m.tokens).value_or(std::vector<uint32_t>{}));
+  for (const token_mark& m : c.admits)
+    t.admits.push_back(
+      s.blocks->admit(m.req, s.prompts[m.req], m.tokens).value_or(std::vector<uint32_t>{}));
+  return t;
+}
+
+// What the server's grant means for the engine's blocks: refused admissions and growths give
+// theirs back; each admission's loads must land in its own table, after its device hits.
+void settle_engine_blocks(remote_state& s, const commit& c, const engine_tables& t,
+                          const step_answer& a) {
+  for (size_t i = 0; i < c.grows.size(); ++i)
+    for (request_id r : a.granted.failed_grows)
+      if (r == c.grows[i].req)
+        s.blocks->shrink(r, t.grows[i].size());
+  for (size_t i = 0; i < a.granted.admits.size(); ++i) {
+    const admit_result& r = a.granted.admits[i];
+    if (!r.admitted) {
+      s.blocks->release(r.req);
+      continue;
+    }
+    const std::vector<uint32_t>& table = s.blocks->table(r.req);
+    size_t from = std::min<size_t>(r.device_blocks, table.size());
+    size_t to = std::min<size_t>(from + r.host_blocks + r.storage_blocks, table.size());
+    std::vector<uint32_t> want(table.begin() + from, table.begin() + to);
+    if (i >= a.load_blocks.size() || a.load_blocks[i] != want)
+      throw std::runtime_error("request " + std::to_string(r.req) + "'s load_blocks are not "
+                               "the engine's blocks after its device hits");
+  }
+}
+
 caf::result<grant> on_commit(self_ptr self, const commit& c) {
   uint64_t step = c.step;
   size_t finished = c.finished.size();
+  auto tables = std::make_shared<engine_tables>();
+  auto& st = self->state;
+  if (st.blocks)
+    *tables = take_engine_blocks(st, c);
+  bool engine_owned = st.blocks != nullptr;
   auto write = [&](map_writer& w) {
     w.put("step", c.step);
     write_marks(w, "computed", c.computed);
     w.put("finished", c.finished);
     write_marks(w, "preempted", c.preempted);
-    write_marks(w, "grows", c.grows);
-    write_marks(w, "admits", c.admits);
+    if (engine_owned) {
+      write_marks(w, "grows", c.grows, tables->grows);
+      write_marks(w, "admits", c.admits, tables->admits);
+    } else {
+      write_marks(w, "grows", c.grows);
+      write_marks(w, "admits", c.admits);
+    }
   };
-  return ask<grant>(self, "step", 6, write, [self, step, finished](const reply& r) {
+  return ask<grant>(self, "step", 6, write, [self, step, finished, c, tables](const reply& r) {
     auto& s = self->state;
     s.live -= finished;
     step_answer a = decode_step_reply(r.root());
+    if (s.blocks)
+      settle_engine_blocks(s, c, *tables, a);
     grant g = std::move(a.granted);
     g.step = step;
     // Real mode: the swap-in is submitted and its slot's events recorded; the step's compute
@@ -214,6 +294,8 @@ cache_controller_actor::behavior_type remote_behavior(self_ptr self,
   auto& st = self->state;
   st.clock = clock;
   st.gpu = o.gpu;
+  if (o.owner == device_owner::engine)
+    st.blocks = std::make_unique<engine_block_allocator>(o.device_blocks, o.block_size);
   st.link = std::make_unique<remote_link>(std::move(greeted),
                                           caf::actor_cast<cache_controller_actor>(self));
   st.last_call = steady::now();
@@ -274,6 +356,12 @@ attach_request tensors_of(const engine_device& gpu) {
 }
 
 reply say_hello(client& link, const remote_options& o, const std::string& name) {
+  if (o.owner == device_owner::engine) {
+    if (o.gpu)
+      throw remote_error("bad_request", "the engine-owned device tier (version 3) runs "
+                                        "modelled copies only: drop --backend cuda");
+    return link.hello_version(name, o.model, o.block_size, engine_tier_version);
+  }
   if (!o.gpu)
     return link.hello(name, o.model, o.block_size);
   attach_request t = tensors_of(*o.gpu);

@@ -20,6 +20,10 @@
 
 namespace kvtier::serve {
 
+/// Who owns the device tier (docs/protocol.md): kvtier's controller (versions 1 and 2), or the
+/// engine's KV cache manager (version 3: the engine names its block ids, kvtier loads into them).
+enum class device_owner : uint8_t { kvtier, engine };
+
 struct remote_options {
   std::string endpoint;
   std::string token;
@@ -30,6 +34,8 @@ struct remote_options {
   /// handed to it (its compute waits on the slot's IPC events). Null: modelled compute.
   std::shared_ptr<engine_device> gpu;
   bool verify = false;  ///< real mode: the server must fill computed blocks with patterns
+  device_owner owner = device_owner::kvtier;
+  uint32_t device_blocks = 0;  ///< device_owner::engine: the engine's pool, its own allocator's
 };
 
 /// hello's `tensors` for an engine device.

@@ -38,6 +38,9 @@ struct live_request {
   uint32_t available = 0;
   uint32_t prompt_blocks = 0;  // for the observers' hit counts
   std::vector<waiter> waiters;
+  // Version 3: the engine's device block ids of the request's blocks, as admits and grows gave
+  // them (empty while it does not run).
+  std::vector<uint32_t> device_table;
 };
 
 struct engine_state {
@@ -45,6 +48,7 @@ struct engine_state {
   uint64_t conn = 0;
   steady::time_point last_seen;
   uint64_t last_step = 0;  // the engine's last step number, `step`'s and the shorthands' alike
+  uint32_t version = 1;    // the protocol version its hello chose
   std::unordered_map<uint64_t, live_request> requests;
 };
 
@@ -120,6 +124,21 @@ void do_wait(self_ptr self, ctx& x, engine_state& e);
 void do_probe(self_ptr self, ctx& x, engine_state& e);
 /// step, commit, save, free, preempt, finish.
 void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
+
+// -- version 3, the engine-owned device tier (verbs/engine_tier_verbs.cpp) -----------------------
+
+/// Why a step's device block ids do not fit the engine's version, the requests' tables or the
+/// device, if they do not; `c.step` still holds the engine's request ids.
+std::optional<std::string> check_device_tables(const engine_state& e, const call& c,
+                                               uint32_t block_size, uint32_t device_blocks);
+/// Applies a granted step (`original`: with the engine's request ids, shorthands' included) to
+/// the running requests' block tables (`admitted`: each grant
+/// admission's engine request; `failed`: the engine's failed grows) and returns each
+/// admission's `load_blocks`.
+std::vector<std::vector<uint32_t>> settle_device_tables(engine_state& e, const call& c,
+                                                        const commit& original, const grant& g,
+                                                        const std::vector<uint64_t>& admitted,
+                                                        const std::vector<uint64_t>& failed);
 
 // -- real mode: the engine's tensors, bench_swap, swap-in signals (verbs/real_mode_verbs.cpp) ---
 

@@ -9,11 +9,16 @@ namespace kvtier::serve {
 
 namespace {
 
-void pack_admits(map_writer& m, const std::vector<admit_result>& admits) {
+void pack_admits(map_writer& m, const std::vector<admit_result>& admits,
+                 const std::vector<std::vector<uint32_t>>& load_blocks) {
   auto& pk = m.key("admits");
   pk.pack_array(static_cast<uint32_t>(admits.size()));
-  for (const admit_result& a : admits) {
-    map_writer one(m.buffer(), 8);
+  bool v3 = !load_blocks.empty();
+  for (size_t i = 0; i < admits.size(); ++i) {
+    const admit_result& a = admits[i];
+    map_writer one(m.buffer(), 8 + (v3 ? 1 : 0));
+    if (v3)
+      one.put("load_blocks", load_blocks.at(i));
     one.put("req", a.req);
     one.put("admitted", a.admitted);
     one.put("device_blocks", a.device_blocks);
@@ -25,7 +30,8 @@ void pack_admits(map_writer& m, const std::vector<admit_result>& admits) {
   }
 }
 
-std::vector<admit_result> read_admits(const msgpack::object& reply) {
+std::vector<admit_result> read_admits(const msgpack::object& reply,
+                                      std::vector<std::vector<uint32_t>>& load_blocks) {
   std::vector<admit_result> out;
   const msgpack::object_array& admits = wire::array(reply, "admits");
   for (uint32_t i = 0; i < admits.size; ++i) {
@@ -39,6 +45,10 @@ std::vector<admit_result> read_admits(const msgpack::object& reply) {
     a.device_tokens = wire::u64(x, "device_tokens");
     a.host_tokens = wire::u64(x, "host_tokens");
     a.storage_tokens = wire::u64(x, "storage_tokens");
+    if (const msgpack::object* ids = wire::find(x, "load_blocks")) {
+      load_blocks.resize(admits.size);
+      load_blocks[i] = ids->as<std::vector<uint32_t>>();
+    }
     out.push_back(a);
   }
   return out;
@@ -52,7 +62,7 @@ void encode_step_reply(msgpack::sbuffer& buf, uint64_t id, const step_answer& a,
   const grant& g = a.granted;
   auto m = ok_reply(buf, id, 6 + (real ? 1 : 0));
   m.put("step", g.step);
-  pack_admits(m, g.admits);
+  pack_admits(m, g.admits, a.load_blocks);
   m.put("failed_grows", g.failed_grows);
   m.put("available_blocks", g.available_blocks);
   m.put("layer_ready_ns", g.layer_ready_ns);
@@ -74,7 +84,7 @@ step_answer decode_step_reply(const msgpack::object& reply) {
   step_answer a;
   grant& g = a.granted;
   g.step = wire::u64(reply, "step");
-  g.admits = read_admits(reply);
+  g.admits = read_admits(reply, a.load_blocks);
   g.failed_grows = wire::u64s(reply, "failed_grows");
   g.available_blocks = wire::u32(reply, "available_blocks");
   g.layer_ready_ns = wire::i64s(reply, "layer_ready_ns");

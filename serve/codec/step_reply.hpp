@@ -30,6 +30,9 @@ struct step_answer {
   grant granted;
   int64_t now_ns = 0;            ///< the server's clock at the reply
   std::optional<swap_in_slot> swap_in;  ///< real mode: none when the step swaps nothing in
+  /// Version 3, per admission in `granted.admits`' order: the engine's device blocks kvtier
+  /// loads into (its host and storage hits), each admit's `load_blocks`. Empty: not version 3.
+  std::vector<std::vector<uint32_t>> load_blocks;
 };
 
 /// A real-mode server (`backend` cuda) always sends `swap_in` (nil when there is none); a

@@ -2,6 +2,8 @@
 // registers a request with the controller (which may prefetch it from storage), wait answers
 // once it has loaded.
 
+#include <algorithm>
+
 #include "model/storage/storage_index.hpp"
 #include "serve/block_names.hpp"
 #include "serve/codec/request_replies.hpp"
@@ -93,6 +95,13 @@ void do_lookup(self_ptr self, ctx& x) {
   std::vector<cache_block> blocks;
   if (auto bad = blocks_of(self, x.c.text, blocks))
     return fail(self, x.conn, x.c.op, x.c.id, x.since, error_kind::bad_request, *bad);
+  // Version 3: the engine's device holds its own prefix; kvtier offers what follows it in the
+  // tiers it loads from (host, storage), never its model of the device (docs/protocol.md).
+  std::optional<size_t> engine_prefix;
+  if (auto en = self->state.engines.find(x.c.engine.value_or(0));
+      en != self->state.engines.end() && en->second.version >= engine_tier_version)
+    engine_prefix = std::min<size_t>(x.c.computed_tokens / self->state.settings.block_size,
+                                     blocks.size());
   auto reply = [=](const prefix_hit& h, uint32_t storage_blocks, uint64_t storage_tokens) {
     for (auto& o : self->state.settings.observers)
       o->on_hits(verb::lookup, static_cast<uint32_t>(blocks.size()), h.device_blocks,
@@ -105,8 +114,17 @@ void do_lookup(self_ptr self, ctx& x) {
   uint64_t ns = self->state.settings.storage_namespace;
   self->request(self->state.controller, caf::infinite, prefix_lookup{blocks})
     .then(
-      [=](const prefix_hit& h) {
+      [=](prefix_hit h) {
         size_t from = size_t{h.device_blocks} + h.host_blocks;
+        if (engine_prefix) {
+          if (*engine_prefix < h.device_blocks)  // only kvtier's device holds what follows
+            return reply({}, 0, 0);
+          size_t first = *engine_prefix;
+          h = prefix_hit{0, static_cast<uint32_t>(from > first ? from - first : 0), 0, 0};
+          for (size_t i = first; i < from; ++i)
+            h.host_tokens += blocks[i].tokens;
+          from = std::max(from, first);
+        }
         if (!storage || from >= blocks.size())
           return reply(h, 0, 0);
         exists_query q;

@@ -30,15 +30,18 @@ void do_hello(self_ptr self, ctx& x) {
   auto& st = self->state;
   const auto& s = st.settings;
   const call& c = x.c;
+  // A real server loads into the blocks its own device tier chose (version 2); the
+  // engine-owned tier (version 3) runs modelled copies only (docs/protocol.md).
+  uint32_t highest = s.gpu ? attach_version : protocol_version;
   uint32_t version = 0;
   for (uint64_t v : c.versions)
-    if (v >= protocol_version_min && v <= protocol_version)
+    if (v >= protocol_version_min && v <= highest)
       version = std::max(version, static_cast<uint32_t>(v));
   if (version == 0)
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::version,
                 "no common protocol version: the server speaks "
-                  + std::to_string(protocol_version_min) + " to "
-                  + std::to_string(protocol_version));
+                  + std::to_string(protocol_version_min) + " to " + std::to_string(highest)
+                  + (s.gpu ? " (version 3's engine-owned tier needs a modelled server)" : ""));
   auto mismatch = [&](const std::string& field, const std::string& theirs,
                       const std::string& ours) {
     fail(self, x.conn, c.op, c.id, x.since, error_kind::model_mismatch,
@@ -75,17 +78,21 @@ void do_hello(self_ptr self, ctx& x) {
   e.name = c.name;
   e.conn = x.conn;
   e.last_seen = steady::now();
+  e.version = version;
   ++st.counters.engines_registered;
   for (auto& o : s.observers)
     o->on_engine(id, e.name, true, 0);
   msgpack::sbuffer buf;
   bool v2 = version >= attach_version;
-  auto m = ok_reply(buf, c.id, 10 + (v2 ? 2 : 0));
+  bool v3 = version >= engine_tier_version;
+  auto m = ok_reply(buf, c.id, 10 + (v2 ? 2 : 0) + (v3 ? 1 : 0));
   m.put("version", version);
   if (v2) {
     m.put("attached", s.gpu != nullptr);
     m.put("verify", s.gpu != nullptr && s.verify);
   }
+  if (v3)
+    m.put("device_owner", std::string("engine"));
   m.put("engine", id);
   m.put("block_size", s.block_size);
   m.put("layers", s.layers);

@@ -67,9 +67,11 @@ std::optional<std::string> check_step(engine_state& e, commit& c) {
 
 // The grant as the engine knows it: its own step number and request ids.
 void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const grant& g,
-                     const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig) {
+                     const std::vector<uint64_t>& engine_reqs, const swap_in_signal* sig,
+                     std::vector<std::vector<uint32_t>> load_blocks) {
   auto& st = self->state;
   step_answer a;
+  a.load_blocks = std::move(load_blocks);
   a.granted.step = engine_step;
   a.granted.admits = g.admits;
   for (size_t i = 0; i < g.admits.size(); ++i)
@@ -140,6 +142,9 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   commit original = work;
   if (auto bad = check_step(e, work))
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
+  if (auto bad = check_device_tables(e, c, st.settings.block_size, st.settings.device_blocks))
+    return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
+  bool engine_tier = e.version >= engine_tier_version;
   e.last_step = engine_step;
   // The transitions the controller applies now, before its grant comes back.
   for (uint64_t req : original.finished) {
@@ -168,8 +173,16 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
           ob->on_hits(verb::step, rq->second.prompt_blocks, g.admits[i].device_blocks,
                       g.admits[i].host_blocks, g.admits[i].storage_blocks);
     }
+    std::vector<std::vector<uint32_t>> loads;
+    if (engine_tier && en != s2.engines.end()) {
+      std::vector<uint64_t> failed;
+      for (request_id r : g.failed_grows)
+        if (auto o = s2.owners.find(r); o != s2.owners.end())
+          failed.push_back(o->second.req);
+      loads = settle_device_tables(en->second, x.c, original, g, engine_reqs, failed);
+    }
     auto reply = [=](const swap_in_signal* sig) {
-      send_step_reply(self, x, engine_step, g, engine_reqs, sig);
+      send_step_reply(self, x, engine_step, g, engine_reqs, sig, loads);
     };
     if (g.swap_in == 0 || !s2.settings.gpu)
       return reply(nullptr);
