@@ -15,6 +15,9 @@ import msgpack
 import zmq
 
 PROTOCOL_VERSION = 1
+# The engine-owned device tier (docs/protocol.md, version 3): the engine's KV cache manager owns
+# the device blocks and names them; kvtier loads into them from host memory and storage.
+ENGINE_TIER_VERSION = 3
 
 
 class KvtierError(Exception):
@@ -72,6 +75,7 @@ class Hello:
     tiers: List[str]
     now_ns: int
     speed: float
+    device_owner: str = "kvtier"  # "engine" with version 3
 
 
 @dataclass
@@ -134,6 +138,7 @@ class Admission:
     req: int
     admitted: bool
     hits: Hits
+    load_blocks: List[int] = field(default_factory=list)  # version 3: the engine's blocks loaded
 
 
 @dataclass
@@ -147,7 +152,8 @@ class StepReply:
 
 
 def _step_reply(r: Dict[str, Any]) -> StepReply:
-    admits = [Admission(int(a["req"]), bool(a["admitted"]), _hits(a)) for a in r.get("admits", [])]
+    admits = [Admission(int(a["req"]), bool(a["admitted"]), _hits(a),
+                        [int(b) for b in a.get("load_blocks", [])]) for a in r.get("admits", [])]
     return StepReply(int(r.get("step", 0)), admits, [int(x) for x in r.get("failed_grows", [])],
                      int(r.get("available_blocks", 0)), [int(x) for x in r.get("layer_ready_ns", [])],
                      int(r.get("now_ns", 0)))
@@ -162,16 +168,28 @@ class StepWork:
     preempted: List[Tuple[int, int]] = field(default_factory=list)
     grows: List[Tuple[int, int]] = field(default_factory=list)
     admits: List[Tuple[int, int]] = field(default_factory=list)
+    # Version 3: the engine's device block ids per request, for its `admits` (its whole table)
+    # and `grows` (the new blocks) entries.
+    admit_blocks: Dict[int, List[int]] = field(default_factory=dict)
+    grow_blocks: Dict[int, List[int]] = field(default_factory=dict)
 
     def to_wire(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         for k in ("computed", "preempted", "grows", "admits"):
             pairs = getattr(self, k)
+            ids = {"admits": self.admit_blocks, "grows": self.grow_blocks}.get(k, {})
             if pairs:
-                out[k] = [[int(a), int(b)] for a, b in pairs]
+                out[k] = [[int(a), int(b)] + ([[int(x) for x in ids[a]]] if a in ids else [])
+                          for a, b in pairs]
         if self.finished:
             out["finished"] = [int(x) for x in self.finished]
         return out
+
+
+def _checked(reply: Dict[str, Any]) -> Dict[str, Any]:
+    if not reply.get("ok", False):
+        raise KvtierError(str(reply.get("error", "?")), str(reply.get("message", "")))
+    return reply
 
 
 class Client:
@@ -188,6 +206,7 @@ class Client:
         self._ids = itertools.count(1)
         self.engine: Optional[int] = None
         self.step_number = 0
+        self._outstanding: Dict[int, Optional[Dict[str, Any]]] = {}  # sent without waiting
 
     def close(self) -> None:
         self._sock.close(0)
@@ -214,15 +233,46 @@ class Client:
         """Sends bytes as they are (tests of bad messages) and returns the reply's map."""
         self._sock.send_multipart([frame])
         while True:
-            if not self._sock.poll(self._timeout_ms):
+            reply = self._receive(self._timeout_ms)
+            if reply is None:
                 raise TimeoutError(f"no reply within {self._timeout_ms} ms")
-            reply = msgpack.unpackb(self._sock.recv_multipart()[-1], raw=False,
-                                    strict_map_key=False)
             if call_id is not None and reply.get("id") != call_id:
-                continue  # the late answer of an earlier call that timed out
-            if not reply.get("ok", False):
-                raise KvtierError(str(reply.get("error", "?")), str(reply.get("message", "")))
-            return reply
+                continue  # the late answer of an earlier call that timed out, or one sent
+            return _checked(reply)
+
+    def _receive(self, timeout_ms: int) -> Optional[Dict[str, Any]]:
+        """The next reply; one of a call sent without waiting is kept for ``poll``."""
+        if not self._sock.poll(timeout_ms):
+            return None
+        reply = msgpack.unpackb(self._sock.recv_multipart()[-1], raw=False,
+                                strict_map_key=False)
+        if reply.get("id") in self._outstanding:
+            self._outstanding[reply["id"]] = reply
+        return reply
+
+    def send(self, op: str, **fields: Any) -> int:
+        """Sends a call without waiting for its reply; ``poll`` takes the reply."""
+        msg: Dict[str, Any] = {"op": op, "id": next(self._ids)}
+        if self._token is not None:
+            msg["token"] = self._token
+        if self.engine is not None:
+            msg["engine"] = self.engine
+        msg.update(fields)
+        self._outstanding[msg["id"]] = None
+        self._sock.send_multipart([msgpack.packb(msg, use_bin_type=True)])
+        return msg["id"]
+
+    def poll(self, call_id: int, timeout_ms: int = 0) -> Optional[Dict[str, Any]]:
+        """The reply of a call ``send`` sent, once it came (raises KvtierError if refused);
+        None while it has not."""
+        while self._outstanding.get(call_id) is None:
+            if self._receive(timeout_ms) is None:
+                return None
+        return _checked(self._outstanding.pop(call_id))
+
+    def forget(self, call_id: int) -> None:
+        """A call ``send`` sent whose reply nobody will take."""
+        self._outstanding.pop(call_id, None)
 
     # -- verbs -----------------------------------------------------------------------------------
 
@@ -237,10 +287,16 @@ class Client:
         self.engine = int(r["engine"])
         return Hello(int(r["version"]), int(r["engine"]), int(r["block_size"]), int(r["layers"]),
                      int(r["device_blocks"]), int(r["host_blocks"]), list(r.get("tiers", [])),
-                     int(r.get("now_ns", 0)), float(r.get("speed", 1.0)))
+                     int(r.get("now_ns", 0)), float(r.get("speed", 1.0)),
+                     str(r.get("device_owner", "kvtier")))
 
-    def lookup(self, prompt: Prompt) -> Hits:
-        return _hits(self.call("lookup", **prompt.to_wire()))
+    def lookup(self, prompt: Prompt, computed_tokens: Optional[int] = None) -> Hits:
+        """``computed_tokens`` (version 3): the engine's own device prefix; the hits are
+        counted after it, in host memory and storage only."""
+        fields = prompt.to_wire()
+        if computed_tokens is not None:
+            fields["computed_tokens"] = int(computed_tokens)
+        return _hits(self.call("lookup", **fields))
 
     def allocate(self, req: int, prompt: Optional[Prompt] = None) -> Allocation:
         """Registers ``req`` (with its prompt) or asks again about a pending one (without)."""
