@@ -299,7 +299,7 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
   hello(a);
   client v(s.endpoint());
   uint64_t id = v.send("hello", 4, [](map_writer& w) {
-    w.key("versions").pack(std::vector<uint32_t>{3, 4});
+    w.key("versions").pack(std::vector<uint32_t>{4, 5});
     w.put_str("name", "future");
     w.put("block_size", 64);
     put_default_model(w);
