@@ -91,12 +91,20 @@ def make_layout(rows, axes, x=None, series=None, facet=None):
                   [a for a in rest if a != series], constants)
 
 
+def axis_values(rows, axis):
+    """An axis' values: numbers in order, other values in the grid's order."""
+    values = ordered(r.get(axis) for r in rows)
+    return sorted(values, key=sort_key) if all(num(v) is not None for v in values) else values
+
+
 def panel_grid(rows, layout):
     """[(row key, col key)] of the panels, rows and columns each in sorted order."""
-    row_keys = sorted({tuple(r.get(a) for a in layout.rows) for r in rows},
-                      key=lambda k: [sort_key(v) for v in k])
-    col_keys = (sorted({r.get(layout.facet) for r in rows}, key=sort_key) if layout.facet
-                else [None])
+    row_keys = [()]
+    for a in layout.rows:
+        row_keys = [k + (v,) for k in row_keys for v in axis_values(rows, a)]
+    present = {tuple(r.get(a) for a in layout.rows) for r in rows}
+    row_keys = [k for k in row_keys if k in present]
+    col_keys = axis_values(rows, layout.facet) if layout.facet else [None]
     return row_keys, col_keys
 
 
@@ -168,7 +176,7 @@ def draw_line_panel(ax, rows, layout, axes, metric, series_values, record, facto
 
 def draw_points_panel(ax, rows, layout, axes, metric, record, factor):
     """No numeric x: the series' values along x, one point (and interval) per configuration."""
-    cats = sorted({r.get(layout.series) for r in rows}, key=sort_key) if layout.series else [None]
+    cats = axis_values(rows, layout.series) if layout.series else [None]
     drew = []
     pts = line_points(rows, Layout(layout.series, None, None, [], {}), axes, metric)
     for i, c in enumerate(cats):
@@ -218,16 +226,19 @@ def panel_figure(rows, layout):
     return fig, axs, [(axs[i][j], rk, ck) for i, j, rk, ck in places], used
 
 
-def label_axes(axs, used, xlabel, ylabel):
-    """x labels under the lowest panel of each column, y labels on the first of each row."""
+def label_axes(fig, axs, used, xlabel, ylabel):
+    """x labels under the lowest panel of each column; the y label once, beside the rows."""
     nrows, ncols = len(axs), len(axs[0])
+    if nrows > 1:
+        fig.supylabel(ylabel, fontsize=plt.rcParams["axes.labelsize"])
+        ylabel = None
     for j in range(ncols):
         lowest = max((i for i in range(nrows) if (i, j) in used), default=None)
         if lowest is not None:
             axs[lowest][j].set_xlabel(xlabel)
             axs[lowest][j].tick_params(labelbottom=True)
     for i in range(nrows):
-        if (i, 0) in used:
+        if (i, 0) in used and ylabel:
             axs[i][0].set_ylabel(ylabel)
 
 
@@ -241,8 +252,7 @@ def line_figure(rows, axes, layout, metric, ylabel, logx=None, logy=None):
     if ylabel.endswith("(ms)") and min(num(r.get(metric)) for r in rows) >= 1000:
         factor, ylabel = 1e-3, ylabel[:-4] + "(s)"  # seconds read better than 400000 ms
     fig, axs, panels, used = panel_figure(rows, layout)
-    series_values = (sorted({r.get(layout.series) for r in rows}, key=sort_key)
-                     if layout.series else [None])
+    series_values = (axis_values(rows, layout.series) if layout.series else [None])
     data = {"metric": metric, "x": layout.x, "series": layout.series, "facet": layout.facet,
             "rows": layout.rows, "constants": layout.constants, "panels": []}
     labels = []
@@ -275,7 +285,8 @@ def line_figure(rows, axes, layout, metric, ylabel, logx=None, logy=None):
         if metric.startswith("hit_ratio"):
             top = min(top, 1.0)
         axs[0][0].set_ylim(0, top)
-    label_axes(axs, used, axis_label(layout.x) if layout.x else (layout.series or ""), ylabel)
+    label_axes(fig, axs, used, axis_label(layout.x) if layout.x else (layout.series or ""),
+               ylabel)
     if layout.x and layout.series and len(labels) > 1:
         handles, names = [], []
         for ax in axs.flat:
@@ -315,8 +326,7 @@ def cdf_figure(folder, rows, axes, layout):
         rows = [r for r in rows if r.get(layout.x) == at_x]
     cdf_layout = Layout(None, layout.series, layout.facet, layout.rows, layout.constants)
     fig, axs, panels, used = panel_figure(rows, cdf_layout)
-    series_values = (sorted({r.get(layout.series) for r in rows}, key=sort_key)
-                     if layout.series else [None])
+    series_values = (axis_values(rows, layout.series) if layout.series else [None])
     data = {"metric": "ttft_cdf", "at": {layout.x: at_x} if layout.x else {}, "panels": []}
     names, handles, drew_any = [], [], False
     for ax, rk, ck in panels:
@@ -351,7 +361,7 @@ def cdf_figure(folder, rows, axes, layout):
         plt.close(fig)
         return None, None
     axs[0][0].set_xscale("log")
-    label_axes(axs, used, "TTFT (s)", "fraction of requests")
+    label_axes(fig, axs, used, "TTFT (s)", "fraction of requests")
     if len(names) > 1:
         bottom_legend(fig, handles, names, layout.series)
     return fig, data
