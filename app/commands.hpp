@@ -174,6 +174,11 @@ int run_sweep(const sweep_args& args);
 struct report_args {
   std::string dir;
   std::string title;
+  // What the figures show (docs/sweep.md, "Reports"): passed to tools/sweep_report.py.
+  std::string x, series, facet;
+  std::vector<std::string> filters, metrics, scales;
+  bool logx = false, logy = false;
+  bool timeseries = false;  ///< dir is one replay's folder: plot its timeseries.csv
 };
 CLI::App* add_report_command(CLI::App& app, report_args& args);
 int run_report(const report_args& args);

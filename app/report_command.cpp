@@ -14,14 +14,59 @@ namespace kvtier {
 
 CLI::App* add_report_command(CLI::App& app, report_args& args) {
   auto* cmd = app.add_subcommand(
-    "report", "Turn a sweep folder into report.md with comparison tables and plots (PNG, SVG)");
+    "report", "Turn a sweep folder into report.md with tables and figures (PNG, SVG, PDF), or "
+              "plot a replay's timeseries.csv");
   cmd->add_option("dir", args.dir, "the sweep's folder (holding results.csv)")->required();
   cmd->add_option("--title", args.title, "the report's title");
+  cmd->add_option("--x", args.x, "the grid axis along the figures' x (default: a capacity axis)");
+  cmd->add_option("--series", args.series,
+                  "one line per value of this axis (default: a *policy* axis)");
+  cmd->add_option("--facet", args.facet, "a panel per value of this axis (default: traces)");
+  cmd->add_option("--filter", args.filters, "KEY=VALUE: only cells with this grid value "
+                  "(repeatable; a key given twice keeps either value)");
+  cmd->add_option("--metric", args.metrics,
+                  "a results column to plot instead of the default figures (repeatable)");
+  cmd->add_option("--scale", args.scales,
+                  "x=log|linear or y=log|linear (default: log where values span decades)");
+  cmd->add_flag("--logx", args.logx, "log x axis");
+  cmd->add_flag("--logy", args.logy, "log y axis");
+  cmd->add_flag("--timeseries", args.timeseries,
+                "dir is one replay's folder: plot its timeseries.csv (output.timeseries)");
   return cmd;
 }
 
+namespace {
+
+// The script's arguments for what the figures show.
+void add_figure_options(const report_args& args, std::vector<std::string>& argv) {
+  auto pass = [&](const char* flag, const std::string& value) {
+    if (value.empty())
+      return;
+    argv.push_back(flag);
+    argv.push_back(value);
+  };
+  pass("--x", args.x);
+  pass("--series", args.series);
+  pass("--facet", args.facet);
+  for (const auto& f : args.filters)
+    pass("--filter", f);
+  for (const auto& m : args.metrics)
+    pass("--metric", m);
+  for (const auto& s : args.scales)
+    pass("--scale", s);
+  if (args.logx)
+    argv.push_back("--logx");
+  if (args.logy)
+    argv.push_back("--logy");
+}
+
+}  // namespace
+
 int run_report(const report_args& args) {
-  if (!std::filesystem::exists(args.dir + "/results.csv"))
+  if (args.timeseries && !std::filesystem::exists(args.dir + "/timeseries.csv"))
+    throw config_error(args.dir + "/timeseries.csv: no time series here (replay in full mode "
+                       "with --set output.timeseries=true)");
+  if (!args.timeseries && !std::filesystem::exists(args.dir + "/results.csv"))
     throw config_error(args.dir + "/results.csv: no sweep results here (run kvtier sweep first)");
   std::string script = source_file("tools/sweep_report.py");
   // Debian's interpreter, where tools/setup installs python3-matplotlib (a python3 earlier on
@@ -32,6 +77,9 @@ int run_report(const report_args& args) {
     argv_s.push_back("--title");
     argv_s.push_back(args.title);
   }
+  add_figure_options(args, argv_s);
+  if (args.timeseries)
+    argv_s.push_back("--timeseries");
   pid_t pid = fork();
   if (pid < 0)
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));

@@ -316,12 +316,15 @@ def write_page(name, args, commands):
 
 
 def copy_report(folder, dest):
-    """report.md without its SVG links (the repository keeps the PNG plots only)."""
+    """report.md without its SVG and PDF links (the repository keeps the PNG plots only, and
+    only the report's: plots of an earlier report go)."""
     with open(os.path.join(folder, "report.md")) as f:
-        text = re.sub(r" \(\[SVG\]\([^)]*\)\)", "", f.read())
+        text = re.sub(r" \(\[SVG\]\([^)]*\)(, \[PDF\]\([^)]*\))?\)", "", f.read())
     with open(os.path.join(dest, "report.md"), "w") as f:
         f.write(text)
     os.makedirs(os.path.join(dest, "plots"), exist_ok=True)
+    for old in glob.glob(os.path.join(dest, "plots", "*.png")):
+        os.remove(old)
     for png in glob.glob(os.path.join(folder, "plots", "*.png")):
         shutil.copy(png, os.path.join(dest, "plots"))
 

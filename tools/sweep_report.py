@@ -1,23 +1,20 @@
 #!/usr/bin/env python3
-"""Turns a kvtier sweep folder into report.md with comparison tables and plots (PNG and SVG).
+"""Turns a kvtier sweep folder into report.md with comparison tables and figures (PNG at 300
+dpi, SVG and PDF; their data in plots/figures.json), or plots one replay's timeseries.csv.
 
 Reads DIR/results.json (one row per cell, every summary figure flattened; docs/outputs.md) and,
-for the TTFT CDF, each full-mode cell's requests.csv. Cells that differ only by seed are averaged.
-The "series" axis (the one named like *policy*, else the first) gives the plots' colours; a
-numeric *_tokens / *_blocks axis is the capacity axis. Exit 2 on bad input, 1 on failure.
+for the TTFT CDF, each full-mode cell's requests.csv. Cells that differ only by seed are one
+configuration: tables and figures give their mean, figures with a 95% t-interval; no figure or
+table averages cells of different configurations (tools/report_figures.py). --x, --series,
+--facet, --filter, --logx/--logy and --metric choose what the figures show (docs/sweep.md).
+Exit 2 on bad input, 1 on failure.
 """
 import argparse
 import csv
 import json
-import math
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4, "int8": 1}
 
@@ -44,13 +41,7 @@ class BadInput(Exception):
     pass
 
 
-def num(v):
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+from report_stats import apply_filters, by_configuration, mean_ci, num, ordered  # noqa: E402
 
 
 def derive(row):
@@ -81,6 +72,9 @@ def derive(row):
         kv_gb = computed * per_token / gb
         row["write_amp_host"] = row["d2h_gb"] / kv_gb
         row["write_amp_storage"] = row["storage_write_gb"] / kv_gb
+    if computed:
+        for link in ("h2d", "d2h", "storage_read", "storage_write"):
+            row[link + "_kb_per_token"] = row[link + "_gb"] * gb / 1e3 / computed
     return row
 
 
@@ -99,43 +93,17 @@ def load(folder):
 
 
 def group(rows, axes):
-    """Cells that differ only by seed, averaged: [(values tuple, {metric: mean}, [rows])]."""
-    groups = {}
-    for r in rows:
-        groups.setdefault(tuple(r.get(a) for a in axes), []).append(r)
+    """One configuration's cells (they differ only by seed), averaged:
+    [(values tuple, {metric: mean}, [rows])]."""
     out = []
-    for key, members in groups.items():
+    for key, members in by_configuration(rows, axes).items():
         means = {}
         for m, *_ in METRICS:
-            vals = [num(r.get(m)) for r in members]
-            vals = [v for v in vals if v is not None]
-            if vals:
-                means[m] = sum(vals) / len(vals)
+            mean, _, _ = mean_ci(r.get(m) for r in members)
+            if mean is not None:
+                means[m] = mean
         out.append((key, means, members))
     return out
-
-
-def capacity_axis(axes, rows):
-    for a in axes:
-        if (a.endswith("_tokens") or a.endswith("_blocks")) and all(num(r.get(a)) is not None for r in rows):
-            return a
-    return None
-
-
-def series_axis(axes, capacity):
-    for a in axes:
-        if "policy" in a and a != capacity:
-            return a
-    rest = [a for a in axes if a != capacity]
-    return rest[0] if rest else None
-
-
-def ordered(values):
-    seen = []
-    for v in values:
-        if v not in seen:
-            seen.append(v)
-    return seen
 
 
 def table(groups, axes):
@@ -159,10 +127,6 @@ def table(groups, axes):
     return "\n".join(lines)
 
 
-SUFFIX = [""]  # appended to plot names: one set of plots per trace set
-BUILD = [""]  # the footer of every plot: the kvtier build that made the cells
-
-
 def build_text(rows):
     """The kvtier build(s) the cells name (summary.json's `kvtier`; docs/outputs.md, Provenance)."""
     builds = ordered(f"kvtier {r.get('kvtier.version') or 'unknown'} (commit "
@@ -173,204 +137,199 @@ def build_text(rows):
     return "several builds: " + "; ".join(builds)
 
 
-def save(fig, folder, name):
-    name += SUFFIX[0]
-    os.makedirs(os.path.join(folder, "plots"), exist_ok=True)
-    paths = []
-    if BUILD[0]:
-        fig.text(0.99, 0.005, "made by " + BUILD[0], ha="right", va="bottom", fontsize=6,
-                 color="gray")
-    for ext in ("png", "svg"):
-        p = os.path.join("plots", f"{name}.{ext}")
-        fig.savefig(os.path.join(folder, p), dpi=90)
-        paths.append(p)
-    plt.close(fig)
-    return paths[0]
+# (name, metric, y label, message of the figure). Bytes are kB (10^3) per token of KV computed
+# (prefill tokens, recomputation included), so that traces and loads of different sizes compare.
+FIGURES = [
+    ("hit_ratio", "hit_ratio.tokens", "hit ratio (fraction of prompt tokens)",
+     "Share of prompt tokens found in any tier"),
+    ("ttft_p99", "latency_ms.ttft.p99", "TTFT p99 (ms)", "Time to first token, 99th percentile"),
+    ("tpot_p99", "latency_ms.tpot.p99", "TPOT p99 (ms)",
+     "Time per output token, 99th percentile"),
+    ("d2h_per_token", "d2h_kb_per_token", "PCIe D2H (kB / token computed)",
+     "PCIe device-to-host bytes per token computed"),
+    ("h2d_per_token", "h2d_kb_per_token", "PCIe H2D (kB / token computed)",
+     "PCIe host-to-device bytes per token computed"),
+    ("storage_write_per_token", "storage_write_kb_per_token",
+     "storage write (kB / token computed)", "Bytes written to storage per token computed"),
+    ("storage_read_per_token", "storage_read_kb_per_token",
+     "storage read (kB / token computed)", "Bytes read from storage per token computed"),
+]
 
 
-def short_number(x):
-    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:g}{unit}"
-    return f"{x:g}"
+def metric_units(folder):
+    """{metric: unit} from results_long.csv (written by kvtier sweep --collect), if there."""
+    units = {}
+    try:
+        with open(os.path.join(folder, "results_long.csv")) as f:
+            for rec in csv.DictReader(f):
+                units.setdefault(rec["metric"], rec["unit"])
+    except (OSError, KeyError):
+        pass
+    return units
 
 
-def mean_by(rows, key_axis, metric, where=lambda r: True):
-    """Per value of key_axis: (mean, min, max) of metric over the matching rows."""
-    out = {}
-    for v in ordered(r.get(key_axis) for r in rows):
-        vals = [num(r.get(metric)) for r in rows if r.get(key_axis) == v and where(r)]
-        vals = [x for x in vals if x is not None]
-        if vals:
-            out[v] = (sum(vals) / len(vals), min(vals), max(vals))
-    return out
+def chosen_figures(folder, opts):
+    if not opts.metric:
+        return FIGURES
+    units = metric_units(folder)
+    known = {f[1]: f for f in FIGURES}
+    return [known.get(m) or (m.replace(".", "_"), m,
+                             f"{m} ({units[m]})" if m in units else m, m)
+            for m in opts.metric]
 
 
-def plot_hit_ratio(folder, rows, series, capacity):
-    tiers = [("hit_ratio.tokens", "all tiers"), ("hit_ratio.by_tier.device.tokens", "device"),
-             ("hit_ratio.by_tier.host.tokens", "host"), ("hit_ratio.by_tier.storage.tokens", "storage")]
-    fig, axs = plt.subplots(1, 4, figsize=(14, 3.6), sharey=True)
-    names = ordered(r.get(series) for r in rows) if series else [None]
-    xs_all = sorted({num(r.get(capacity)) for r in rows})
-    for ax, (metric, title) in zip(axs, tiers):
-        for name in names:
-            sel = [r for r in rows if series is None or r.get(series) == name]
-            xs = sorted({num(r.get(capacity)) for r in sel})
-            ys = []
-            for x in xs:
-                vals = [num(r.get(metric)) for r in sel if num(r.get(capacity)) == x]
-                vals = [v for v in vals if v is not None]
-                ys.append(sum(vals) / len(vals) if vals else math.nan)
-            ax.plot(xs, ys, marker="o", label=str(name) if name is not None else "all cells")
-        ax.set_xscale("log")
-        ax.set_xticks(xs_all)
-        ax.set_xticklabels([short_number(x) for x in xs_all], fontsize=8)
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(title)
-        ax.set_xlabel(f"{capacity} (tokens)" if capacity.endswith("_tokens") else f"{capacity} (blocks)")
-        ax.grid(alpha=0.3)
-    axs[0].set_ylabel("hit ratio (tokens, fraction of prompt)")
-    axs[-1].legend(fontsize=7)
-    fig.suptitle("Hit ratio per tier against capacity (mean over other grid values and seeds)")
-    fig.tight_layout()
-    return save(fig, folder, "hit_ratio_vs_capacity")
+def layout_caption(layout, rows, at=None):
+    parts = []
+    if layout.x:
+        parts.append(f"x: {layout.x}")
+    if layout.series:
+        parts.append(f"one line per {layout.series}")
+    if layout.facet:
+        parts.append(f"a panel per {layout.facet}")
+    if layout.rows:
+        parts.append("panel rows: " + ", ".join(layout.rows))
+    if layout.constants:
+        parts.append("fixed: " + ", ".join(f"{k} = {v}" for k, v in layout.constants.items()))
+    if at:
+        parts.append("at " + ", ".join(f"{k} = {v}" for k, v in at.items()))
+    seeds = max(len(c) for c in by_configuration(rows, [a for a in layout.assigned()]).values())
+    parts.append("points: mean of a configuration's seeds, band: 95% t-interval" if seeds > 1
+                 else "one seed per configuration (no interval)")
+    return "; ".join(parts)
 
 
-def bar_plot(folder, rows, series, metrics, ylabel, title, name):
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(ordered(r.get(series) for r in rows))), 4))
-    names = ordered(r.get(series) for r in rows)
-    width = 0.8 / len(metrics)
-    for i, (metric, label) in enumerate(metrics):
-        stats = mean_by(rows, series, metric)
-        xs = [j + i * width for j in range(len(names))]
-        means = [stats.get(n, (math.nan,) * 3)[0] for n in names]
-        # max(0, ...): a mean of equal values may land a rounding error beyond them
-        lo = [max(0.0, m - stats.get(n, (math.nan,) * 3)[1]) for n, m in zip(names, means)]
-        hi = [max(0.0, stats.get(n, (math.nan,) * 3)[2] - m) for n, m in zip(names, means)]
-        ax.bar(xs, means, width, yerr=[lo, hi], capsize=2, label=label)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))])
-    ax.set_xticklabels([str(n) for n in names], rotation=20, ha="right", fontsize=8)
-    ax.set_xlabel(series)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title + "\n(mean over other grid values and seeds; error bars: min to max)", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return save(fig, folder, name)
-
-
-def plot_ttft_cdf(folder, rows, series):
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drew = False
-    for name in ordered(r.get(series) for r in rows):
-        ttft = []
-        for r in rows:
-            if r.get(series) != name:
-                continue
-            path = os.path.join(folder, "cells", r["cell"], "requests.csv")
-            try:
-                with open(path) as f:
-                    for rec in csv.DictReader(f):
-                        if rec.get("first_token_s") and rec.get("arrival_s"):
-                            ttft.append(float(rec["first_token_s"]) - float(rec["arrival_s"]))
-            except OSError:
-                continue
-        if not ttft:
+def figures(folder, rows, axes, full, opts):
+    """Draws the figures; returns [(message, caption, png path)] and their data for
+    figures.json."""
+    import report_figures as rf
+    for a in (opts.x, opts.series, opts.facet):
+        if a and a not in axes:
+            raise BadInput(f"{a}: not a grid axis of this sweep ({', '.join(axes) or 'none'})")
+    layout = rf.make_layout(rows, axes, opts.x, opts.series, opts.facet)
+    out, data = [], {}
+    for name, metric, ylabel, message in chosen_figures(folder, opts):
+        if layout.x and name == "hit_ratio":
+            name = "hit_ratio_vs_capacity" if layout.x.endswith(("_tokens", "_blocks")) \
+                else "hit_ratio_vs_" + layout.x.split(".")[-1]
+        fig, d = rf.line_figure(rows, axes, layout, metric, ylabel, opts.logx, opts.logy)
+        if fig is None or not any(p["lines"] for p in d["panels"]):
+            if fig is not None:
+                rf.plt.close(fig)
             continue
-        ttft.sort()
-        n = len(ttft)
-        ax.plot(ttft, [(i + 1) / n for i in range(n)], label=str(name))
-        drew = True
-    if not drew:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log")
-    ax.set_xlabel("TTFT (s)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title("TTFT CDF per " + series + " (requests of every cell pooled)", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return save(fig, folder, "ttft_cdf")
+        out.append((message, f"{message} ({layout_caption(layout, rows)})",
+                    rf.save(fig, folder, name, BUILD[0])))
+        data[name] = d
+    if full and not opts.metric:
+        fig, d = rf.cdf_figure(folder, rows, axes, layout)
+        if fig is not None:
+            out.append(("TTFT distribution", "TTFT distribution, one curve per cell "
+                        f"({layout_caption(layout, rows, d['at'])})",
+                        rf.save(fig, folder, "ttft_cdf", BUILD[0])))
+            data["ttft_cdf"] = d
+    return out, data
 
 
-def section(folder, rows, axes, full, heading):
-    """One trace set's table and plots, as markdown lines."""
-    groups = group(rows, axes)
-    capacity = capacity_axis(axes, rows)
-    series = series_axis(axes, capacity)
-    md = [f"## {heading}", "", table(groups, axes), ""]
-    plots = []
-    if capacity:
-        plots.append(("Hit ratio per tier against " + capacity, plot_hit_ratio(folder, rows, series, capacity)))
-    if series:
-        if full:
-            plots.append(("TTFT and TPOT per " + series, bar_plot(
-                folder, rows, series,
-                [("latency_ms.ttft.p50", "TTFT p50"), ("latency_ms.ttft.p99", "TTFT p99"),
-                 ("latency_ms.tpot.p50", "TPOT p50"), ("latency_ms.tpot.p99", "TPOT p99")],
-                "latency (ms)", "TTFT and TPOT per " + series, "latency")))
-        plots.append(("Bytes per link per " + series, bar_plot(
-            folder, rows, series,
-            [("h2d_gb", "PCIe H2D"), ("d2h_gb", "PCIe D2H"), ("storage_read_gb", "storage read"),
-             ("storage_write_gb", "storage write")],
-            "bytes moved (GB)", "Bytes per link per " + series, "bytes_per_link")))
-        if full:
-            cdf = plot_ttft_cdf(folder, rows, series)
-            if cdf:
-                plots.append(("TTFT CDF per " + series, cdf))
-    for caption, path in plots:
-        svg = path[:-4] + ".svg"
-        md += [f"### {caption}", "", f"![{caption}]({path}) ([SVG]({svg}))", ""]
-    return md, len(plots)
+BUILD = [""]  # the kvtier build that made the cells, in every figure's metadata
 
 
-def write_report(folder, title):
+def write_report(folder, title, opts):
     axes, all_rows, rows = load(folder)
+    rows = apply_filters(rows, opts.filter)
+    if not rows:
+        raise BadInput("no finished cell passes --filter " +
+                       " ".join(f"{k}={v}" for k, v in opts.filter))
     full = any(num(r.get("latency_ms.ttft.p50")) is not None for r in rows)
     seeds = ordered(r.get("seed") for r in rows)
     failed = [r for r in all_rows if r.get("status") != "ok"]
     BUILD[0] = build_text(rows)
     md = [f"# {title}", "", f"Made by {BUILD[0]}.", "",
-          f"{len(all_rows)} cells ({len(rows)} finished, {len(failed)} failed or not run); "
-          f"grid axes: {', '.join(axes) if axes else '(none)'}; seeds: {', '.join(map(str, seeds))}; "
-          f"mode: {'full' if full else 'hitrate'}. Rows average the seeds. The best value of each "
-          "column is **bold** (highest hit ratio, lowest latency, bytes and write amplification). "
-          "Bytes are GB (10^9); write amplification is bytes written per byte of KV computed "
-          "(prefill tokens, recomputation included, times the model's KV bytes per token).", ""]
-    count = 0
+          f"{len(all_rows)} cells ({len(rows)} finished and shown, {len(failed)} failed or not "
+          f"run); grid axes: {', '.join(axes) if axes else '(none)'}; seeds: "
+          f"{', '.join(map(str, seeds))}; mode: {'full' if full else 'hitrate'}. Table rows are "
+          "configurations, their seeds averaged. The best value of each column is **bold** "
+          "(highest hit ratio, lowest latency, bytes and write amplification). Bytes are GB "
+          "(10^9); write amplification is bytes written per byte of KV computed (prefill "
+          "tokens, recomputation included, times the model's KV bytes per token).", ""]
+    shown, data = figures(folder, rows, axes, full, opts)
+    if shown:
+        md += ["## Figures", ""]
+    for message, caption, path in shown:
+        stem = path[:-4]
+        md += [f"![{message}]({path})", "",
+               f"{caption}. ([SVG]({stem}.svg), [PDF]({stem}.pdf))", ""]
+    tmp = os.path.join(folder, "plots", "figures.json.tmp")
+    if shown:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, os.path.join(folder, "plots", "figures.json"))
     if "traces" in axes:
         rest = [a for a in axes if a != "traces"]
         for ts in ordered(r.get("traces") for r in rows):
-            SUFFIX[0] = "-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in str(ts))
-            lines, n = section(folder, [r for r in rows if r.get("traces") == ts], rest, full,
-                               f"Trace set {ts}")
-            md += lines
-            count += n
-        SUFFIX[0] = ""
+            sel = [r for r in rows if r.get("traces") == ts]
+            md += [f"## Trace set {ts}", "", table(group(sel, rest), rest), ""]
     else:
-        lines, count = section(folder, rows, axes, full, "Results")
-        md += lines
+        md += ["## Results", "", table(group(rows, axes), axes), ""]
     if failed:
         md += ["## Failed cells", "", "| cell | status | error |", "|---|---|---|"]
-        md += [f"| {r['cell']} | {r['status']} | {(r.get('error') or '').replace('|', '/')} |" for r in failed]
+        md += [f"| {r['cell']} | {r['status']} | {(r.get('error') or '').replace('|', '/')} |"
+               for r in failed]
         md.append("")
-    md += ["---", "", f"Cells and plots made by {BUILD[0]}.", ""]
+    md += ["---", "", f"Cells and figures made by {BUILD[0]}.", ""]
     tmp = os.path.join(folder, "report.md.tmp")
     with open(tmp, "w") as f:
         f.write("\n".join(md))
     os.replace(tmp, os.path.join(folder, "report.md"))
-    print(f"report: {os.path.join(folder, 'report.md')} ({count} plots in {os.path.join(folder, 'plots')})")
+    print(f"report: {os.path.join(folder, 'report.md')} ({len(shown)} figures in "
+          f"{os.path.join(folder, 'plots')})")
+
+
+def key_value(text):
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text}: expected KEY=VALUE")
+    k, v = text.split("=", 1)
+    return k, v
+
+
+def scale(text):
+    k, v = key_value(text)
+    if k not in ("x", "y") or v not in ("log", "linear"):
+        raise argparse.ArgumentTypeError(f"{text}: expected x=log, x=linear, y=log or y=linear")
+    return k, v
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir")
+    p.add_argument("--title", default="")
+    p.add_argument("--x", help="the grid axis along x (default: a capacity axis)")
+    p.add_argument("--series", help="one line per value of this axis (default: a *policy* axis)")
+    p.add_argument("--facet", help="a panel per value of this axis (default: traces)")
+    p.add_argument("--filter", action="append", default=[], type=key_value,
+                   metavar="KEY=VALUE", help="only cells with this value (repeatable)")
+    p.add_argument("--metric", action="append", default=[],
+                   help="a results column to plot instead of the default figures (repeatable)")
+    p.add_argument("--logx", action="store_const", const=True, default=None)
+    p.add_argument("--logy", action="store_const", const=True, default=None)
+    p.add_argument("--scale", action="append", default=[], type=scale,
+                   help="x=log|linear, y=log|linear (default: log where values span decades)")
+    p.add_argument("--timeseries", action="store_true",
+                   help="DIR is one replay's folder: plot its timeseries.csv")
+    a = p.parse_args(argv)
+    for k, v in a.scale:
+        setattr(a, "log" + k, v == "log")
+    return a
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("dir")
-    p.add_argument("--title", default="")
-    a = p.parse_args()
+    a = parse_args()
+    import report_timeseries
     try:
-        write_report(a.dir, a.title or f"Sweep {os.path.basename(os.path.abspath(a.dir))}")
-    except BadInput as e:
+        if a.timeseries:
+            report_timeseries.plot(a.dir, a.title)
+        else:
+            write_report(a.dir, a.title or f"Sweep {os.path.basename(os.path.abspath(a.dir))}", a)
+    except (BadInput, report_timeseries.BadSeries) as e:
         print(f"kvtier report: {e}", file=sys.stderr)
         return 2
     return 0

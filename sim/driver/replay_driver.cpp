@@ -22,6 +22,7 @@
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/report/provenance.hpp"
+#include "sim/report/timeseries.hpp"
 #include "sim/request_blocks.hpp"
 
 namespace kvtier {
@@ -66,6 +67,7 @@ run_info run_info_of(const replay_job& job) {
   run_info run;
   run.config = job.cfg.effective();
   run.config.erase("serve");  // the live server's keys change no replay
+  run.config.erase("output");  // nor do the optional outputs
   run.model = model_summary(job.cfg, resolve(job.cfg));
   run.deterministic = job.deterministic;
   return run;
@@ -152,6 +154,9 @@ replay_result replay_hitrate(const replay_job& job) {
   if (resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks).any())
     throw config_error("faults.*: faults need timing: --mode full (hit-rate replays have no "
                        "clock to inject them on)");
+  if (job.cfg.boolean(keys::output::timeseries))
+    throw config_error("output.timeseries: a time series needs timing: --mode full (hit-rate "
+                       "replays have no clock)");
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job));
   request_blocks mapper = mapper_of(job, rc);
@@ -264,6 +269,10 @@ replay_result replay_full(const replay_job& job) {
   options.speed = job.speed;
   options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
   options.on_poll = job.on_poll;
+  tier_occupancy_sampler occupancy;
+  const bool series = job.cfg.boolean(keys::output::timeseries);
+  if (series)
+    options.occupancy = &occupancy;
   full_result fr = run_full_replay(timed, feed, options);
   progress.finish();
   check_virtual_time(fr);
@@ -290,6 +299,11 @@ replay_result replay_full(const replay_job& job) {
   if (outputs) {
     write_full_csv(outputs->csv.out(), fr);
     outputs->commit(result.summary);
+  }
+  if (outputs && series) {
+    atomic_file f(job.out_dir + "/timeseries.csv");
+    write_timeseries(f.out(), fr, occupancy);
+    f.commit();
   }
   return result;
 }

@@ -339,6 +339,28 @@ class watchdog {
   std::map<caf::actor_addr, std::string> names_;
 };
 
+// Points every controller's block events at the sampler, timed on the replay's clock; the guard
+// stops it before the clock and the actor system it reads go away.
+struct sampling {
+  sampling(timed_config& config, tier_occupancy_sampler* s, std::function<int64_t()> now)
+    : sampler(s) {
+    if (!sampler)
+      return;
+    sampler->start(std::move(now));
+    config.controller.events = sampler;
+    for (instance_config& ic : config.instances)
+      ic.controller.events = sampler;
+  }
+  ~sampling() {
+    if (sampler)
+      sampler->stop();
+  }
+  sampling(const sampling&) = delete;
+  sampling& operator=(const sampling&) = delete;
+
+  tier_occupancy_sampler* sampler;
+};
+
 void stop_all(const deployment& d) {
   caf::anon_send_exit(d.front_end, caf::exit_reason::user_shutdown);
   for (const instance& x : d.instances)
@@ -356,6 +378,7 @@ full_result run_virtual(timed_config config, std::shared_ptr<request_feed> feed,
   caf::actor_system sys{cfg};
   auto& coordinator = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   sim_clock clock(sys.clock().now(), 1.0);
+  sampling sampled(config, options.occupancy, [&] { return clock.now(sys.clock()); });
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   caf::scoped_actor self{sys, true};
   watchdog dog(sys, d);
@@ -397,6 +420,7 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   configure_wall_clock(cfg, options.threads);
   caf::actor_system sys{cfg};
   sim_clock clock(sys.clock().now(), options.speed, clock_mode::wall);
+  sampling sampled(config, options.occupancy, [&] { return clock.now(sys.clock()); });
   deployment d = spawn_all(sys, config, std::move(feed), clock);
   config.storage.backend.reset();  // the storage actor owns it now: it goes before the system
   caf::scoped_actor self{sys};

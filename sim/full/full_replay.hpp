@@ -13,6 +13,7 @@
 #include "model/front_end/request_feed.hpp"
 #include "actors/messages.hpp"
 #include "runtime/config/timed_config.hpp"
+#include "sim/full/tier_occupancy.hpp"
 
 namespace kvtier {
 
@@ -25,6 +26,8 @@ struct full_run_options {
   /// Wall mode: called at every poll (about every 5 ms) with the replay's virtual time, so that
   /// a caller can act at a virtual instant it chooses (a test kills a storage node at 2.5 s).
   std::function<void(int64_t virtual_now_ns)> on_poll;
+  /// When set, every cache controller reports its block events to it (timeseries.csv).
+  tier_occupancy_sampler* occupancy = nullptr;
 };
 
 /// One instance's reports.

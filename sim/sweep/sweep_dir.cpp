@@ -10,6 +10,7 @@
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/provenance.hpp"
 #include "sim/sweep/flatten.hpp"
+#include "sim/sweep/results_tables.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
@@ -189,12 +190,12 @@ collect_result collect(const std::string& dir, const sweep_plan& plan) {
     {{"cell", true}, {"status", true}, {"seed", true}, {"error", true}});
   for (const auto& a : plan.axes)
     known[a] = true;
-  std::vector<std::map<std::string, json>> rows;
+  std::vector<result_row> rows;
   for (const auto& cell : plan.cells) {
-    std::map<std::string, json> row;
+    result_row row;
     row["cell"] = cell.id;
     for (const auto& [name, label] : cell.grid)
-      row[name] = label;
+      row[name] = axis_value(label);
     row["seed"] = cell.seed;
     auto status = cell_status(dir, cell.id);
     std::string s = status ? status->value("status", "failed") : "missing";
@@ -208,6 +209,8 @@ collect_result collect(const std::string& dir, const sweep_plan& plan) {
       std::vector<std::pair<std::string, json>> flat;
       flatten_summary(*summary, "", flat);
       for (auto& [k, v] : flat) {
+        if (dropped_column(k))
+          continue;
         if (!known[k]) {
           known[k] = true;
           columns.push_back(k);
@@ -218,24 +221,7 @@ collect_result collect(const std::string& dir, const sweep_plan& plan) {
     (s == "ok" ? result.ok : s == "missing" ? result.missing : result.failed) += 1;
     rows.push_back(std::move(row));
   }
-  atomic_file csv(dir + "/results.csv");
-  for (size_t i = 0; i < columns.size(); ++i)
-    csv.out() << (i ? "," : "") << csv_field(columns[i]);
-  csv.out() << '\n';
-  json jrows = json::array();
-  for (const auto& row : rows) {
-    json jrow = json::object();
-    for (size_t i = 0; i < columns.size(); ++i) {
-      auto it = row.find(columns[i]);
-      json v = it == row.end() ? json() : it->second;
-      csv.out() << (i ? "," : "") << csv_text(v);
-      jrow[columns[i]] = v;
-    }
-    csv.out() << '\n';
-    jrows.push_back(std::move(jrow));
-  }
-  csv.commit();
-  write_json(dir + "/results.json", {{"axes", plan.axes}, {"columns", columns}, {"rows", jrows}});
+  write_results(dir, plan.axes, columns, rows);
   return result;
 }
 

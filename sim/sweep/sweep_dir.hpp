@@ -4,7 +4,8 @@
 //   plan.json          every cell: id, grid values, effective config, traces, seed, mode
 //   cells.txt          the cell ids, one per line (for job arrays and GNU parallel)
 //   cells/<id>/        one cell's summary.json, requests.csv, cell.json (its status) and log.txt
-//   results.csv/.json  one row per cell (written by collect)
+//   results.csv/.json  one row per cell, results_long.csv one line per metric of a cell
+//                      (written by collect; sim/sweep/results_tables.hpp)
 // Every file is written atomically; a cell counts as done only once its cell.json says "ok".
 
 #include <optional>
@@ -50,7 +51,7 @@ struct collect_result {
   size_t missing = 0;
 };
 
-/// Merges the cells' summaries into results.csv and results.json.
+/// Merges the cells' summaries into results.csv, results_long.csv and results.json.
 collect_result collect(const std::string& dir, const sweep_plan& plan);
 
 }  // namespace kvtier

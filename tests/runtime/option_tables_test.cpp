@@ -37,7 +37,7 @@ const std::vector<section_table> sections = {
   {"links", links_key_specs},     {"cluster", cluster_key_specs}, {"router", router_key_specs},
   {"pd", pd_key_specs},           {"faults", faults_key_specs},   {"serve", serve_key_specs},
   {"model", model_key_specs},     {"gpu", gpu_key_specs},         {"parallel", parallel_key_specs},
-  {"preset", preset_key_specs},
+  {"preset", preset_key_specs},   {"output", output_key_specs},
 };
 
 json defaults() {
