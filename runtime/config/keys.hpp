@@ -18,3 +18,4 @@
 #include "runtime/config/gpu_keys.hpp"
 #include "runtime/config/parallel_keys.hpp"
 #include "runtime/config/preset_keys.hpp"
+#include "runtime/config/slo_keys.hpp"

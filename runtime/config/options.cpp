@@ -20,7 +20,8 @@ std::vector<option_spec> assemble_specs() {
   for (auto section : {cache_key_specs, storage_key_specs, trace_key_specs, scheduler_key_specs,
                        compute_key_specs, links_key_specs, cluster_key_specs, router_key_specs,
                        pd_key_specs, faults_key_specs, serve_key_specs, model_key_specs,
-                       gpu_key_specs, parallel_key_specs, preset_key_specs}) {
+                       gpu_key_specs, parallel_key_specs, preset_key_specs,
+                       slo_key_specs}) {
     std::vector<option_spec> rows = section();
     all.insert(all.end(), rows.begin(), rows.end());
   }
