@@ -55,7 +55,7 @@ def write_table(path, data, args):
         "",
         "| " + " | ".join(axes) + " | sustained rate (x) | req/s | TTFT p99 (ms) | "
         "TPOT p99 (ms) | replays | search | host (GiB) | storage (GiB) | cost ($) |",
-        "|" + "---|" * (len(axes) + 10),
+        "|" + "---|" * (len(axes) + 9),
     ]
     for r in data["rows"]:
         cells = [str(r[a]) for a in axes]
@@ -81,14 +81,20 @@ def plot_pareto(out_base, data, args):
         rows = [r for r in data["rows"] if r.get("traces", "trace") == name
                 and r["sustained_rate_x"] > 0]
         points = [(r["requests_per_s"], cost_usd(r, args), config_name(r, axes)) for r in rows]
+        # Configurations that land on one point share one marker and one stacked label.
+        labels = {}
         for x, y, label in points:
+            labels.setdefault((x, y), []).append(label)
+        for (x, y), names in labels.items():
             panel.scatter([x], [y], s=28, zorder=3)
-            panel.annotate(label, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            panel.annotate("\n".join(names), (x, y), fontsize=7, xytext=(4, -4),
+                           textcoords="offset points", va="top")
         front = pareto_front(points)
         if front:
             panel.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1,
                        label="Pareto front", zorder=2)
-            panel.legend(loc="lower right", fontsize=8)
+            panel.legend(loc="upper left", fontsize=8)
+        panel.margins(x=0.15, y=0.2)
         panel.set_title(name)
         panel.set_xlabel("sustained load under the SLO (req/s)")
         panel.set_ylabel("host + storage cost ($)")

@@ -63,14 +63,15 @@ double p99_ms(const json& summary, const char* metric) {
   return summary.at("latency_ms").at(metric).value("p99", 0.0);
 }
 
-// Met: the replay finished every request it admitted and both p99s are within the limits. A
-// request too large for the device is rejected at every rate (docs/outputs.md, "requests"), so
-// rejections do not judge the rate. A replay that failed (did not drain, broke an invariant)
-// meets nothing.
+// Met: the replay finished every request it admitted, at least one, and both p99s are within
+// the limits. A request too large for the device is rejected at every rate (docs/outputs.md,
+// "requests"), so rejections do not judge the rate. A replay that failed (did not drain, broke
+// an invariant) or had nothing to serve (a variant that kept no session) meets nothing.
 bool met(const std::optional<json>& s, const slo_limits& limits) {
   if (!s)
     return false;
-  return s->at("requests").value("unfinished", 0) == 0 &&
+  const json& requests = s->at("requests");
+  return requests.value("finished", 0) > 0 && requests.value("unfinished", 0) == 0 &&
          p99_ms(*s, "ttft") <= limits.ttft_p99_ms && p99_ms(*s, "tpot") <= limits.tpot_p99_ms;
 }
 
