@@ -167,6 +167,12 @@ struct sweep_args {
   bool collect_only = false;
   bool deterministic = false;
   bool quiet = false;
+  std::string runner = "local";  ///< local or slurm (docs/sweep.md)
+  size_t cells_per_task = 4;     ///< slurm: cells per array task
+  bool retry_failed = false;     ///< slurm: resubmit cells that failed before
+  std::vector<std::string> sbatch_args;
+  std::string task_file;         ///< a Slurm task's entry: its batches, one line per task
+  size_t task = 0;               ///< with task_file: the line (SLURM_ARRAY_TASK_ID)
 };
 CLI::App* add_sweep_command(CLI::App& app, sweep_args& args);
 int run_sweep(const sweep_args& args);
@@ -194,6 +200,8 @@ struct study_args {
 };
 CLI::App* add_study_command(CLI::App& app, study_args& args);
 int run_study(const study_args& args);
+/// A study whose file has a "search": the SLO capacity study (docs/sweep.md).
+int run_slo_study_command(const std::string& path, const study_args& args);
 
 /// The bundled sample trace (an excerpt of the Mooncake conversation trace).
 std::string default_trace_path();

@@ -126,15 +126,12 @@ int run_replay(const replay_args& in) {
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
   job.seed = args.seed;
-  bool faults = job.cfg.is_set(keys::faults::node_loss_at_s) ||
-                job.cfg.is_set(keys::faults::slow_link_at_s);
-  for (number_key key : {keys::faults::node_losses_per_hour, keys::faults::slow_links_per_hour,
-                         keys::faults::get_fail_probability, keys::faults::put_fail_probability})
-    faults = faults || job.cfg.number(key) > 0;
-  faults = faults || job.cfg.number(keys::pd::failure_rate) > 0;
-  if (args.seed_given && !faults)
+  bool faults = job.cfg.number(keys::pd::failure_rate) > 0 ||
+                seeded_draws(job.cfg).find("faults.*") != std::string::npos;
+  if (args.seed_given && seeded_draws(job.cfg).empty())
     std::cerr << "kvtier: warning: --seed changes nothing: no fault is configured (faults.*, "
-                 "pd.failure_rate), "
+                 "pd.failure_rate), no workload variant (trace.sample_fraction, "
+                 "trace.arrival_jitter_s, trace.session_shift_s), "
                  "and a replay makes no other random choice\n";
   replay_result result = run_replay_job(job);
   if (!args.quiet)

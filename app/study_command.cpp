@@ -14,8 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Studies are sweep files under configs/studies/, one per study; a study whose feature is not
-// built yet carries a "needs" text instead of running.
+// Studies are sweep files under configs/studies/, one per study (docs/sweep.md, "Studies"); a
+// study whose feature is not built yet carries a "needs" text instead of running, and a study
+// with a "search" is an SLO capacity study (slo_study_command.cpp).
 std::string studies_dir() { return source_file("configs/studies"); }
 
 nlohmann::json study_json(const std::string& path) {
@@ -37,7 +38,7 @@ std::string study_list() {
     auto j = study_json(p.string());
     text += "  " + p.stem().string() + ": " + j.value("description", "");
     if (j.contains("needs"))
-      text += " [needs " + j["needs"].get<std::string>() + "]";
+      text += " [not runnable: needs " + j["needs"].get<std::string>() + "]";
     text += "\n";
   }
   return text;
@@ -70,6 +71,8 @@ int run_study(const study_args& args) {
   if (j.contains("needs"))
     throw config_error("study " + args.name + " needs " + j["needs"].get<std::string>()
                        + ", which kvtier does not have yet");
+  if (j.contains("search"))
+    return run_slo_study_command(path, args);
   sweep_args sweep;
   sweep.file = path;
   sweep.config.sets = args.sets;

@@ -3,7 +3,11 @@
 
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
+#include "sim/driver/replay_driver.hpp"
+#include "sim/report/atomic_file.hpp"
+#include "sim/sweep/folder_lock.hpp"
 #include "sim/sweep/local_runner.hpp"
+#include "sim/sweep/slurm_runner.hpp"
 #include "sim/sweep/sweep_dir.hpp"
 
 namespace kvtier {
@@ -33,6 +37,20 @@ CLI::App* add_sweep_command(CLI::App& app, sweep_args& args) {
   cmd->add_flag("--deterministic",
                 args.deterministic, "write wall-clock figures as 0 (byte-identical results)");
   cmd->add_flag("--quiet", args.quiet, "no progress lines");
+  cmd->add_option("--runner", args.runner,
+                  "local (worker processes here) or slurm (a job array; docs/sweep.md)")
+    ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
+  cmd->add_option("--cells-per-task", args.cells_per_task,
+                  "slurm: cells per array task (raised to keep the array within MaxArraySize)")
+    ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_flag("--retry-failed", args.retry_failed,
+                "slurm: resubmit the cells that failed before (by default they stay failed)");
+  cmd->add_option("--sbatch", args.sbatch_args,
+                  "slurm: an sbatch option, e.g. --sbatch=--partition=cpu (repeatable)")
+    ->allow_extra_args(false);
+  cmd->add_option("--task-file", args.task_file,
+                  "a Slurm array task's entry: the file of batches (one line per task)");
+  cmd->add_option("--task", args.task, "with --task-file: this task's line, from 0");
   return cmd;
 }
 
@@ -40,6 +58,9 @@ sweep_spec sweep_spec_of(const sweep_args& args) {
   sweep_spec spec;
   if (!args.file.empty())
     spec = read_sweep_file(args.file);
+  if (spec.search.enabled)
+    throw config_error(args.file + ": a sweep file with a \"search\" is an SLO study: run it "
+                       "with kvtier study (docs/sweep.md, \"The SLO capacity study\")");
   if (!args.config.config_file.empty())
     spec.config_file = args.config.config_file;
   for (const auto& s : args.config.sets)
@@ -62,6 +83,48 @@ sweep_spec sweep_spec_of(const sweep_args& args) {
   return spec;
 }
 
+// Seeds draw faults and workload variants only; several seeds over cells that configure neither
+// are the same replay several times (docs/sweep.md, "Cells").
+void warn_if_seeds_change_nothing(const sweep_spec& spec, const sweep_plan& plan) {
+  if (spec.seeds.size() < 2)
+    return;
+  for (const auto& cell : plan.cells) {
+    config cfg;
+    cfg.merge_json(cell.config, "cell " + cell.id);
+    if (!seeded_draws(cfg).empty())
+      return;
+  }
+  std::cerr << "sweep: WARNING: --seeds gives " << spec.seeds.size()
+            << " replicates that change nothing: no cell configures a fault (faults.*, "
+               "pd.failure_rate) or a workload variant (trace.sample_fraction, "
+               "trace.arrival_jitter_s, trace.session_shift_s), so every seed replays the same "
+               "workload to the same rows\n";
+}
+
+enum class sweep_runner { local, slurm };
+
+int run_on_slurm(const std::string& dir, const sweep_plan& plan, const sweep_args& args) {
+  slurm_run_options options;
+  options.self = self_executable_path();
+  options.cells_per_task = args.cells_per_task;
+  options.retry_failed = args.retry_failed;
+  options.sbatch_args = args.sbatch_args;
+  options.progress = !args.quiet;
+  slurm_run_result r = run_slurm(dir, plan, options);
+  collect_result c = collect(dir, plan);
+  if (!args.quiet) {
+    std::cout << "sweep: " << plan.cells.size() << " cells (" << r.skipped << " already done, "
+              << r.submitted << " run in " << r.tasks << " Slurm tasks";
+    if (!r.job_id.empty())
+      std::cout << " of job " << r.job_id;
+    std::cout << ", " << c.failed + c.missing << " failed";
+    if (r.failed_kept > 0)
+      std::cout << " (" << r.failed_kept << " of them from before: --retry-failed reruns them)";
+    std::cout << ") in " << r.wall_s << " s; results in " << dir << "/results.csv\n";
+  }
+  return c.failed + c.missing > 0 ? exit_failure : exit_ok;
+}
+
 int run_planned_sweep(const std::string& dir, const sweep_plan& plan, size_t jobs, bool quiet) {
   local_run_options options;
   options.self = self_executable();
@@ -81,6 +144,12 @@ int run_sweep(const sweep_args& args) {
   const std::string& dir = args.out_dir;
   if (!args.cell.empty())
     return run_cell(dir, read_plan(dir), args.cell);
+  if (!args.task_file.empty())  // the sweep's runner holds the folder's lock meanwhile
+    return run_slurm_task(dir, read_plan(dir), args.task_file, args.task,
+                          args.jobs > 0 ? args.jobs : 1);
+  sweep_runner runner = args.runner == "slurm" ? sweep_runner::slurm : sweep_runner::local;
+  make_directories(dir);
+  folder_lock lock(dir + "/.lock", "sweep folder " + dir);
   if (args.collect_only) {
     sweep_plan plan = read_plan(dir);
     collect_result c = collect(dir, plan);
@@ -89,7 +158,9 @@ int run_sweep(const sweep_args& args) {
                 << c.missing << " not run; results in " << dir << "/results.csv\n";
     return c.failed + c.missing > 0 ? exit_failure : exit_ok;
   }
-  sweep_plan plan = make_plan(sweep_spec_of(args));
+  sweep_spec spec = sweep_spec_of(args);
+  sweep_plan plan = make_plan(spec);
+  warn_if_seeds_change_nothing(spec, plan);
   if (auto other = plan_of_other_build(dir))
     std::cerr << "sweep: WARNING: " << *other << '\n';
   write_plan(dir, plan);
@@ -101,6 +172,8 @@ int run_sweep(const sweep_args& args) {
                 << " --collect\n";
     return exit_ok;
   }
+  if (runner == sweep_runner::slurm)
+    return run_on_slurm(dir, plan, args);
   return run_planned_sweep(dir, plan, args.jobs, args.quiet);
 }
 

@@ -19,3 +19,4 @@
 #include "runtime/config/parallel_keys.hpp"
 #include "runtime/config/preset_keys.hpp"
 #include "runtime/config/output_keys.hpp"
+#include "runtime/config/slo_keys.hpp"

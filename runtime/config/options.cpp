@@ -21,7 +21,7 @@ std::vector<option_spec> assemble_specs() {
                        compute_key_specs, links_key_specs, cluster_key_specs, router_key_specs,
                        pd_key_specs, faults_key_specs, serve_key_specs, model_key_specs,
                        gpu_key_specs, parallel_key_specs, preset_key_specs,
-                       output_key_specs}) {
+                       output_key_specs, slo_key_specs}) {
     std::vector<option_spec> rows = section();
     all.insert(all.end(), rows.begin(), rows.end());
   }

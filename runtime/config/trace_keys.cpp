@@ -14,6 +14,15 @@ std::vector<option_spec> trace_key_specs() {
     {keys::trace::max_blocks_per_request, 1, max_block_count, {}, false,
      "cache blocks one request may cover (ceil(input tokens / cache.block_size)), at most: a "
      "larger request is an error before its blocks are built"},
+    {keys::trace::sample_fraction, 1e-6, 1, {}, false,
+     "workload variant: the fraction of sessions (requests without one) kept, drawn by the "
+     "replay's seed; 1 keeps all. docs/traces.md, \"Workload variants\""},
+    {keys::trace::arrival_jitter_s, 0, 1e6, {}, false,
+     "workload variant: each request without a session arrives later by a seeded [0, this) "
+     "seconds of recorded time (before trace.time_scale); 0 keeps the recorded arrivals"},
+    {keys::trace::session_shift_s, 0, 1e6, {}, false,
+     "workload variant: each session (an agentic conversation and its sub-agents) starts later by "
+     "a seeded [0, this) seconds of recorded time; 0 keeps the recorded starts"},
   };
 }
 

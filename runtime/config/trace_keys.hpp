@@ -17,6 +17,9 @@ inline constexpr number_key time_scale{"trace.time_scale"};
 inline constexpr integer_key max_line_bytes{"trace.max_line_bytes"};
 inline constexpr integer_key max_document_bytes{"trace.max_document_bytes"};
 inline constexpr integer_key max_blocks_per_request{"trace.max_blocks_per_request"};
+inline constexpr number_key sample_fraction{"trace.sample_fraction"};
+inline constexpr number_key arrival_jitter_s{"trace.arrival_jitter_s"};
+inline constexpr number_key session_shift_s{"trace.session_shift_s"};
 
 }  // namespace keys::trace
 

@@ -18,12 +18,14 @@
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "runtime/config/fault_config.hpp"
+#include "runtime/config/keys.hpp"
 #include "sim/report/fault_report.hpp"
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/report/provenance.hpp"
 #include "sim/report/timeseries.hpp"
 #include "sim/request_blocks.hpp"
+#include "sim/trace/workload_variant.hpp"
 
 namespace kvtier {
 
@@ -37,6 +39,15 @@ double seconds_since(clock_type::time_point start) {
 
 const std::vector<std::string> output_names = {"summary.json", "requests.csv"};
 
+workload_variant variant_of(const config& cfg, uint64_t seed) {
+  workload_variant v;
+  v.seed = seed;
+  v.sample_fraction = cfg.number(keys::trace::sample_fraction);
+  v.arrival_jitter_s = cfg.number(keys::trace::arrival_jitter_s);
+  v.session_shift_s = cfg.number(keys::trace::session_shift_s);
+  return v;
+}
+
 std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   auto format = parse_trace_format(job.format);
   if (!format)
@@ -47,9 +58,13 @@ std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   options.max_line_bytes = static_cast<uint64_t>(job.cfg.integer(keys::trace::max_line_bytes));
   options.max_document_bytes =
     static_cast<uint64_t>(job.cfg.integer(keys::trace::max_document_bytes));
+  workload_variant variant = variant_of(job.cfg, job.seed);
   std::vector<std::unique_ptr<trace_source>> sources;
-  for (size_t i = 0; i < job.traces.size(); ++i)
-    sources.push_back(open_trace(job.traces[i], *format, static_cast<uint32_t>(i), options));
+  for (size_t i = 0; i < job.traces.size(); ++i) {
+    auto file = static_cast<uint32_t>(i);
+    sources.push_back(vary_workload(open_trace(job.traces[i], *format, file, options), file,
+                                    variant));
+  }
   return sources;
 }
 
@@ -68,6 +83,7 @@ run_info run_info_of(const replay_job& job) {
   run.config = job.cfg.effective();
   run.config.erase("serve");  // the live server's keys change no replay
   run.config.erase("output");  // nor do the optional outputs
+  run.config.erase("slo");     // nor do the SLO study's limits
   run.model = model_summary(job.cfg, resolve(job.cfg));
   run.deterministic = job.deterministic;
   return run;
@@ -309,6 +325,22 @@ replay_result replay_full(const replay_job& job) {
 }
 
 }  // namespace
+
+std::string seeded_draws(const config& cfg) {
+  bool faults =
+    cfg.is_set(keys::faults::node_loss_at_s) || cfg.is_set(keys::faults::slow_link_at_s);
+  for (number_key key : {keys::faults::node_losses_per_hour, keys::faults::slow_links_per_hour,
+                         keys::faults::get_fail_probability, keys::faults::put_fail_probability})
+    faults = faults || cfg.number(key) > 0;
+  std::string draws;
+  if (faults)
+    draws = "faults.*";
+  if (cfg.number(keys::pd::failure_rate) > 0)
+    draws += std::string(draws.empty() ? "" : ", ") + "pd.failure_rate";
+  if (variant_of(cfg, 0).any())
+    draws += std::string(draws.empty() ? "" : ", ") + "a workload variant (trace.*)";
+  return draws;
+}
 
 replay_result run_replay_job(const replay_job& job) {
   if (job.traces.empty())

@@ -38,7 +38,9 @@ struct replay_job {
   bool skip_bad_lines = false;
   uint64_t check_every = 0;          ///< invariant checks every N requests (hitrate) or commits
   bool deterministic = false;        ///< write wall-clock figures as 0
-  uint64_t seed = 0;                 ///< draws the faults (faults.*, pd.failure_rate); nothing else is random
+  /// Draws the faults (faults.*, pd.failure_rate) and the workload variant (trace.sample_fraction,
+  /// arrival_jitter_s, session_shift_s); nothing else is random.
+  uint64_t seed = 0;
   std::string out_dir;               ///< summary.json and requests.csv; empty: write nothing
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
   /// Full mode, wall clock: called about every 5 ms with the replay's virtual time
@@ -66,5 +68,9 @@ struct replay_result {
 
 /// Runs one replay; writes its outputs to job.out_dir when one is named.
 replay_result run_replay_job(const replay_job& job);
+
+/// What a replay's seed draws under `cfg`: "" when nothing (no fault, no workload variant), else
+/// the keys it draws for, e.g. "faults.*, trace.*" (for the warning that seeds change nothing).
+std::string seeded_draws(const config& cfg);
 
 }  // namespace kvtier

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,10 +28,16 @@ pid_t spawn_cell(const local_run_options& options, const std::string& dir, const
   std::string log = cell_dir(dir, id) + "/log.txt";
   make_directories(cell_dir(dir, id));
   std::vector<std::string> args = {options.self, "sweep", "--out", dir, "--cell", id, "--quiet"};
+  pid_t parent = ::getpid();
   pid_t pid = fork();
   if (pid < 0)
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // A worker dies with the sweep that started it, however the sweep ends (Ctrl-C, kill -9):
+    // an orphan would go on writing into a folder whose runner has gone.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(1);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       ::dup2(fd, STDOUT_FILENO);
@@ -48,14 +56,28 @@ pid_t spawn_cell(const local_run_options& options, const std::string& dir, const
   return pid;
 }
 
-std::string why_failed(const std::string& dir, const std::string& id, int status) {
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// How a worker that left no status of its own ended, for its row (docs/outputs.md).
+std::string how_it_ended(const std::string& dir, const std::string& id, int status) {
   if (WIFSIGNALED(status))
-    return "killed by signal " + std::to_string(WTERMSIG(status));
+    return "killed by " + signal_name(WTERMSIG(status));
+  return "exit code " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (see "
+         + cell_dir(dir, id) + "/log.txt)";
+}
+
+std::string why_failed(const std::string& dir, const std::string& id, int status) {
   auto s = cell_status(dir, id);
+  if (!s) {
+    record_worker_end(dir, id, how_it_ended(dir, id, status));
+    s = cell_status(dir, id);
+  }
   if (s && s->contains("error"))
     return (*s)["error"].get<std::string>();
-  return "exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (see "
-         + cell_dir(dir, id) + "/log.txt)";
+  return how_it_ended(dir, id, status);
 }
 
 std::string duration_text(double s) {

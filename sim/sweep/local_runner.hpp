@@ -4,7 +4,8 @@
 // binary invoked as `kvtier sweep --cell ID --out DIR`, the entry a job array or GNU parallel
 // uses, so that local and distributed sweeps share one code path. A worker's output goes to the
 // cell's log.txt. Cells already done are skipped (resume); a failed or killed cell is reported
-// and the others go on. Progress lines go to stderr.
+// and the others go on, a killed one with a row saying how it ended. Workers die with the
+// process that started them (docs/sweep.md, "Workers"). Progress lines go to stderr.
 
 #include <cstddef>
 #include <string>

@@ -10,6 +10,7 @@
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/provenance.hpp"
 #include "sim/sweep/flatten.hpp"
+#include "sim/sweep/folder_lock.hpp"
 #include "sim/sweep/results_tables.hpp"
 #include "sim/trace/trace_reader.hpp"
 
@@ -139,6 +140,7 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
                        "binary (kvtier sweep ... --plan) or run the plan's binary");
   std::string out = cell_dir(dir, id);
   make_directories(out);
+  folder_lock running(out + "/.lock", "cell " + id);
   fs::remove(out + "/cell.json");  // from here on the cell is not done until it says so
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -177,6 +179,12 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
   write_cell_status(dir, *cell, code == 0 ? "ok" : "failed", code, error,
                     cell->deterministic ? 0.0 : elapsed());
   return code;
+}
+
+void record_worker_end(const std::string& dir, const std::string& id, const std::string& how) {
+  sweep_cell cell;
+  cell.id = id;
+  write_cell_status(dir, cell, "failed", -1, "the worker ended without a result: " + how, 0.0);
 }
 
 collect_result collect(const std::string& dir, const sweep_plan& plan) {

@@ -45,6 +45,10 @@ std::optional<std::string> plan_of_other_build(const std::string& dir);
 /// config_error when another build made the plan: one sweep never mixes builds.
 int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& id);
 
+/// Writes a failed cell.json for a cell whose worker ended without one (killed, crashed),
+/// `how` saying how it ended ("killed by SIGKILL"), so that its row tells why.
+void record_worker_end(const std::string& dir, const std::string& id, const std::string& how);
+
 struct collect_result {
   size_t ok = 0;
   size_t failed = 0;

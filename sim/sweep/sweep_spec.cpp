@@ -137,6 +137,25 @@ std::vector<uint64_t> parse_seeds(const std::string& text) {
   return seeds;
 }
 
+// A search's fields (docs/sweep.md, "The SLO capacity study"): the axis it moves and where it
+// starts; the SLO's limits and precision are the slo.* config keys.
+rate_search_spec search_of(const json& j, const std::string& where) {
+  if (!j.is_object())
+    throw config_error(where + ": expected an object {\"axis\": \"trace.time_scale\", "
+                       "\"start\": 8}");
+  rate_search_spec s;
+  for (auto& [key, value] : j.items())
+    if (key != "axis" && key != "start")
+      throw config_error(where + ": unknown field \"" + key + "\" (valid: axis, start)");
+  if (j.value("axis", "trace.time_scale") != "trace.time_scale")
+    throw config_error(where + ".axis: the search moves trace.time_scale only");
+  s.start_time_scale = j.value("start", s.start_time_scale);
+  if (!(s.start_time_scale > 0))
+    throw config_error(where + ".start: a time scale above 0");
+  s.enabled = true;
+  return s;
+}
+
 sweep_spec read_sweep_file(const std::string& path) {
   std::ifstream in(path);
   if (!in)
@@ -150,14 +169,14 @@ sweep_spec read_sweep_file(const std::string& path) {
   if (!j.is_object())
     throw config_error(path + ": expected a JSON object (docs/sweep.md)");
   static const char* known[] = {"description", "config", "set", "traces", "grid", "seeds",
-                                "mode", "format", "needs"};
+                                "mode", "format", "needs", "search"};
   for (auto& [key, value] : j.items()) {
     bool ok = false;
     for (const char* k : known)
       ok = ok || key == k;
     if (!ok)
       throw config_error(path + ": unknown field \"" + key + "\" (valid: description, config, set, "
-                         "traces, grid, seeds, mode, format)");
+                         "traces, grid, seeds, mode, format, search)");
   }
   if (j.contains("needs"))
     throw config_error(path + ": this sweep needs " + j["needs"].dump() +
@@ -188,6 +207,8 @@ sweep_spec read_sweep_file(const std::string& path) {
     }
     if (j.contains("seeds"))
       spec.seeds = j["seeds"].get<std::vector<uint64_t>>();
+    if (j.contains("search"))
+      spec.search = search_of(j["search"], path + ": search");
     spec.mode = j.value("mode", spec.mode);
     spec.format = j.value("format", spec.format);
   } catch (const json::exception& e) {

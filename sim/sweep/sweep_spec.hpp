@@ -30,6 +30,13 @@ struct trace_set {
   std::vector<std::string> paths;
 };
 
+/// A sweep file's "search": the SLO capacity study searches each configuration's highest
+/// sustained rate by moving trace.time_scale instead of replaying a grid of it.
+struct rate_search_spec {
+  bool enabled = false;
+  double start_time_scale = 8;  ///< where the search starts
+};
+
 struct sweep_spec {
   std::vector<std::string> base_sets;  ///< over the defaults, under the config file
   std::string config_file;        ///< laid over the defaults, before `sets`
@@ -40,6 +47,7 @@ struct sweep_spec {
   std::string mode = "full";      ///< full or hitrate
   std::string format = "auto";
   bool deterministic = false;     ///< wall-clock figures written as 0
+  rate_search_spec search;        ///< kvtier study only (sim/sweep/slo_study.hpp)
 };
 
 /// `key=v1,v2,...` as an axis named `key` (values may not contain commas).

@@ -263,12 +263,30 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
           "[sweep][study]") {
   auto list = kvtier("study --list");
   CHECK(list.code == 0);
-  CHECK(list.out.find("write-policy") != std::string::npos);
-  CHECK(list.out.find("capacity") != std::string::npos);
-  auto pre = kvtier("study preemption");
+  // Every study kvtier ships runs: none is listed as needing a feature.
+  for (const char* name : {"write-policy", "capacity", "preemption", "pd-handoff", "pd-fig10",
+                           "slo"})
+    CHECK(list.out.find(std::string("  ") + name + ": ") != std::string::npos);
+  CHECK(list.out.find("needs") == std::string::npos);
+  CHECK(list.out.find("not built yet") == std::string::npos);
+  fs::path needs = sweep_scratch("needs.json");
+  std::ofstream(needs) << R"({"description": "d", "needs": "a feature kvtier lacks"})";
+  auto pre = kvtier("sweep --file " + needs.string());
   CHECK(pre.code == 2);
-  CHECK(pre.out.find("needs scheduler.preemption modes") != std::string::npos);
+  CHECK(pre.out.find("needs \"a feature kvtier lacks\"") != std::string::npos);
+  fs::remove(needs);
   CHECK(kvtier("study no-such-study").code == 2);
+  // The preemption study: 3 preemption modes x 2 write policies.
+  fs::path pre_dir = sweep_scratch("study-preemption");
+  auto pre_plan = kvtier("study preemption --plan --quiet --out " + pre_dir.string());
+  INFO(pre_plan.out);
+  REQUIRE(pre_plan.code == 0);
+  CHECK(json::parse(slurp(pre_dir / "plan.json"))["cells"].size() == 6);
+  fs::remove_all(pre_dir);
+  // The SLO study searches round by round: it cannot be planned ahead.
+  auto slo_plan = kvtier("study slo --plan --out " + sweep_scratch("study-slo").string());
+  CHECK(slo_plan.code == 2);
+  CHECK(slo_plan.out.find("cannot be planned ahead") != std::string::npos);
   // The write-policy study plans 6 policies x 3 storage modes x 3 host sizes on 2 trace sets.
   fs::path out = sweep_scratch("study");
   auto plan = kvtier("study write-policy --plan --quiet --out " + out.string());
@@ -283,4 +301,102 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   REQUIRE(pd_plan.code == 0);
   CHECK(json::parse(slurp(pd / "plan.json"))["cells"].size() == 10);
   fs::remove_all(pd);
+}
+
+namespace {
+
+// Each seed's row of a sweep over seeds 1..3, without the columns that name the cell.
+std::vector<std::map<std::string, std::string>> replicate_rows(const fs::path& out) {
+  auto csv = read_csv(out / "results.csv");
+  std::vector<std::map<std::string, std::string>> rows;
+  for (size_t i = 1; i < csv.size(); ++i) {
+    auto row = row_map(csv, i);
+    for (const char* c : {"cell", "seed", "config.trace.sample_fraction"})
+      row.erase(c);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: seeds draw workload variants; without one they are warned to change nothing",
+          "[sweep][replicates]") {
+  fs::path out = sweep_scratch("replicates");
+  const std::string base = "sweep --jobs 2 --mode hitrate --trace " + sample +
+                           " --seeds 1,2,3 --deterministic --quiet --out ";
+  SECTION("no variant, no fault: identical rows and a warning") {
+    auto r = kvtier(base + out.string());
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("change nothing") != std::string::npos);
+    auto rows = replicate_rows(out);
+    REQUIRE(rows.size() == 3);
+    CHECK(rows[0] == rows[1]);
+    CHECK(rows[1] == rows[2]);
+  }
+  SECTION("sub-sampled sessions and jittered arrivals: a row per seed, no warning") {
+    auto r = kvtier(base + out.string() +
+                    " --set trace.sample_fraction=0.7 --set trace.arrival_jitter_s=30");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("change nothing") == std::string::npos);
+    auto rows = replicate_rows(out);
+    REQUIRE(rows.size() == 3);
+    std::set<std::string> requests;
+    for (auto& row : rows) {
+      requests.insert(row["trace.requests"]);
+      CHECK(std::stoi(row["trace.requests"]) > 250);  // about 70% of the sample's 500
+      CHECK(std::stoi(row["trace.requests"]) < 450);
+    }
+    CHECK(requests.size() == 3);
+    // The same seed draws the same variant: a second sweep into a fresh folder agrees.
+    fs::path again = sweep_scratch("replicates-again");
+    auto r2 = kvtier(base + again.string() +
+                     " --set trace.sample_fraction=0.7 --set trace.arrival_jitter_s=30");
+    REQUIRE(r2.code == 0);
+    CHECK(slurp(again / "results.csv") == slurp(out / "results.csv"));
+    fs::remove_all(again);
+  }
+  fs::remove_all(out);
+}
+
+TEST_CASE("sweep: one sweep per folder, killed workers' rows say how, workers die with the sweep",
+          "[sweep][lock]") {
+  // Full-mode cells of the whole conversation trace: seconds each, long enough to act on.
+  const std::string trace = std::string(KVTIER_SHARED_DIR) +
+                            "/traces/mooncake/conversation_trace.jsonl";
+  REQUIRE(fs::exists(trace));
+  fs::path out = sweep_scratch("lock");
+  std::string args = "sweep --jobs 1 --quiet --deterministic --trace " + trace +
+                     " --set trace.time_scale=8 --grid cache.host_tokens=1000000,2000000,3000000";
+  // Start a sweep, wait for its first worker, kill that worker, then try a second sweep on the
+  // same folder while the first goes on; finally kill a sweep and see whether its worker lives.
+  auto r = shell("bash -c '"
+                 "setsid " + bin + " " + args + " --out " + out.string() + " & pid=$!; "
+                 "for i in $(seq 1 200); do w=$(pgrep -P $pid); [ -n \"$w\" ] && break; "
+                 "  sleep 0.05; done; "
+                 "kill -KILL $w; sleep 0.2; "
+                 + bin + " " + args + " --out " + out.string() + "; echo second=$?; "
+                 "wait $pid; echo first=$?; "
+                 "setsid " + bin + " " + args + " --out " + out.string() + "-2 & pid=$!; "
+                 "for i in $(seq 1 200); do w=$(pgrep -P $pid); [ -n \"$w\" ] && break; "
+                 "  sleep 0.05; done; "
+                 "kill -KILL $pid; sleep 0.5; "
+                 "state=$(ps -o stat= -p $w | cut -c1); "
+                 "[ -z \"$state\" ] || [ \"$state\" = Z ] && echo worker-died || "
+                 "  { echo worker-alive; kill -KILL $w; }'");
+  INFO(r.out);
+  CHECK(r.out.find("second=2") != std::string::npos);
+  CHECK(r.out.find("is in use by another kvtier process") != std::string::npos);
+  CHECK(r.out.find("first=1") != std::string::npos);
+  CHECK(r.out.find("worker-died") != std::string::npos);
+  auto csv = read_csv(out / "results.csv");
+  REQUIRE(csv.size() == 4);
+  auto killed = row_map(csv, 1);
+  CHECK(killed["status"] == "failed");
+  CHECK(killed["error"] == "the worker ended without a result: killed by SIGKILL");
+  CHECK(row_map(csv, 2)["status"] == "ok");
+  fs::remove_all(out);
+  fs::remove_all(out.string() + "-2");
 }
