@@ -13,7 +13,9 @@
 #include "storage/memory_backend.hpp"
 #include "storage/payload_pattern.hpp"
 #include "storage/redis_backend.hpp"
+#include "storage/redis_cluster_backend.hpp"
 #include "tests/storage/backend_calls.hpp"
+#include "tests/storage/redis_cluster_servers.hpp"
 #include "tests/storage/redis_server.hpp"
 
 using namespace kvtier;
@@ -231,6 +233,19 @@ TEST_CASE("redis backend keeps what it stored, two parts per block", "[storage][
   CHECK(c.keys() == 2);
   CHECK(a.command({"EXISTS", "kvtier:test-model:bf16:0000000000001001:k"}) == "1");
   CHECK(a.command({"EXISTS", "kvtier:test-model:bf16:0000000000001001:v"}) == "1");
+}
+
+TEST_CASE("redis_cluster backend keeps what it stored, both parts in one slot",
+          "[storage][backend][redis][cluster]") {
+  redis_cluster_servers cluster(3, 0);
+  backend_options o = options("redis_cluster");
+  o.redis_cluster = {cluster.seeds()[1]};  // one seed finds the rest
+  redis_cluster_backend r(o);
+  CHECK(r.masters().size() == 3);
+  round_trip(r);
+  // three blocks left, two keys each, held by the masters their slots belong to
+  CHECK(cluster.master_keys() == 6);
+  CHECK(r.counters().node_downs == 0);
 }
 
 TEST_CASE("redis backend: a block with a part that failed is rolled back, never half there",

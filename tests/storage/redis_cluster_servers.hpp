@@ -1,0 +1,97 @@
+#pragma once
+
+// A Redis Cluster of the test's own on loopback ports: `masters` redis-servers in cluster mode
+// (each with `replicas` replicas), joined with `redis-cli --cluster create`, ready once every node
+// says cluster_state:ok. Node config files live in a temporary directory; every server is killed
+// in the destructor. kill_master() SIGKILLs one master (a crash; its replica, if any, takes over).
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/storage/redis_server.hpp"
+
+namespace kvtier::test {
+
+/// A free port whose cluster bus port (10000 above it) is free too.
+inline int free_cluster_port() {
+  for (int tries = 0; tries < 1000; ++tries) {
+    int port = free_loopback_port();
+    if (port + 10000 > 65535)
+      continue;
+    try {
+      free_loopback_port(port + 10000);
+      return port;
+    } catch (const std::runtime_error&) {
+    }
+  }
+  throw std::runtime_error("no free loopback port pair for a cluster node");
+}
+
+class redis_cluster_servers {
+ public:
+  redis_cluster_servers(int masters, int replicas, std::string maxmemory = "256mb") {
+    std::string t = (std::filesystem::temp_directory_path() / "kvtier-cluster-XXXXXX").string();
+    dir_ = ::mkdtemp(t.data());
+    for (int i = 0; i < masters * (1 + replicas); ++i)
+      nodes_.push_back(std::make_unique<redis_server>(
+        maxmemory, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
+                                            "nodes.conf", "--cluster-node-timeout", "1000"},
+        dir_ + "/" + std::to_string(i), free_cluster_port()));
+    std::string create = "redis-cli --cluster create";
+    for (const auto& n : nodes_)
+      create += " " + n->address();
+    create += " --cluster-replicas " + std::to_string(replicas) + " --cluster-yes >/dev/null 2>&1";
+    if (std::system(create.c_str()) != 0)
+      throw std::runtime_error("redis-cli --cluster create failed: " + create);
+    wait_ok();
+  }
+  ~redis_cluster_servers() {
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::vector<std::string> seeds() const {
+    std::vector<std::string> out;
+    for (const auto& n : nodes_)
+      out.push_back(n->address());
+    return out;
+  }
+  redis_server& node(size_t i) { return *nodes_.at(i); }
+  size_t size() const { return nodes_.size(); }
+
+  /// Keys held by the masters now (a replica's copies are not counted twice).
+  uint64_t master_keys() const {
+    uint64_t n = 0;
+    for (const auto& s : nodes_)
+      if (s->running() && is_master(*s))
+        n += s->keys();
+    return n;
+  }
+  static bool is_master(const redis_server& s) {
+    return s.command({"INFO", "replication"}).find("role:master") != std::string::npos;
+  }
+
+  /// Waits until every running node says cluster_state:ok (and the slots are all assigned).
+  void wait_ok(int seconds = 20) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool ok = true;
+      for (const auto& n : nodes_)
+        if (n->running())
+          ok = ok && n->command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+      if (ok)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    throw std::runtime_error("the test's redis cluster did not reach cluster_state:ok");
+  }
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<redis_server>> nodes_;
+};
+
+}  // namespace kvtier::test
