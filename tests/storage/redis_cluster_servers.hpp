@@ -38,7 +38,8 @@ class redis_cluster_servers {
     for (int i = 0; i < masters * (1 + replicas); ++i)
       nodes_.push_back(std::make_unique<redis_server>(
         maxmemory, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                            "nodes.conf", "--cluster-node-timeout", "1000"},
+                                            "nodes.conf", "--cluster-node-timeout", "1000",
+                                            "--repl-diskless-sync-delay", "0"},
         dir_ + "/" + std::to_string(i), free_cluster_port()));
     std::string create = "redis-cli --cluster create";
     for (const auto& n : nodes_)
@@ -74,14 +75,34 @@ class redis_cluster_servers {
     return s.command({"INFO", "replication"}).find("role:master") != std::string::npos;
   }
 
-  /// Waits until every running node says cluster_state:ok (and the slots are all assigned).
+  /// The index of master `m`'s first replica (SIZE_MAX if it has none).
+  size_t replica_of(size_t m) const {
+    std::string info = nodes_.at(m)->command({"INFO", "replication"});
+    size_t at = info.find("slave0:");
+    size_t port_at = info.find("port=", at);
+    if (at == std::string::npos || port_at == std::string::npos)
+      return SIZE_MAX;
+    int port = std::atoi(info.c_str() + port_at + 5);
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i]->port() == port)
+        return i;
+    return SIZE_MAX;
+  }
+
+  /// Waits until every running node says cluster_state:ok and every replica has synced with its
+  /// master (a replica that never has cannot take over from it).
   void wait_ok(int seconds = 20) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (std::chrono::steady_clock::now() < deadline) {
       bool ok = true;
-      for (const auto& n : nodes_)
-        if (n->running())
-          ok = ok && n->command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+      for (const auto& n : nodes_) {
+        if (!n->running())
+          continue;
+        ok = ok && n->command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+        std::string replication = n->command({"INFO", "replication"});
+        if (replication.find("role:slave") != std::string::npos)
+          ok = ok && replication.find("master_link_status:up") != std::string::npos;
+      }
       if (ok)
         return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

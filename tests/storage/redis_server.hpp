@@ -103,6 +103,10 @@ class redis_server {
     pid_ = 0;
   }
 
+  /// SIGSTOP and SIGCONT: a server that hangs (replicates nothing, answers nothing) and resumes.
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
+
   /// Runs one command on a blocking connection; returns the reply as text ("" on error).
   std::string command(const std::vector<std::string>& words) const {
     timeval tv{2, 0};
