@@ -272,6 +272,31 @@ TEST_CASE("redis backend: a block with a part that failed is rolled back, never 
   CHECK(list_now(r).empty());
 }
 
+TEST_CASE("redis backend: a failed put's landed parts are gone by the time it answers",
+          "[storage][backend][redis][faults]") {
+  redis_server a;
+  backend_options o = options("redis");
+  o.nodes = 1;
+  o.redis = {a.address()};
+  redis_backend r(o);
+  // Every ":v" write is refused: each block's ":k" part lands and must be rolled back. The pool
+  // frees a failed put's room when the put answers, so the parts must be gone by then, or the
+  // node holds more than the pool's capacity (docs/design.md "Capacity").
+  REQUIRE(a.command({"ACL", "SETUSER", "default", "resetkeys", "~*:k"}) == "OK");
+  std::vector<block_ref> blocks;
+  std::vector<block_bytes_t> payloads;
+  for (uint64_t i = 0; i < 20; ++i) {
+    blocks.push_back({1, 0x500 + i});
+    payloads.push_back(pattern_payload(0x500 + i, 256 << 10));
+  }
+  std::promise<uint64_t> held_at_answer;
+  auto f = held_at_answer.get_future();
+  r.put(blocks, std::move(payloads), [&](std::vector<bool>) { held_at_answer.set_value(a.keys()); });
+  CHECK(f.get() == 0);
+  CHECK(r.counters().rollbacks == 20);
+  CHECK(r.counters().puts_failed == 20);
+}
+
 TEST_CASE("redis backend: a node that goes down misses and drops, then comes back",
           "[storage][backend][redis][faults]") {
   redis_server a, b;
