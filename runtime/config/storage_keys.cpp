@@ -32,9 +32,9 @@ std::vector<option_spec> storage_key_specs() {
     {keys::storage::backend, 0, 0, {"model", "memory", "redis", "redis_cluster", "file"},
      false,
      "where stored blocks' bytes go: model = modelled media timing, no bytes; memory = this "
-     "process (modelled timing); redis = one redis-server per node (storage.redis); redis_cluster = one "
-     "Redis Cluster (storage.redis_cluster); file = one directory per node (storage.file_dirs). "
-     "redis, redis_cluster and file do real I/O: --clock wall"},
+     "process (modelled timing); redis = one redis-server per node (storage.redis); "
+     "redis_cluster = one Redis Cluster (storage.redis_cluster); file = one directory per node "
+     "(storage.file_dirs). redis, redis_cluster and file do real I/O: --clock wall"},
     {keys::storage::redis, 0, 0, {}, false,
      "storage.backend=redis: \"host:port\" of each node's redis-server, one per storage node"},
     {keys::storage::redis_ttl_s, 0, 1e9, {}, false,

@@ -291,7 +291,8 @@ TEST_CASE("redis backend: a failed put's landed parts are gone by the time it an
   }
   std::promise<uint64_t> held_at_answer;
   auto f = held_at_answer.get_future();
-  r.put(blocks, std::move(payloads), [&](std::vector<bool>) { held_at_answer.set_value(a.keys()); });
+  r.put(blocks, std::move(payloads),
+        [&](std::vector<bool>) { held_at_answer.set_value(a.keys()); });
   CHECK(f.get() == 0);
   CHECK(r.counters().rollbacks == 20);
   CHECK(r.counters().puts_failed == 20);
