@@ -14,8 +14,8 @@
 //
 // A master that dies: its commands are retried while the cluster fails over (a replica takes its
 // slots), for at most `failover_wait` (10 s); what is still not done then fails (gets miss, puts
-// are dropped and counted). While the cluster cannot serve every slot, node_reachable() is false;
-// when it serves again, that counts as a reconnect, and the pool lists the cluster against its
+// are dropped and counted). While the cluster cannot serve every slot, or a master found down
+// still owns slots, node_reachable() is false; when it serves again, that counts as a reconnect, and the pool lists the cluster against its
 // index: blocks the failover lost (written to the old master, never replicated) are counted as
 // lost and leave the index (docs/robustness.md).
 

@@ -85,6 +85,13 @@ bool redis_cluster_router::refresh() {
   return false;
 }
 
+bool redis_cluster_router::down_master_owns_slots() const {
+  for (const std::string& m : map_.masters())
+    if (std::find(down_.begin(), down_.end(), m) != down_.end())
+      return true;
+  return false;
+}
+
 void redis_cluster_router::note_down(const std::string& address) {
   pool_.drop(address);
   serving = false;
@@ -118,7 +125,9 @@ std::vector<redis_reply_ptr> redis_cluster_router::run(
     for (const auto& [address, which] : by_node)
       exchange(address, which, commands, r, replies);
     if (r.again.empty()) {
-      if (!serving && !commands.empty()) {
+      // Served again only once no master found down still owns slots: until its failover, its
+      // blocks are not lost, only out of reach (a listing would miss them).
+      if (!serving && !commands.empty() && !down_master_owns_slots()) {
         serving = true;
         down_.clear();
         ++recoveries;
@@ -169,6 +178,8 @@ void redis_cluster_router::exchange(const std::string& address, const std::vecto
       freeReplyObject(asking_reply);
     settle(i, redis_reply_ptr(static_cast<redisReply*>(reply)), r, replies);
   }
+  // It answered: a node found down before is back (restarted, its blocks perhaps gone).
+  down_.erase(std::remove(down_.begin(), down_.end(), address), down_.end());
 }
 
 bool redis_cluster_router::send(redisContext* c, const std::vector<size_t>& which,

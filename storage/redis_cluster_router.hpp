@@ -64,6 +64,7 @@ class redis_cluster_router {
             const std::vector<cluster_command>& commands, const routed& r);
   void settle(size_t i, redis_reply_ptr reply, routed& r, std::vector<redis_reply_ptr>& replies);
   void note_down(const std::string& address);
+  bool down_master_owns_slots() const;
 
   int64_t failover_wait_ns_;
   slot_map map_;

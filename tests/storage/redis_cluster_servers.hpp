@@ -89,6 +89,32 @@ class redis_cluster_servers {
     return SIZE_MAX;
   }
 
+  /// Waits until every master's replicas have acknowledged all it was written (WAIT only counts
+  /// the asking connection's own writes).
+  void wait_replicated(int seconds = 10) const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    auto field = [](const std::string& text, const std::string& name) {
+      size_t at = text.find(name);
+      return at == std::string::npos ? -1LL : std::atoll(text.c_str() + at + name.size());
+    };
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool all = true;
+      for (const auto& n : nodes_) {
+        std::string info = n->running() ? n->command({"INFO", "replication"}) : "";
+        if (info.find("role:master") == std::string::npos ||
+            info.find("slave0:") == std::string::npos)
+          continue;
+        long long master = field(info, "master_repl_offset:");
+        long long replica = field(info.substr(info.find("slave0:")), "offset=");
+        all = all && master >= 0 && replica == master;
+      }
+      if (all)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    throw std::runtime_error("the test cluster's replicas did not catch up");
+  }
+
   /// Waits until every running node says cluster_state:ok and every replica has synced with its
   /// master (a replica that never has cannot take over from it).
   void wait_ok(int seconds = 20) {

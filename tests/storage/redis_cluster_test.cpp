@@ -125,9 +125,7 @@ TEST_CASE("redis_cluster backend rides out a master's failover",
   }
   REQUIRE(put_now(b, blocks, payloads) == std::vector<bool>(30, true));
   // Let the replicas copy what was written, then kill the master of the first block's slot.
-  for (size_t i = 0; i < cluster.size(); ++i)
-    if (redis_cluster_servers::is_master(cluster.node(i)))
-      cluster.node(i).command({"WAIT", "1", "2000"});
+  cluster.wait_replicated();
   block_namespace ns{"test-model", "bf16"};
   size_t victim = owner_of(cluster, redis_cluster_backend::part_key(ns, 0x100, 0));
   cluster.node(victim).kill();
