@@ -15,8 +15,44 @@ namespace kvtier {
 
 namespace {
 
-// What Redis keeps beside a block's bytes: two keys, their entries and allocator rounding.
+// What Redis keeps beside a block's bytes: two keys and their entries.
 constexpr uint64_t redis_overhead_per_block = 256;
+// A string value's header and terminator in Redis (sds).
+constexpr uint64_t redis_value_header = 16;
+
+// The bytes jemalloc (Redis's allocator) hands out for `n`: above 16 KiB, sizes come in four
+// classes per power of two, so a 4 MiB value (half of an 8 MiB block, plus its header) takes
+// 5 MiB.
+uint64_t jemalloc_class(uint64_t n) {
+  if (n <= (16u << 10))
+    return n;
+  int top = 63 - __builtin_clzll(n - 1);
+  uint64_t spacing = uint64_t{1} << (top - 2);
+  return (n + spacing - 1) / spacing * spacing;
+}
+
+// What one block takes in a Redis node: its two parts, each rounded up by the allocator.
+uint64_t redis_block_cost(uint64_t payload) {
+  uint64_t half = payload / 2;
+  return jemalloc_class(half + redis_value_header) +
+         jemalloc_class(payload - half + redis_value_header) + redis_overhead_per_block;
+}
+
+// What a Redis node needs beside the blocks: its own start-up memory and the query buffer of a
+// connection receiving one part.
+uint64_t redis_reserve(uint64_t payload) {
+  return (2u << 20) + 2 * jemalloc_class(payload - payload / 2 + redis_value_header);
+}
+
+// What kvtier itself keeps resident beside a Redis on this machine: the payloads in flight and,
+// on the GPU, the pinned host tier of every instance (a modelled host tier holds no bytes).
+uint64_t own_bytes(const timed_config& config, uint64_t inflight_bytes) {
+  uint64_t host = 0;
+  if (config.engine.gpu)
+    host = uint64_t{config.cache.host_blocks} * config.engine.storage_payload_bytes *
+           std::max<size_t>(1, config.instances.size());
+  return inflight_bytes + host;
+}
 
 std::string gb(uint64_t bytes) {
   char text[32];
@@ -43,10 +79,10 @@ struct pool_shape {
     std::to_string(fits * block_size) + ") or less, or a smaller storage.payload_bytes");
 }
 
-void check_redis(const timed_config& config, const pool_shape& pool, uint64_t inflight_bytes,
-                 const machine_memory& machine, std::ostream& warn) {
-  const auto& addresses = config.storage_backend.redis;
-  uint64_t cost = config.engine.storage_payload_bytes + redis_overhead_per_block;
+void check_redis(const timed_config& config, const std::vector<std::string>& addresses,
+                 const pool_shape& pool, uint64_t inflight_bytes, const machine_memory& machine,
+                 std::ostream& warn) {
+  uint64_t cost = redis_block_cost(config.engine.storage_payload_bytes);
   uint64_t need = pool.per_node() * cost;
   // Servers on this machine without maxmemory share what it has left beside kvtier's own bytes.
   size_t unbounded_local = 0;
@@ -62,9 +98,11 @@ void check_redis(const timed_config& config, const pool_shape& pool, uint64_t in
       warn << "kvtier: warning: redis " << a << " has maxmemory-policy " << m->policy
            << ": Redis may drop blocks the pool still indexes (they read as misses); set it to "
               "noeviction\n";
+    uint64_t reserve = redis_reserve(config.engine.storage_payload_bytes);
     if (m->maxmemory > 0) {
-      if (need > m->maxmemory)
-        refuse(pool, cost, m->maxmemory, config, "redis " + a + " (maxmemory)");
+      if (need + reserve > m->maxmemory)
+        refuse(pool, cost, m->maxmemory > reserve ? m->maxmemory - reserve : 0, config,
+               "redis " + a + " (maxmemory, less " + gb(reserve) + " Redis needs beside blocks)");
       continue;
     }
     if (!is_local_address(a) || machine.available == 0) {
@@ -72,12 +110,15 @@ void check_redis(const timed_config& config, const pool_shape& pool, uint64_t in
            << gb(need) << " per node are not checked against what it can hold\n";
       continue;
     }
-    uint64_t left = machine.available > inflight_bytes ? machine.available - inflight_bytes : 0;
+    uint64_t own = own_bytes(config, inflight_bytes);
+    uint64_t left = machine.available > own ? machine.available - own : 0;
     uint64_t share = left / std::max<size_t>(1, unbounded_local);
+    share = share > reserve ? share - reserve : 0;
     if (need > share)
       refuse(pool, cost, share, config,
              "redis " + a + " (no maxmemory; this machine has " + gb(machine.available) +
-               " available)");
+               " available, of which kvtier keeps " + gb(own) +
+               ": payloads in flight and the host tier's pinned memory)");
   }
 }
 
@@ -135,8 +176,14 @@ void check_storage_room(const timed_config& config, uint64_t inflight_bytes,
   if (pool.capacity == 0 || config.engine.storage_payload_bytes == 0)
     return;
   if (config.storage_backend.kind == "redis")
-    check_redis(config, pool, inflight_bytes, machine, warn);
-  else if (config.storage_backend.kind == "file")
+    check_redis(config, config.storage_backend.redis, pool, inflight_bytes, machine, warn);
+  if (config.storage_backend.kind == "redis_cluster") {
+    // The cluster spreads blocks over its masters by hash slot: each holds about its share.
+    std::vector<std::string> masters = redis_cluster_masters(config.storage_backend.redis_cluster);
+    pool.nodes = static_cast<uint32_t>(std::max<size_t>(1, masters.size()));
+    check_redis(config, masters, pool, inflight_bytes, machine, warn);
+  }
+  if (config.storage_backend.kind == "file")
     check_file(config, pool);
 }
 

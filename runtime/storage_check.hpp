@@ -22,8 +22,10 @@ machine_memory read_machine_memory();
 /// 1 GiB.
 uint64_t default_inflight_bytes(const machine_memory& m);
 
-/// Compares the pool's capacity x payload bytes with each Redis node's maxmemory (or, for a server
-/// on this machine without one, with this machine's available memory less `inflight_bytes`) and
+/// Compares the pool's capacity x payload bytes (as Redis's allocator rounds them) with each Redis
+/// node's maxmemory (a Redis Cluster's: each master's), or, for a server on this machine without
+/// one, with this machine's available memory less what kvtier keeps itself (`inflight_bytes` and,
+/// on the GPU, the pinned host tier), and
 /// with each file node's free disk. Throws config_error with the numbers and the largest capacity
 /// that fits when it cannot; writes warnings (a maxmemory-policy other than noeviction, a remote
 /// server without maxmemory) to `warn`.

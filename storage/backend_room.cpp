@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "storage/redis_backend.hpp"
+#include "storage/redis_cluster_router.hpp"
 
 namespace kvtier {
 
@@ -48,6 +49,12 @@ std::optional<redis_memory> redis_memory_of(const std::string& address) {
       policy->element[1]->type == REDIS_REPLY_STRING)
     m.policy.assign(policy->element[1]->str, policy->element[1]->len);
   return m;
+}
+
+std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds) {
+  redis_cluster_router router(seeds, 0);
+  router.refresh();
+  return router.masters();
 }
 
 bool is_local_address(const std::string& address) {

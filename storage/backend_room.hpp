@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvtier {
 
@@ -20,6 +21,10 @@ struct redis_memory {
 /// Asks the redis-server at `address` ("host:port"); nullopt if it cannot be reached or answers
 /// something else.
 std::optional<redis_memory> redis_memory_of(const std::string& address);
+
+/// The masters serving a Redis Cluster's slots, asked of the first of `seeds` that answers
+/// (CLUSTER SLOTS); empty if none does.
+std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds);
 
 /// Whether `address` names this machine (loopback, localhost): a server without maxmemory there
 /// shares this machine's memory with kvtier.

@@ -37,6 +37,8 @@ struct redis_backend::loop {
   // A node silent this long with commands out is down.
   static constexpr int64_t op_timeout_ns = 1'000 * ms;
   static constexpr const char* part_suffix[2] = {":k", ":v"};
+  // reply_to::part of a rolled-back part's DEL (a put's parts are 0 and 1).
+  static constexpr uint8_t rollback_part = 2;
 
   enum class op_kind { exists, get, put, remove };
 
@@ -152,7 +154,7 @@ struct redis_backend::loop {
                size_t payload_len = 0, size_t payload_at = 0);
   void pump(node& n);
   void settle_unsent(node& n, queued& q);
-  void del_part(node& n, const block_ref& ref, int part);
+  void del_part(node& n, const std::shared_ptr<batch>& b, uint32_t block, int part);
   void dispatch(const std::shared_ptr<batch>& bp);
 
   // -- the I/O thread (redis_io_thread.cpp) --

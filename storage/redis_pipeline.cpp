@@ -63,15 +63,26 @@ void redis_backend::loop::settle_unsent(node& n, queued& q) {
   settle(to, nullptr);
 }
 
-// A part left by a rolled-back put. If the node is gone meanwhile, the part stays there alone:
-// never a block (both parts are asked for), overwritten by the block's next put.
-void redis_backend::loop::del_part(node& n, const block_ref& ref, int part) {
+// A part left by a rolled-back put, deleted before the put answers (its reply is one more the
+// batch waits for, `rollback_part`): a failed put's block is gone once the pool frees its room,
+// so the node never holds more than the pool counts (docs/design.md "Capacity"). If the node is
+// gone meanwhile, the part stays there alone: never a block (both parts are asked for),
+// overwritten by the block's next put.
+void redis_backend::loop::del_part(node& n, const std::shared_ptr<batch>& b, uint32_t block,
+                                   int part) {
   if (!n.ctx)
     return;
-  std::string key = block_name(options.ns, ref.hash) + part_suffix[part];
+  std::string key = block_name(options.ns, b->blocks[block].hash) + part_suffix[part];
   const char* argv[2] = {"DEL", key.c_str()};
   size_t len[2] = {3, key.size()};
-  redisAsyncCommandArgv(n.ctx, nullptr, nullptr, 2, argv, len);
+  auto* to = new reply_to{this, b, block, rollback_part, &n};
+  if (redisAsyncCommandArgv(n.ctx, on_reply, to, 2, argv, len) != REDIS_OK) {
+    delete to;
+    return;
+  }
+  ++b->remaining;
+  if (n.pending++ == 0)
+    n.last_progress = now_ns();
 }
 
 // Issues a batch's commands (all of them before the loop's next write: one pipeline per node).

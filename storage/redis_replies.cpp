@@ -57,6 +57,8 @@ void redis_backend::loop::settle(reply_to& to, redisReply* r) {
       b.present[to.block] = r && landed_whole(r, b.into[to.block]);
       break;
     case op_kind::put: {
+      if (to.part == rollback_part)
+        break;  // the batch waited for the delete; nothing to count
       bool ok = r && r->type == REDIS_REPLY_STATUS;
       if (!ok)
         note_put_error(r, *to.n);
@@ -67,7 +69,7 @@ void redis_backend::loop::settle(reply_to& to, redisReply* r) {
         // One part landed, the other did not: take the landed one back so that the block is
         // absent, not half there.
         ++rollbacks;
-        del_part(*to.n, b.blocks[to.block], landed == 1 ? 0 : 1);
+        del_part(*to.n, to.b, to.block, landed == 1 ? 0 : 1);
       }
       break;
     }

@@ -8,6 +8,7 @@
 #include "storage/file_backend.hpp"
 #include "storage/memory_backend.hpp"
 #include "storage/redis_backend.hpp"
+#include "storage/redis_cluster_backend.hpp"
 
 namespace kvtier {
 
@@ -53,10 +54,12 @@ std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o) 
     return std::make_unique<memory_backend>(o.nodes);
   if (o.kind == "redis")
     return std::make_unique<redis_backend>(o);
+  if (o.kind == "redis_cluster")
+    return std::make_unique<redis_cluster_backend>(o);
   if (o.kind == "file")
     return std::make_unique<file_backend>(o);
   throw std::invalid_argument("storage.backend: unknown backend '" + o.kind +
-                              "'; expected model, memory, redis or file");
+                              "'; expected model, memory, redis, redis_cluster or file");
 }
 
 }  // namespace kvtier

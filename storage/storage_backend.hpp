@@ -125,10 +125,11 @@ class storage_backend {
 
 /// Which backend and how it reaches its nodes (the storage.* config keys).
 struct backend_options {
-  std::string kind = "model";           ///< model | memory | redis | file
+  std::string kind = "model";           ///< model | memory | redis | redis_cluster | file
   block_namespace ns;
   uint32_t nodes = 1;                   ///< memory: node count (redis, file: one per address/dir)
   std::vector<std::string> redis;       ///< host:port of each node
+  std::vector<std::string> redis_cluster;  ///< host:port of seed nodes of one Redis Cluster
   uint32_t redis_ttl_s = 0;             ///< 0: keys live until the pool evicts them
   std::vector<std::string> file_dirs;   ///< one directory per node
   bool file_direct = false;             ///< O_DIRECT writes and reads (aligned buffers)

@@ -29,14 +29,19 @@ std::vector<option_spec> storage_key_specs() {
      "a file from `kvtier bench storage --emit-calibration`: its measured bandwidths and latencies "
      "replace storage.read_gbps, storage.write_gbps, storage.op_latency_us and (where measured) "
      "storage.read_op_latency_us, storage.stream_read_gbps and storage.stream_write_gbps"},
-    {keys::storage::backend, 0, 0, {"model", "memory", "redis", "file"}, false,
+    {keys::storage::backend, 0, 0, {"model", "memory", "redis", "redis_cluster", "file"},
+     false,
      "where stored blocks' bytes go: model = modelled media timing, no bytes; memory = this "
-     "process (modelled timing); redis = one redis-server per node (storage.redis); file = one "
-     "directory per node (storage.file_dirs). redis and file do real I/O: --clock wall"},
+     "process (modelled timing); redis = one redis-server per node (storage.redis); "
+     "redis_cluster = one Redis Cluster (storage.redis_cluster); file = one directory per node "
+     "(storage.file_dirs). redis, redis_cluster and file do real I/O: --clock wall"},
     {keys::storage::redis, 0, 0, {}, false,
      "storage.backend=redis: \"host:port\" of each node's redis-server, one per storage node"},
     {keys::storage::redis_ttl_s, 0, 1e9, {}, false,
      "storage.backend=redis: expiry of stored blocks in seconds, 0 = none (the pool evicts)"},
+    {keys::storage::redis_cluster, 0, 0, {}, false,
+     "storage.backend=redis_cluster: \"host:port\" of seed nodes of one Redis Cluster (any of "
+     "its nodes; the rest are found with CLUSTER SLOTS); the cluster places blocks by hash slot"},
     {keys::storage::file_dirs, 0, 0, {}, false,
      "storage.backend=file: one directory per storage node"},
     {keys::storage::file_direct, 0, 0, {}, false,

@@ -26,6 +26,7 @@ inline constexpr text_key calibration{"storage.calibration"};
 inline constexpr text_key backend{"storage.backend"};
 inline constexpr text_list_key redis{"storage.redis"};
 inline constexpr integer_key redis_ttl_s{"storage.redis_ttl_s"};
+inline constexpr text_list_key redis_cluster{"storage.redis_cluster"};
 inline constexpr text_list_key file_dirs{"storage.file_dirs"};
 inline constexpr boolean_key file_direct{"storage.file_direct"};
 inline constexpr integer_key file_quota_bytes{"storage.file_quota_bytes"};

@@ -55,6 +55,20 @@ void apply_calibration(const std::string& path, link_options& links) {
   links.duplex_gbps = number(nullptr, "duplex_gbps", keys::links::duplex_gbps);
 }
 
+// storage.redis_cluster: at least one seed, each host:port.
+void check_cluster_seeds(const std::vector<std::string>& seeds) {
+  if (seeds.empty())
+    throw config_error("storage.redis_cluster: storage.backend=redis_cluster needs at least one "
+                       "seed node (\"host:port\"); none given");
+  for (const std::string& a : seeds) {
+    try {
+      parse_redis_address(a);
+    } catch (const std::invalid_argument&) {
+      throw config_error("storage.redis_cluster: '" + a + "': expected host:port");
+    }
+  }
+}
+
 // The storage.backend keys; a list that does not match storage.nodes is an error that says so.
 void resolve_storage_backend(const config& c, const replay_config& rc, timed_config& t) {
   backend_options& b = t.storage_backend;
@@ -63,6 +77,7 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
   b.nodes = rc.storage_nodes;
   b.redis = c.text_list(keys::storage::redis);
   b.redis_ttl_s = static_cast<uint32_t>(c.integer(keys::storage::redis_ttl_s));
+  b.redis_cluster = c.text_list(keys::storage::redis_cluster);
   b.file_dirs = c.text_list(keys::storage::file_dirs);
   b.file_direct = c.boolean(keys::storage::file_direct);
   b.file_quota_bytes = static_cast<uint64_t>(c.integer(keys::storage::file_quota_bytes));
@@ -86,6 +101,8 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
       }
     }
   }
+  if (b.kind == "redis_cluster")
+    check_cluster_seeds(b.redis_cluster);
   if (b.kind == "file")
     one_per_node(keys::storage::file_dirs, b.file_dirs.size());
   t.storage_payload_bytes = b.kind == "model" ? 0

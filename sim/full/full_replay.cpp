@@ -474,7 +474,8 @@ full_result run_full_replay(const timed_config& config, std::shared_ptr<request_
   if (config.backend == copy_backend_kind::cuda && options.mode != clock_mode::wall)
     throw std::invalid_argument("the CUDA backend runs on the wall clock only");
   const std::string& kind = config.storage_backend.kind;
-  if ((kind == "redis" || kind == "file") && options.mode != clock_mode::wall)
+  if ((kind == "redis" || kind == "redis_cluster" || kind == "file") &&
+      options.mode != clock_mode::wall)
     throw config_error("storage.backend=" + kind + " does real I/O: it runs on the wall clock "
                        "only (--clock wall)");
   if (options.mode == clock_mode::virtual_time)

@@ -9,8 +9,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "runtime/config/options.hpp"
+#include "runtime/storage_check.hpp"
 #include "sim/driver/replay_driver.hpp"
+#include "storage/payload_pattern.hpp"
+#include "storage/redis_backend.hpp"
+#include "tests/storage/backend_calls.hpp"
 #include "tests/storage/redis_server.hpp"
 
 using namespace kvtier;
@@ -145,4 +151,45 @@ TEST_CASE("a file pool larger than its disk's free space is refused before the r
     CHECK(what.find("free space") != std::string::npos);
     CHECK(what.find("storage.capacity_blocks=") != std::string::npos);
   }
+}
+
+// Redis keeps each half of a block in an allocation jemalloc rounds up (four size classes per
+// power of two): half of a 1 MiB block takes 640 KiB, so a block takes 1.25 MiB, not 1 MiB. The
+// check counts that, and the capacity it suggests is one the server really holds.
+TEST_CASE("the pre-start check counts what redis's allocator makes of a block",
+          "[storage][redis][prestart]") {
+  redis_server a("100mb");
+  timed_config c;
+  c.controller.block_size = 64;
+  c.storage.capacity_blocks = 90;  // 94 MB of payload: under 100 MB, but 118 MB in Redis
+  c.engine.storage_payload_bytes = 1 << 20;
+  c.storage_backend.kind = "redis";
+  c.storage_backend.redis = {a.address()};
+  std::ostringstream warn;
+  uint64_t fits = 0;
+  try {
+    check_storage_room(c, 1 << 20, machine_memory{}, warn);
+    FAIL("a pool of 90 1 MiB blocks passed the check against a 100 MB redis");
+  } catch (const config_error& e) {
+    std::string what = e.what();
+    INFO(what);
+    size_t at = what.find("storage.capacity_blocks=");
+    REQUIRE(at != std::string::npos);
+    fits = std::stoull(what.substr(at + 24));
+  }
+  CHECK(fits >= 70);
+  CHECK(fits < 90);
+  // The suggested capacity fits: every block is stored, none refused for memory.
+  backend_options o;
+  o.kind = "redis";
+  o.redis = {a.address()};
+  redis_backend r(o);
+  std::vector<block_ref> blocks;
+  std::vector<block_bytes_t> payloads;
+  for (uint64_t i = 0; i < fits; ++i) {
+    blocks.push_back({i, i + 1});
+    payloads.push_back(pattern_payload(i + 1, 1 << 20));
+  }
+  CHECK(put_now(r, blocks, payloads) == std::vector<bool>(fits, true));
+  CHECK(r.counters().puts_failed == 0);
 }

@@ -13,7 +13,9 @@
 #include "storage/memory_backend.hpp"
 #include "storage/payload_pattern.hpp"
 #include "storage/redis_backend.hpp"
+#include "storage/redis_cluster_backend.hpp"
 #include "tests/storage/backend_calls.hpp"
+#include "tests/storage/redis_cluster_servers.hpp"
 #include "tests/storage/redis_server.hpp"
 
 using namespace kvtier;
@@ -233,6 +235,19 @@ TEST_CASE("redis backend keeps what it stored, two parts per block", "[storage][
   CHECK(a.command({"EXISTS", "kvtier:test-model:bf16:0000000000001001:v"}) == "1");
 }
 
+TEST_CASE("redis_cluster backend keeps what it stored, both parts in one slot",
+          "[storage][backend][redis][cluster]") {
+  redis_cluster_servers cluster(3, 0);
+  backend_options o = options("redis_cluster");
+  o.redis_cluster = {cluster.seeds()[1]};  // one seed finds the rest
+  redis_cluster_backend r(o);
+  CHECK(r.masters().size() == 3);
+  round_trip(r);
+  // three blocks left, two keys each, held by the masters their slots belong to
+  CHECK(cluster.master_keys() == 6);
+  CHECK(r.counters().node_downs == 0);
+}
+
 TEST_CASE("redis backend: a block with a part that failed is rolled back, never half there",
           "[storage][backend][redis][faults]") {
   redis_server a;
@@ -255,6 +270,32 @@ TEST_CASE("redis backend: a block with a part that failed is rolled back, never 
   CHECK(exists_now(r, {half}) == std::vector<bool>{false});
   CHECK_FALSE(get_now(r, {half}, 4096)[0].has_value());
   CHECK(list_now(r).empty());
+}
+
+TEST_CASE("redis backend: a failed put's landed parts are gone by the time it answers",
+          "[storage][backend][redis][faults]") {
+  redis_server a;
+  backend_options o = options("redis");
+  o.nodes = 1;
+  o.redis = {a.address()};
+  redis_backend r(o);
+  // Every ":v" write is refused: each block's ":k" part lands and must be rolled back. The pool
+  // frees a failed put's room when the put answers, so the parts must be gone by then, or the
+  // node holds more than the pool's capacity (docs/design.md "Capacity").
+  REQUIRE(a.command({"ACL", "SETUSER", "default", "resetkeys", "~*:k"}) == "OK");
+  std::vector<block_ref> blocks;
+  std::vector<block_bytes_t> payloads;
+  for (uint64_t i = 0; i < 20; ++i) {
+    blocks.push_back({1, 0x500 + i});
+    payloads.push_back(pattern_payload(0x500 + i, 256 << 10));
+  }
+  std::promise<uint64_t> held_at_answer;
+  auto f = held_at_answer.get_future();
+  r.put(blocks, std::move(payloads),
+        [&](std::vector<bool>) { held_at_answer.set_value(a.keys()); });
+  CHECK(f.get() == 0);
+  CHECK(r.counters().rollbacks == 20);
+  CHECK(r.counters().puts_failed == 20);
 }
 
 TEST_CASE("redis backend: a node that goes down misses and drops, then comes back",

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,15 +23,20 @@
 
 namespace kvtier::test {
 
-inline int free_loopback_port() {
+/// A loopback port nothing listens on (`wanted`: try that one; 0: any the kernel picks).
+inline int free_loopback_port(int wanted = 0) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(wanted));
   socklen_t len = sizeof(a);
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0)
+      ::close(fd);
     throw std::runtime_error("no free loopback port");
+  }
   int port = ntohs(a.sin_port);
   ::close(fd);
   return port;
@@ -38,8 +44,13 @@ inline int free_loopback_port() {
 
 class redis_server {
  public:
-  explicit redis_server(std::string maxmemory = "256mb") : maxmemory_(std::move(maxmemory)) {
-    port_ = free_loopback_port();
+  /// `extra`: more server arguments (cluster mode); `dir`: its working directory (made if absent).
+  /// `port`: 0 for any free one.
+  explicit redis_server(std::string maxmemory = "256mb", std::vector<std::string> extra = {},
+                        std::string dir = "/tmp", int port = 0)
+    : maxmemory_(std::move(maxmemory)), extra_(std::move(extra)), dir_(std::move(dir)) {
+    ::mkdir(dir_.c_str(), 0700);
+    port_ = port > 0 ? port : free_loopback_port();
     start();
   }
   ~redis_server() { kill(); }
@@ -53,9 +64,10 @@ class redis_server {
   void start() {
     std::string port = std::to_string(port_);
     std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--dir", "/tmp",
+                                     "--save", "", "--appendonly", "no", "--dir", dir_,
                                      "--maxmemory", maxmemory_, "--maxmemory-policy", "noeviction",
                                      "--logfile", ""};
+    args.insert(args.end(), extra_.begin(), extra_.end());
     pid_ = ::fork();
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that crashes takes its servers with it
@@ -90,6 +102,10 @@ class redis_server {
     ::waitpid(pid_, nullptr, 0);
     pid_ = 0;
   }
+
+  /// SIGSTOP and SIGCONT: a server that hangs (replicates nothing, answers nothing) and resumes.
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
 
   /// Runs one command on a blocking connection; returns the reply as text ("" on error).
   std::string command(const std::vector<std::string>& words) const {
@@ -128,6 +144,8 @@ class redis_server {
 
  private:
   std::string maxmemory_;
+  std::vector<std::string> extra_;
+  std::string dir_;
   int port_ = 0;
   pid_t pid_ = 0;
 };
