@@ -110,6 +110,7 @@ struct transfer_log {
   transfer_kind kind = transfer_kind::backup;
   uint32_t blocks = 0;
   int64_t duration_ns = 0;  ///< from its start (dependencies met) to its end
+  int64_t start_ns = 0;     ///< when it started, on the engine's clock (a run's timeline)
 };
 
 /// Which requests a swap-in transfer loaded blocks for (kept with controller_options::log).
