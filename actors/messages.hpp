@@ -133,7 +133,7 @@ typename Inspector::result_type inspect(Inspector& f, compute_done& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, transfer_log& x) {
   return f(caf::meta::type_name("transfer_log"), x.id, x.kind, x.blocks, x.duration_ns,
-           x.end_ns);
+           x.end_ns, x.start_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, swap_in_log& x) {

@@ -123,6 +123,7 @@ struct bench_emulation_args {
   std::string calibration;
   bool no_verify = false;
   std::string json_out;
+  std::string timeline_out;
 };
 CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& args);
 int run_bench_emulation(const bench_emulation_args& args);

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpu/startup_progress.hpp"
 #include "gpu/block_runs.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/gpu_error.hpp"
@@ -97,6 +98,8 @@ struct kv_cache_config {
   uint32_t zero_copy_ctas = 8;
   bool calibrate_compute = true;  ///< run calibrate_compute() on creation
   completion_callback on_complete;
+  /// Start-up lines (what is allocated and pinned, and how long it took); none when empty.
+  progress_sink progress;
 };
 
 /// A transfer's device-side times (CUDA events), from its start: the moment its streams reached
@@ -127,6 +130,10 @@ struct compute_calibration {
   double scale = 1;
   double timer_tick_ns = 0;  ///< resolution of the device's global timer
   double max_error = 0;      ///< worst |measured - asked| / asked, calibrated, asked >= 20 us
+  /// A layer's wait on a copy stream's event that has already passed, as a pass after a swap-in
+  /// waits for each layer: the gap between the layer before and this one (the stall
+  /// compute_time() reports even when the data is in place; median).
+  double layer_wait_ns = 0;
 };
 
 /// A device block and the hash whose pattern it holds (or should hold).
@@ -143,6 +150,8 @@ class kv_cache {
 
   virtual const kv_layout& layout() const = 0;
   virtual const device_info& device() const = 0;
+  /// What creating the cache took, phase by phase.
+  virtual startup_timing startup() const { return {}; }
 
   // -- transfers: return at once; check_pairs() failures throw before anything is queued -----
 

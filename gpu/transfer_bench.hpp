@@ -93,6 +93,8 @@ struct bench_report {
   uint32_t repetitions = 0;
   bool verify = false;
   std::vector<block_size_figures> sizes;
+  /// The compute emulation's fit, when measured (its layer wait goes into the calibration).
+  compute_calibration compute;
 };
 
 /// Runs the benchmark; `progress`, if given, gets one line per measurement. Throws gpu_error if

@@ -214,7 +214,7 @@ nlohmann::json calibration_json(const bench_report& r, uint32_t block_size) {
   for (const duplex_figures& x : s.duplex)
     if (x.method == s.h2d_fit.method && x.method == s.d2h_fit.method)
       duplex = x.gbps;
-  return {{"schema", "kvtier.calibration/1"},
+  nlohmann::json out = {{"schema", "kvtier.calibration/1"},
           {"device", r.device.name},
           {"measured_at", r.measured_at},
           {"shape", shape_json(shape)},
@@ -227,6 +227,10 @@ nlohmann::json calibration_json(const bench_report& r, uint32_t block_size) {
                    {"bandwidth_gbps", s.d2h_fit.bandwidth_gbps},
                    {"latency_us", s.d2h_fit.latency_us}}},
           {"duplex_gbps", duplex}};
+  // The stall a step after a swap-in meets per layer (links.h2d_layer_wait_us), when measured.
+  if (r.compute.layer_wait_ns > 0)
+    out["compute"] = {{"layer_wait_us", r.compute.layer_wait_ns / 1e3}};
+  return out;
 }
 
 void write_calibration_file(const std::string& path, const bench_report& report,

@@ -171,9 +171,10 @@ caf::result<grant> handle_commit(self_ptr self, commit& c) {
   s.core->on_commit(c, p.g, out, p.inputs);
   send_transfers(self, out);
   p.waiting = p.inputs.barriers;
-  if (s.core->options().grant_early)
-    p.g.swap_in = p.inputs.swap_in;  // the GPU orders the step's compute after it
-  else if (p.inputs.swap_in != 0)
+  // The step's swap-in: the GPU orders the step's compute after it; modelled, its layers wait
+  // on it (layer_pipeline.hpp), once it landed.
+  p.g.swap_in = p.inputs.swap_in;
+  if (!s.core->options().grant_early && p.inputs.swap_in != 0)
     p.waiting.push_back(p.inputs.swap_in);
   if (p.waiting.empty()) {
     s.core->check_step_start(p.inputs);

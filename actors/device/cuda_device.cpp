@@ -1,5 +1,6 @@
 #include "actors/device/cuda_device.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/check.hpp"
@@ -33,6 +34,8 @@ cuda_device::cuda_device(const cuda_device_options& options) : options_(options)
 
 gpu::kv_cache_config cuda_device::cache_config() {
   gpu::kv_cache_config c;
+  // Allocating and pinning large tiers takes seconds: say what happens (docs/gpu.md "Start-up").
+  c.progress = [](const std::string& line) { std::fprintf(stderr, "kvtier: %s\n", line.c_str()); };
   c.shape = options_.shape;
   c.device_blocks = options_.device_blocks;
   c.host_blocks = options_.host_blocks;
@@ -138,6 +141,10 @@ void cuda_device::on_complete(uint64_t op, int layer) {
   }
   if (target)
     target(op, layer);
+}
+
+gpu::startup_timing cuda_device::startup() const {
+  return cache_ ? cache_->startup() : gpu::startup_timing{};
 }
 
 std::string cuda_device::device_name() const {

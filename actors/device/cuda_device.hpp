@@ -87,6 +87,8 @@ class cuda_device : public compute_device {
   swap_bench_result bench_swap(const std::vector<gpu::block_pattern>& targets, uint32_t repeats);
 
   std::string device_name() const;
+  /// What creating the cache took (nothing before an engine attached).
+  gpu::startup_timing startup() const;
   uint64_t block_bytes() const { return options_.shape.host_block_bytes(); }
 
   // -- copies (the transfer engine) --

@@ -337,7 +337,8 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
     ++st.report.failed;
   int64_t took = r.measured_ns >= 0 ? r.measured_ns : now_of(self) - r.started_ns;
   st.report.log.push_back(
-    {id, r.msg.kind, static_cast<uint32_t>(r.msg.blocks.size()), took, now_of(self)});
+    {id, r.msg.kind, static_cast<uint32_t>(r.msg.blocks.size()), took, now_of(self),
+     r.started_ns});
   transfer_done d{id, ok, now_of(self), std::move(r.layer_done), error};
   r.promise.deliver(std::move(d));
   st.transfers.erase(it);

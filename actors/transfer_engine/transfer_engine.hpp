@@ -27,6 +27,9 @@ struct link_options {
   int64_t d2h_latency_ns = 10'000;       ///< per D2H transfer
   double nic_gbps = 25;
   int64_t nic_latency_ns = 20'000;
+  /// Compute side: each layer of a step that follows a swap-in waits this long on its copy
+  /// event (links.h2d_layer_wait_us; the scheduler charges it, layer_pipeline.hpp).
+  int64_t h2d_layer_wait_ns = 0;
 };
 
 struct transfer_engine_options {

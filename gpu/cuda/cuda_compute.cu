@@ -49,6 +49,37 @@ std::vector<double> cuda_kv_cache::time_busy(const std::vector<uint64_t>& spins)
   return ns;
 }
 
+/// Layers queued behind a hold kernel, each first waiting for an event of the H2D kernel stream
+/// that has passed long before, as a pass after a swap-in waits: the median gap from one layer's
+/// end to the next one's start is what each waited layer loses.
+double cuda_kv_cache::time_layer_wait() {
+  constexpr int layers = 33;
+  constexpr uint64_t layer_ns = 50'000;
+  cudaStream_t s = compute_.get();
+  cudaEvent_t copied = events_.take();
+  KVTIER_CUDA_CHECK(cudaEventRecord(copied, h2d_.kernel.get()));
+  KVTIER_CUDA_CHECK(cudaEventSynchronize(copied));
+  std::vector<cudaEvent_t> marks;
+  for (int i = 0; i < 2 * layers; ++i)
+    marks.push_back(events_.take());
+  launch_busy(hold_ns, s);
+  for (int i = 0; i < layers; ++i) {
+    KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, copied, 0));
+    KVTIER_CUDA_CHECK(cudaEventRecord(marks[2 * i], s));
+    launch_busy(spin_for(layer_ns), s);
+    KVTIER_CUDA_CHECK(cudaEventRecord(marks[2 * i + 1], s));
+  }
+  KVTIER_CUDA_CHECK(cudaEventSynchronize(marks.back()));
+  std::vector<double> gaps;
+  for (int i = 1; i < layers; ++i)
+    gaps.push_back(elapsed_ns(marks[2 * i - 1], marks[2 * i]));
+  for (cudaEvent_t e : marks)
+    events_.give_back(e);
+  events_.give_back(copied);
+  std::sort(gaps.begin(), gaps.end());
+  return gaps[gaps.size() / 2];
+}
+
 /// Fits measured = overhead + scale * spin by least squares over a range of spins, then checks
 /// how close calibrated requests land.
 compute_calibration cuda_kv_cache::calibrate_compute() {
@@ -94,6 +125,8 @@ compute_calibration cuda_kv_cache::calibrate_compute() {
     double err = std::abs(got[got.size() / 2] - static_cast<double>(asked[k])) / asked[k];
     c.max_error = std::max(c.max_error, err);
   }
+  calibration_ = c;
+  c.layer_wait_ns = time_layer_wait();
   calibration_ = c;
   return c;
 }

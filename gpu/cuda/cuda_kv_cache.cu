@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "gpu/memory_fit.hpp"
 
 namespace kvtier::gpu {
 
@@ -36,16 +37,39 @@ std::string gib(uint64_t bytes) {
 
 /// Allocates through `make`, adding what was being allocated, and the config keys that size
 /// it, to the error.
-template <class Buffer>
-std::unique_ptr<Buffer> allocate(uint64_t bytes, const char* what, const char* keys = nullptr) {
+template <class Buffer, class... Extra>
+std::unique_ptr<Buffer> allocate(uint64_t bytes, const char* what, const char* keys = nullptr,
+                                 Extra... extra) {
   try {
-    return std::make_unique<Buffer>(bytes);
+    return std::make_unique<Buffer>(bytes, extra...);
   } catch (const gpu_error& e) {
     std::string hint = keys ? std::string("; to fit, lower ") + keys : std::string();
     throw gpu_error(std::string("allocating ") + gib(bytes) + " of " + what + ": " + e.what()
                     + hint);
   }
 }
+
+/// Refuses tiers larger than the GPU's free or the host's available memory before anything is
+/// allocated (memory_fit.hpp), and warns when the host pool leaves little of the host.
+void check_memory_fit(const kv_cache_config& config, const kv_layout& layout,
+                      uint64_t staging_bytes, const startup_progress& progress) {
+  memory_ask ask;
+  ask.device_bytes = config.memory == device_memory::attached ? 0 : layout.device_bytes();
+  ask.device_bytes += staging_bytes;
+  ask.host_bytes = layout.host_bytes();
+  memory_free free;
+  size_t device_free = 0, device_total = 0;
+  KVTIER_CUDA_CHECK(cudaMemGetInfo(&device_free, &device_total));
+  free.device_bytes = device_free;
+  free.host_bytes = host_available_bytes();
+  if (auto why = memory_refusal(ask, free))
+    throw gpu_error(*why);
+  if (auto warn = memory_warning(ask, free))
+    progress.say("warning: " + *warn);
+}
+
+/// Pools this large are pinned by several threads; smaller ones in one call.
+constexpr uint64_t parallel_pinning_bytes = 256ull << 20;
 
 }  // namespace
 
@@ -58,10 +82,22 @@ cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& i
   staging_.slot_count = config.staging_slots;
   staging_.direct_min_bytes = config.direct_min_bytes;
   staging_.slices_max = slot_ids_max;
+  startup_progress progress(config.progress);
+  check_memory_fit(config, layout_, 2 * staging_.slot_bytes * staging_.slot_count, progress);
+  progress.begin(startup_phase::device_memory,
+                 "allocating " + gib(config.memory == device_memory::attached
+                                       ? 0 : layout_.device_bytes())
+                   + " of device KV tensors (cache.device_tokens) on " + info.name);
   tensors_ = device_tensors::make(config, layout_);
+  progress.end();
+  unsigned threads = layout_.host_bytes() >= parallel_pinning_bytes ? touch_threads() : 0;
+  progress.begin(startup_phase::host_pinning,
+                 "pinning " + gib(layout_.host_bytes()) + " of host KV blocks (cache.host_tokens, "
+                   + std::to_string(std::max(threads, 1u)) + " threads)");
   host_ = allocate<pinned_buffer>(layout_.host_bytes(), "pinned host KV blocks",
                                   "cache.host_tokens (or storage.capacity_tokens=0 and "
-                                  "cache.host_tokens=0 for a device-only run)");
+                                  "cache.host_tokens=0 for a device-only run)", threads);
+  progress.end();
   for (lane* ln : {&h2d_, &d2h_}) {
     ln->slots = allocate<device_buffer>(staging_.slot_bytes * staging_.slot_count,
                                         "staging slots");
@@ -75,8 +111,12 @@ cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& i
   check_result_ = std::make_unique<device_buffer>(sizeof(unsigned long long));
   check_readback_ = std::make_unique<pinned_buffer>(2 * sizeof(unsigned long long));
   preload_kernels();
-  if (config.calibrate_compute)
+  if (config.calibrate_compute) {
+    progress.begin(startup_phase::compute_calibration, "calibrating the compute emulation");
     calibrate_compute();
+    progress.end();
+  }
+  startup_ = progress.finish();
 }
 
 cuda_kv_cache::~cuda_kv_cache() {

@@ -40,6 +40,7 @@ class cuda_kv_cache final : public kv_cache {
 
   const kv_layout& layout() const override { return layout_; }
   const device_info& device() const override { return info_; }
+  startup_timing startup() const override { return startup_; }
 
   op_id submit_h2d(const std::vector<block_pair>& pairs, transfer_method method) override;
   op_id submit_d2h(const std::vector<block_pair>& pairs, transfer_method method) override;
@@ -118,6 +119,7 @@ class cuda_kv_cache final : public kv_cache {
   op_id run_compute(const std::vector<uint64_t>& layer_ns, const std::vector<cudaEvent_t>& waits,
                     uint64_t lead_ns);
   std::vector<double> time_busy(const std::vector<uint64_t>& spins);
+  double time_layer_wait();
 
   // -- transfers (cuda_transfers.cu) ----------------------------------------------------------
 
@@ -160,6 +162,7 @@ class cuda_kv_cache final : public kv_cache {
   std::unique_ptr<device_buffer> check_result_;
   std::unique_ptr<pinned_buffer> check_readback_;
   compute_calibration calibration_;
+  startup_timing startup_;
   std::unordered_map<op_id, op_record> ops_;
   std::vector<cudaEvent_t> ipc_events_;  ///< shared with another process (created or opened)
   bool ipc_events_owned_ = false;         ///< created here: destroyed here

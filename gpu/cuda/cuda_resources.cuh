@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/cuda/cuda_check.cuh"
+#include "gpu/startup_progress.hpp"
 
 namespace kvtier::gpu::detail {
 
@@ -44,13 +45,32 @@ class device_buffer {
 /// and portable (usable from any context in the process).
 class pinned_buffer {
  public:
-  explicit pinned_buffer(uint64_t bytes) {
+  /// With `touch_threads`, the pages are mapped and first touched by that many threads, then
+  /// registered (startup_progress.hpp says why); else one cudaHostAlloc.
+  explicit pinned_buffer(uint64_t bytes, unsigned touch_threads = 0) : bytes_(bytes) {
     if (bytes == 0)
       return;
-    KVTIER_CUDA_CHECK(cudaHostAlloc(&p_, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    if (touch_threads == 0) {
+      KVTIER_CUDA_CHECK(cudaHostAlloc(&p_, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    } else {
+      mapped_ = map_touched_pages(bytes, touch_threads);
+      cudaError_t e =
+        cudaHostRegister(mapped_, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (e != cudaSuccess)
+        unmap_pages(mapped_, bytes);
+      KVTIER_CUDA_CHECK(e);
+      p_ = mapped_;
+    }
     KVTIER_CUDA_CHECK(cudaHostGetDevicePointer(&device_view_, p_, 0));
   }
-  ~pinned_buffer() { cudaFreeHost(p_); }
+  ~pinned_buffer() {
+    if (mapped_ == nullptr) {
+      cudaFreeHost(p_);
+      return;
+    }
+    cudaHostUnregister(mapped_);
+    unmap_pages(mapped_, bytes_);
+  }
   pinned_buffer(const pinned_buffer&) = delete;
   pinned_buffer& operator=(const pinned_buffer&) = delete;
   uint8_t* get() const { return static_cast<uint8_t*>(p_); }
@@ -60,6 +80,8 @@ class pinned_buffer {
  private:
   void* p_ = nullptr;
   void* device_view_ = nullptr;
+  std::byte* mapped_ = nullptr;
+  uint64_t bytes_ = 0;
 };
 
 /// Recycles timing events: an op takes a few dozen, and creating them per op would cost more

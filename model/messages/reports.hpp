@@ -111,6 +111,7 @@ struct transfer_log {
   uint32_t blocks = 0;
   int64_t duration_ns = 0;  ///< from its start (dependencies met) to its end
   int64_t end_ns = -1;      ///< when it ended, on the replay's clock (-1: not recorded)
+  int64_t start_ns = 0;     ///< when it started, on the engine's clock (a run's timeline)
 };
 
 /// Which requests a swap-in transfer loaded blocks for (kept with controller_options::log).

@@ -37,6 +37,9 @@ struct compute_profile {
   double decode_token_ns = 0;
   double decode_context_ns = 0;
   uint32_t layers = 1;
+  /// Each layer of a step that follows a swap-in waits this long on its copy event, even when
+  /// its data is in place (links.h2d_layer_wait_us; layer_pipeline.hpp).
+  int64_t layer_wait_ns = 0;
 };
 
 /// Accumulates the work of one step.

@@ -9,7 +9,7 @@ namespace kvtier {
 
 pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
                              const std::vector<int64_t>& ready_ns,
-                             std::vector<int64_t>* layer_end_ns) {
+                             std::vector<int64_t>* layer_end_ns, int64_t layer_wait_ns) {
   KVTIER_ASSERT(layers > 0);
   KVTIER_ASSERT(ready_ns.empty() || ready_ns.size() == layers);
   pipeline_result r;
@@ -19,6 +19,8 @@ pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t l
       r.stall_ns += ready_ns[i] - t;
       t = ready_ns[i];
     }
+    t = time_add(t, layer_wait_ns);
+    r.stall_ns += layer_wait_ns;
     t = time_add(t, i + 1 == layers ? cost.last_layer_ns : cost.layer_ns);
     if (layer_end_ns)
       layer_end_ns->push_back(t);

@@ -9,6 +9,12 @@
 // The stall is the time compute waited for data: sum of max(0, ready_i - end_{i-1}). A swap-in
 // whose per-layer transfer is at most the per-layer compute is thus hidden behind compute, except
 // for its first layer; a slower one is exposed.
+//
+// On a GPU each layer of a step that follows a swap-in also waits on that layer's copy event,
+// which costs `layer_wait_ns` even when the data is in place (calibrated by `bench transfer`,
+// docs/gpu.md "Benchmark"); it counts as stall:
+//
+//   end_i   = max(end_{i-1}, ready_i) + layer_wait + layer_i
 
 #include <cstdint>
 #include <vector>
@@ -25,8 +31,10 @@ struct pipeline_result {
 /// `ready_ns` is empty (all inputs in place at `start_ns`) or has one time per layer.
 /// With `layer_end_ns`, also when each layer's compute ended (a PD prefill streams each layer's
 /// KV from then on).
+/// `layer_wait_ns` is charged per layer only when the step follows a swap-in.
 pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
                              const std::vector<int64_t>& ready_ns,
-                             std::vector<int64_t>* layer_end_ns = nullptr);
+                             std::vector<int64_t>* layer_end_ns = nullptr,
+                             int64_t layer_wait_ns = 0);
 
 }  // namespace kvtier

@@ -263,8 +263,9 @@ void scheduler_core::compute(const grant& g, scheduler_orders& out) {
     return;
   }
   std::vector<int64_t>* layer_ends = prefill_.layer_end_sink();
+  int64_t layer_wait = g.swap_in != 0 ? profile.layer_wait_ns : 0;
   pipeline_result p = run_pipeline(step_start_, cost, profile.layers, g.layer_ready_ns,
-                                   layer_ends);
+                                   layer_ends, layer_wait);
   if (layer_ends)
     prefill_.step_computed(items_);
   step_due_ = p.end_ns;

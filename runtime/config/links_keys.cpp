@@ -10,6 +10,10 @@ std::vector<option_spec> links_key_specs() {
      "PCIe both directions together, GB/s"},
     {keys::links::h2d_layer_latency_us, 0, 1e9, {}, false,
      "fixed cost of each layer of a swap-in, microseconds"},
+    {keys::links::h2d_layer_wait_us, 0, 1e6, {}, false,
+     "what each layer of a step that follows a swap-in loses to the wait on its copy event, even "
+     "when its data is in place (an event wait between the GPU's copy and compute streams), "
+     "microseconds; the calibration file's compute.layer_wait_us"},
     {keys::links::d2h_latency_us, 0, 1e9, {}, false,
      "fixed cost of each device-to-host transfer, microseconds"},
     {keys::links::calibration, 0, 0, {}, true,

@@ -53,6 +53,10 @@ void apply_calibration(const std::string& path, link_options& links) {
   links.d2h_gbps = number("d2h", "bandwidth_gbps", keys::links::d2h_gbps);
   links.d2h_latency_ns = us_to_ns(number("d2h", "latency_us", keys::links::d2h_latency_us));
   links.duplex_gbps = number(nullptr, "duplex_gbps", keys::links::duplex_gbps);
+  // Files from before the stall was measured have no compute section: the key's value stays.
+  if (j.contains("compute"))
+    links.h2d_layer_wait_ns =
+      us_to_ns(number("compute", "layer_wait_us", keys::links::h2d_layer_wait_us));
 }
 
 // storage.redis_cluster: at least one seed, each host:port.
@@ -169,8 +173,10 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   lo.duplex_gbps = c.number(keys::links::duplex_gbps);
   lo.h2d_layer_latency_ns = us_to_ns(c.number(keys::links::h2d_layer_latency_us));
   lo.d2h_latency_ns = us_to_ns(c.number(keys::links::d2h_latency_us));
+  lo.h2d_layer_wait_ns = us_to_ns(c.number(keys::links::h2d_layer_wait_us));
   if (c.is_set(keys::links::calibration))
     apply_calibration(c.text(keys::links::calibration), lo);
+  t.scheduler.compute.layer_wait_ns = lo.h2d_layer_wait_ns;
   lo.nic_gbps = c.number(keys::links::nic_gbps);
   lo.nic_latency_ns = us_to_ns(c.number(keys::links::nic_latency_us));
   t.engine.layers = rc.model.layers;

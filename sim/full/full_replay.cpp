@@ -427,6 +427,8 @@ full_result run_wall(timed_config config, std::shared_ptr<request_feed> feed,
   full_result r;
   r.disaggregated = config.disaggregated;
   r.pd_mode = config.pd.transfer;
+  if (config.engine.gpu)
+    r.startup = config.engine.gpu->startup();
   // Wait for the front end's answer (every request done), then until no instance holds or moves
   // anything. The answer is polled for, so that progress is drawn meanwhile.
   caf::scoped_actor runner{sys};

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 
+#include "gpu/startup_progress.hpp"
 #include "model/front_end/request_feed.hpp"
 #include "actors/messages.hpp"
 #include "runtime/config/timed_config.hpp"
@@ -55,6 +56,7 @@ struct full_result {
   storage_report storage;
   uint64_t messages = 0;   ///< messages the actors handled (virtual mode)
   int64_t last_event_ns = 0;
+  gpu::startup_timing startup;  ///< real backend: what creating the GPU cache took
 };
 
 /// Replays what `feed` gives. Bad input met by the feed throws trace_error or config_error once

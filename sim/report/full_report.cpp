@@ -77,6 +77,13 @@ void add_cache(text_lines& text, const json& s) {
            tr["device"].get<std::string>().c_str(), tr["h2d_transfer_s"].get<double>(),
            tr["h2d_gbps"].get<double>(), tr["d2h_transfer_s"].get<double>(),
            tr["d2h_gbps"].get<double>());
+  if (tr.contains("startup_s")) {
+    const json& up = tr["startup_s"];
+    text.add("  gpu start-up    %.1f s   (device memory %.1f s, host pinning %.1f s, compute "
+             "calibration %.1f s)\n",
+             up["total"].get<double>(), up["device_memory"].get<double>(),
+             up["host_pinning"].get<double>(), up["compute_calibration"].get<double>());
+  }
 }
 
 // The engine's steps, and what preemption and eviction cost them.

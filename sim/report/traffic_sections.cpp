@@ -32,7 +32,7 @@ json traffic_section(const full_result& r) {
   auto rate = [](uint64_t bytes, double ns) {
     return round6(ns > 0 ? static_cast<double>(bytes) / ns : 0.0);
   };
-  return {{"h2d_bytes", at(e.bytes, transfer_kind::swap_in)},
+  json out = {{"h2d_bytes", at(e.bytes, transfer_kind::swap_in)},
           {"d2h_bytes", d2h_bytes(e)},
           {"storage_read_bytes", at(e.bytes, transfer_kind::load)},
           {"storage_write_bytes", at(e.bytes, transfer_kind::store)},
@@ -42,6 +42,14 @@ json traffic_section(const full_result& r) {
           {"h2d_gbps", rate(at(e.bytes, transfer_kind::swap_in), h2d_ns)},
           {"d2h_gbps", rate(d2h_bytes(e), d2h_ns)},
           {"links", link_list(r)}};
+  if (e.backend == "cuda") {  // the real backend's start-up, before the replay's clock ran
+    const gpu::startup_timing& s = r.startup;
+    out["startup_s"] = {{"device_memory", round6(s.device_memory_s)},
+                        {"host_pinning", round6(s.host_pinning_s)},
+                        {"compute_calibration", round6(s.compute_calibration_s)},
+                        {"total", round6(s.total_s)}};
+  }
+  return out;
 }
 
 json storage_section(const full_result& r, const request_tally& t) {

@@ -88,6 +88,16 @@ TEST_CASE("calibration JSON: the schema the modelled backend reads", "[gpu][benc
   CHECK_THROWS_AS(calibration_json(sample_report(), 32), gpu_error);
 }
 
+TEST_CASE("calibration JSON: the compute emulation's layer wait, once measured",
+          "[gpu][bench]") {
+  bench_report r = sample_report();
+  r.compute.layer_wait_ns = 17250;
+  nlohmann::json j = calibration_json(r, 64);
+  CHECK(j.at("compute").at("layer_wait_us") == Approx(17.25));
+  CHECK(j.size() == 9);
+  CHECK_FALSE(calibration_json(sample_report(), 64).contains("compute"));
+}
+
 TEST_CASE("calibration file: written as the JSON above", "[gpu][bench]") {
   std::string path = "kvtier_calibration_test.json";
   write_calibration_file(path, sample_report(), 16);

@@ -133,4 +133,26 @@ TEST_CASE("calibration: values take the ranges of the keys they replace", "[conf
   timed_config t = resolve_timed(c, resolve(c));
   CHECK(t.engine.links.h2d_gbps == 20);
   CHECK(t.engine.links.h2d_layer_latency_ns == 7000);
+  // No compute section (a file from before the stall was measured): the key's value stays.
+  CHECK(t.scheduler.compute.layer_wait_ns == 0);
+}
+
+TEST_CASE("config: a calibration's layer wait reaches the modelled pipeline, checked",
+          "[config][hostile]") {
+  nlohmann::json j = nlohmann::json::parse(calibration(20, 7));
+  j["compute"] = {{"layer_wait_us", 17.5}};
+  temp_file good(j.dump());
+  config c;
+  c.set("links.calibration=" + good.path);
+  timed_config t = resolve_timed(c, resolve(c));
+  CHECK(t.engine.links.h2d_layer_wait_ns == 17500);
+  CHECK(t.scheduler.compute.layer_wait_ns == 17500);
+  config k;
+  k.set("links.h2d_layer_wait_us=3");
+  CHECK(resolve_timed(k, resolve(k)).scheduler.compute.layer_wait_ns == 3000);
+  j["compute"] = {{"layer_wait_us", -1}};
+  temp_file bad(j.dump());
+  std::string e = timed_error(bad.path);
+  CHECK(e.find("compute.layer_wait_us") != std::string::npos);
+  CHECK(e.find("links.h2d_layer_wait_us") != std::string::npos);
 }

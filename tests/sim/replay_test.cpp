@@ -36,9 +36,10 @@ TEST_CASE("replay: two requests worked out by hand", "[actors][replay]") {
 // R0 fills the device with blocks 1..8 (backed up to host); R1 pushes six of them to host;
 // R2 asks for 1..8 plus one: 2 device hits, 6 host hits swapped in layer by layer while its one
 // new block is computed. Per layer the swap-in moves 6 x 256 bytes: 1536 ns.
-full_result overlap_run(double prefill_token_ns) {
+full_result overlap_run(double prefill_token_ns, int64_t layer_wait_ns = 0) {
   timed_config c = small_config(10, 64);
   c.scheduler.compute.prefill_token_ns = prefill_token_ns;
+  c.scheduler.compute.layer_wait_ns = layer_wait_ns;
   std::vector<uint64_t> first{1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<uint64_t> other{11, 12, 13, 14, 15, 16, 17, 18};
   std::vector<uint64_t> again = first;
@@ -67,6 +68,19 @@ TEST_CASE("replay: a swap-in is exposed when each layer loads longer than it com
   // Layer i arrives at 1536 (i + 1) and computes for 800 ns: the last ends at 6144 + 800.
   CHECK(x.first_token_ns - x.admitted_ns == 6944);
   CHECK(r.scheduler.layer_wait_ns == 1536 + 3 * (1536 - 800));
+}
+
+TEST_CASE("replay: each layer of a step after a swap-in loses the GPU's event wait",
+          "[actors][replay][overlap]") {
+  // links.h2d_layer_wait_us, as a calibration measures it (docs/gpu.md): 100 ns per layer.
+  auto r = overlap_run(1000, 100);
+  require_clean(r);
+  const request_record& x = record(r, 2);
+  CHECK(x.hit_blocks == std::array<uint32_t, 3>{2, 6, 0});
+  // As when hidden, plus 100 ns before each of the 4 layers of R2's step; the steps of R0 and
+  // R1 swap nothing in and wait for nothing.
+  CHECK(x.first_token_ns - x.admitted_ns == 1536 + 4 * 100 + 16000);
+  CHECK(r.scheduler.layer_wait_ns == 1536 + 4 * 100);
 }
 
 TEST_CASE("replay: a request short of blocks preempts the last admitted, which recomputes",
