@@ -95,7 +95,7 @@ typename Inspector::result_type inspect(Inspector& f, probe& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, candidate_match& x) {
   return f(caf::meta::type_name("candidate_match"), x.req, x.device_blocks, x.host_blocks,
-           x.device_tokens, x.host_tokens, x.idle_device_blocks);
+           x.device_tokens, x.host_tokens, x.idle_device_blocks, x.lost_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, probe_reply& x) {
@@ -216,7 +216,8 @@ typename Inspector::result_type inspect(Inspector& f, preemption_io& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prefetch_stats& x) {
   return f(caf::meta::type_name("prefetch_stats"), x.started, x.below_threshold, x.ready_early,
-           x.timeouts, x.protected_holds, x.protected_released);
+           x.timeouts, x.protected_holds, x.protected_released, x.wasted_blocks,
+           x.admission_lookups);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, link_report& x) {

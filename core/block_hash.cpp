@@ -58,12 +58,13 @@ void map_trace_blocks(uint64_t id_space, const uint64_t* ids, size_t id_count,
     const bool split = cache_block_size < trace_block_size;
     for (size_t i = 0; i < id_count; ++i) {
       uint32_t left = trace_tokens(i);
-      for (uint32_t part = split ? 1 : 0; left > 0; ++part) {
-        uint32_t tokens = std::min(left, cache_block_size);
+      for (uint32_t part = split ? 1 : 0; left >= cache_block_size; ++part) {
         parent = hash_trace_block(parent, id_space, ids[i], part);
-        out.push_back({parent, tokens});
-        left -= tokens;
+        out.push_back({parent, cache_block_size});
+        left -= cache_block_size;
       }
+      if (left > 0)
+        return;  // a partial block is no block: its tokens are the request's own
     }
     return;
   }
@@ -76,6 +77,8 @@ void map_trace_blocks(uint64_t id_space, const uint64_t* ids, size_t id_count,
       h = hash_trace_block(h, id_space, ids[i], 0);
       tokens += trace_tokens(i);
     }
+    if (tokens < cache_block_size)
+      return;  // a partial block is no block: its tokens are the request's own
     parent = h;
     out.push_back({parent, tokens});
   }

@@ -8,12 +8,14 @@
 //
 // Block-size mapping (trace block size T, cache block size C, see map_trace_blocks):
 //  - C == T: one cache block per trace block;
-//  - C <  T (T % C == 0): trace block i with t_i tokens becomes ceil(t_i / C) cache blocks, the
-//    sub-block j named by (trace id, j); a partial trace block gives a partial last sub-block;
+//  - C <  T (T % C == 0): trace block i with t_i tokens becomes floor(t_i / C) cache blocks, the
+//    sub-block j named by (trace id, j);
 //  - C >  T (C % T == 0): each run of C / T trace blocks becomes one cache block, named by all of
-//    its ids; a shorter last run (a trace that ends early) becomes a partial cache block;
+//    its ids;
 //  - otherwise the sizes cannot map and check_block_sizes() says so.
-// Tokens that no trace id covers (agentic traces list full blocks only) belong to no block.
+// Only full cache blocks are named, as with token ids: a partial last block (a partial trace
+// block, a run cut short) is never shared, so its tokens, like tokens that no trace id covers
+// (agentic traces list full blocks only), belong to no block and are always computed.
 
 #include <cstddef>
 #include <cstdint>

@@ -292,8 +292,22 @@ std::optional<node_id> cache_model::begin_load(node_id parent, const cache_block
   if (tree_.find(block.hash) != root_node)
     return std::nullopt;
   blocks_.clear();
-  if (!allocate_host(1, blocks_, orders))
-    return std::nullopt;
+  if (!allocate_host(1, blocks_, orders)) {
+    // The host tier is full of copies of device blocks, pinned (inclusive). The least recently
+    // used idle device block leaves the device as it would for a device allocation, its host
+    // copy becoming a host leaf, so that the load takes the host tier's least recently used
+    // block: the tiers then hold what the hit-rate replay's would, whatever the device's size
+    // (docs/design.md, "Write policies").
+    node_id victim = tree_.peek_victim(tier::device);
+    if (victim == root_node || !tree_.node(victim).ready(tier::host))
+      return std::nullopt;
+    victims_.clear();
+    bool taken = tree_.take_evictable(tier::device, 1, victims_);
+    KVTIER_ASSERT(taken && victims_[0] == victim);
+    evict_device_node(victim, false, orders);
+    if (!allocate_host(1, blocks_, orders))
+      return std::nullopt;
+  }
   node_id id = tree_.add(parent, block.hash, block.tokens);
   tree_.acquire(id, false);
   tree_.mark_stored(id);  // storage holds it: found there

@@ -9,6 +9,12 @@
 
 namespace kvtier {
 
+void controller_core::count_wasted_loads(request_state& r, uint32_t hits) {
+  for (size_t i = hits; i < r.loaded.size(); ++i)
+    prefetch_.wasted_blocks += r.loaded[i];
+  r.loaded.clear();
+}
+
 uint32_t controller_core::victim_frees(const request_state& r) const {
   uint32_t n = 0;
   for (uint8_t owned : r.owned)
@@ -28,8 +34,10 @@ probe_reply controller_core::on_probe(const probe& p) {
   for (request_id id : p.candidates) {
     const request_state& r = requests_.at(id);
     model_.match(r.blocks.data(), r.blocks.size(), match_);
+    uint32_t cached = match_.device + match_.host;
+    uint32_t lost = r.cached_at_ready > cached ? r.cached_at_ready - cached : 0;
     reply.matches.push_back({id, match_.device, match_.host, match_.device_tokens,
-                             match_.host_tokens, match_.device_idle});
+                             match_.host_tokens, match_.device_idle, lost});
   }
   release_protected_if_idle();
   reply.available_blocks = model_.device_available();
@@ -78,7 +86,7 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   uint32_t storage = 0;
   per_tier<uint64_t> tokens{};
   for (uint32_t i = 0; i < hits; ++i) {
-    bool prefetched = i >= r.prefetch_first && i - r.prefetch_first < r.prefetched;
+    bool prefetched = i < r.loaded.size() && r.loaded[i];
     tier from = i < device ? tier::device : prefetched ? tier::storage : tier::host;
     storage += from == tier::storage;
     at(tokens, from) += r.layout.tokens_of(i);
@@ -86,7 +94,9 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   // A protected prefetch held its blocks until now; under best_effort or timeout its loads may
   // still be in flight (what has not landed is computed).
   drop_prefetch_hold(r);
+  count_wasted_loads(r, hits);
   r.prefetched = 0;
+  r.lookup_before_admission = false;
   ++admitted_;
   r.path = std::move(path);
   r.table.clear();

@@ -18,7 +18,9 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
   r.layout = request_layout(r.blocks, options_.block_size);
   if (!options_.storage)
     return {};
-  return storage_keys_past_match(r);
+  std::vector<uint64_t> keys = storage_keys_past_match(r);
+  r.cached_at_ready = r.probed_from;
+  return keys;
 }
 
 std::vector<uint64_t> controller_core::storage_keys_past_match(request_state& r) {
@@ -39,8 +41,11 @@ std::vector<uint64_t> controller_core::on_readmission(request_id req) {
   request_state& r = requests_.at(req);
   if (!options_.storage || r.admitted || !r.prefetch_path.empty())
     return {};
-  ++preemption_.readmission_lookups;
-  return storage_keys_past_match(r);
+  ++(r.preempted ? preemption_.readmission_lookups : prefetch_.admission_lookups);
+  r.lookup_before_admission = true;
+  std::vector<uint64_t> keys = storage_keys_past_match(r);
+  r.cached_at_ready = r.probed_from;
+  return keys;
 }
 
 uint64_t controller_core::prefetch_tokens(request_id req) const {
@@ -78,6 +83,7 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
   }
   r.prefetch_path = match_.nodes;
   r.prefetch_first = static_cast<uint32_t>(end);
+  r.prefetched = 0;
   model_.hold(r.prefetch_path.data(), r.prefetch_path.size());
   std::vector<transfer_order> orders;
   node_id parent = end > 0 ? match_.nodes.back() : root_node;
@@ -86,8 +92,12 @@ bool controller_core::on_exists(request_id req, uint32_t leading, std::vector<tr
     if (!loaded)
       break;
     r.prefetch_path.push_back(parent = *loaded);
+    if (r.loaded.size() < r.blocks.size())
+      r.loaded.resize(r.blocks.size(), 0);
+    r.loaded[i] = 1;
     ++r.prefetched;
   }
+  r.cached_at_ready = r.prefetch_first + r.prefetched;
   if (r.prefetched == 0) {
     model_.release_from_tail(r.prefetch_path);
     r.prefetch_path.clear();

@@ -15,6 +15,10 @@
 // it until admission would let a long queue pin the whole device pool while nothing runs (a
 // deadlock); released, the loaded blocks are the newest in the host tier, and evicted before
 // their request is admitted only under host pressure, as in FastDeploy.
+// Storage is asked again just before admission when the tiers lost part of what the request had
+// cached at readiness (a probe reports `lost_blocks`; docs/design.md, "The timed replay"): a
+// queued request would otherwise compute what was evicted to storage while it waited. Such a
+// lookup's loads are held until the admission, which is imminent (the request heads the queue).
 //
 // Invariants (check(), besides the model's): every node's ref count equals the holds of the
 // requests on it; private device blocks equal what the requests own; a step starts computing into
@@ -164,7 +168,14 @@ class controller_core {
     bool protected_hold = false;          // prefetch_path held past landing, until admission
     bool preempted = false;               // admitted before: its next admission is a re-admission
     policy_backups backups = policy_backups::by_policy;  // none: preallocated for a handoff
+    // Listed blocks loaded from storage for it since its last admission (storage hits if still
+    // cached then, else wasted), and how many blocks it had cached when it became ready.
+    std::vector<uint8_t> loaded;
+    uint32_t cached_at_ready = 0;
+    bool lookup_before_admission = false;  // its prefetch was looked up at the queue's head
   };
+  /// Loaded blocks of `r` not among its first `hits` blocks (or all of them): wasted.
+  void count_wasted_loads(request_state& r, uint32_t hits);
   void release(request_state& r);
   /// Matches `r` in the tree and returns the storage keys of its blocks past the match, the
   /// ones to ask storage for (counted as a probe when there are any).

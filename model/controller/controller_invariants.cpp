@@ -42,11 +42,15 @@ void controller_core::check(bool quiescent) {
   }
   invariants_.expect(owned == model_.private_device_blocks(),
                      [] { return std::string{"private device blocks equal what requests own"}; });
-  uint64_t protected_held = 0;
-  for (const auto& [id, r] : requests_)
+  // A lookup made at the queue's head is held past the capacity (controller_core.hpp).
+  uint64_t protected_held = 0, capacity_held = 0;
+  for (const auto& [id, r] : requests_) {
     protected_held += r.protected_hold ? r.prefetch_path.size() : 0;
+    capacity_held +=
+      r.protected_hold && !r.lookup_before_admission ? r.prefetch_path.size() : 0;
+  }
   invariants_.expect(protected_held == protected_blocks_ &&
-                       protected_blocks_ <= options_.prefetch_capacity_blocks,
+                       capacity_held <= options_.prefetch_capacity_blocks,
                      [&] {
                        return "protected prefetches hold " + std::to_string(protected_held) +
                               " blocks, counted " + std::to_string(protected_blocks_) +

@@ -25,6 +25,7 @@ void controller_core::release(request_state& r) {
     if (r.owned[i])
       model_.free_device(r.table[i]);
   drop_prefetch_hold(r);
+  count_wasted_loads(r, 0);  // never admitted since they loaded (a dropped request)
   r.path.clear();
   r.table.clear();
   r.owned.clear();

@@ -36,8 +36,15 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
     if (owner != load_owner_.end()) {
       if (holder) {
         drop_prefetch_hold(*holder);
-        if (!holder->admitted)
+        if (!holder->admitted) {
+          // Failed, not wasted (failed_loads counts it): none of its blocks is loaded.
+          size_t end = std::min<size_t>(holder->prefetch_first + size_t{holder->prefetched},
+                                        holder->loaded.size());
+          for (size_t i = holder->prefetch_first; i < end; ++i)
+            holder->loaded[i] = 0;
+          holder->cached_at_ready = holder->prefetch_first;
           holder->prefetched = 0;
+        }
       }
       for (auto it = orders.rbegin(); it != orders.rend(); ++it)
         model_.discard_if_bare(it->node, it->generation);
@@ -57,11 +64,12 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
   }
   if (owner != load_owner_.end()) {
     if (holder && !holder->admitted) {
-      // Landed ahead of its admission: protected up to prefetch_capacity_blocks, else free to
-      // go under host pressure (see the header).
+      // Landed ahead of its admission: protected up to prefetch_capacity_blocks (always when
+      // looked up at the queue's head), else free to go under host pressure (see the header).
       size_t n = holder->prefetch_path.size();
-      if (d.ok && n > 0 && !holder->protected_hold
-          && protected_blocks_ + n <= options_.prefetch_capacity_blocks) {
+      bool room = protected_blocks_ + n <= options_.prefetch_capacity_blocks
+                  || holder->lookup_before_admission;
+      if (d.ok && n > 0 && !holder->protected_hold && room) {
         holder->protected_hold = true;
         protected_blocks_ += static_cast<uint32_t>(n);
         ++prefetch_.protected_holds;

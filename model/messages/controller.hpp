@@ -66,6 +66,9 @@ struct candidate_match {
   uint64_t host_tokens = 0;
   /// Device hits no request holds: admitting takes them out of the available blocks too.
   uint32_t idle_device_blocks = 0;
+  /// Blocks it had cached when it became ready that the tiers have lost since (storage may
+  /// still hold them: the scheduler has it look them up again before admission).
+  uint32_t lost_blocks = 0;
 };
 
 struct probe_reply {

@@ -142,6 +142,12 @@ struct prefetch_stats {
   uint64_t timeouts = 0;          ///< of those, by the timeout policy's deadline
   uint64_t protected_holds = 0;   ///< landed prefetches held until their request's admission
   uint64_t protected_released = 0;  ///< such holds let go before admission (nothing else ran)
+  /// Blocks loaded for a request that were no hit at its admission: evicted before it, or
+  /// landed after it (what a prefetch cost for nothing).
+  uint64_t wasted_blocks = 0;
+  /// Storage lookups made again just before admission, for requests whose cached prefix shrank
+  /// since they became ready (the tiers evicted part of it to storage meanwhile).
+  uint64_t admission_lookups = 0;
 };
 
 struct controller_report {

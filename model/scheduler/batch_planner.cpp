@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
+#include "core/tier.hpp"
 
 namespace kvtier {
 
@@ -91,6 +92,27 @@ uint64_t skippable(const live_request& r, uint32_t hit_blocks, uint64_t hit_toke
 // hold (as many as it may use; when the step covers fewer blocks, the count is an upper bound).
 uint32_t held_hits(const candidate_match& m, uint32_t blocks) {
   return std::min(m.idle_device_blocks, std::min(blocks, m.device_blocks));
+}
+
+// A full hit recomputes its last block (skippable): that block is computed, not a hit, so that
+// hits and computed tokens add up to the prompt (docs/design.md, "Hit ratio").
+void uncount_recomputed_hit(const live_request& r, request_record& rec) {
+  uint32_t blocks = 0;
+  uint64_t tokens = 0;
+  for (tier t : all_tiers) {
+    blocks += at(rec.hit_blocks, t);
+    tokens += at(rec.hit_tokens, t);
+  }
+  if (blocks == 0 || tokens < r.target())
+    return;
+  // The last hit block sits in the last tier that has hits (device, then host, then storage).
+  for (tier t : {tier::storage, tier::host, tier::device}) {
+    if (at(rec.hit_blocks, t) == 0)
+      continue;
+    at(rec.hit_blocks, t) -= 1;
+    at(rec.hit_tokens, t) -= r.layout.tokens_of(blocks - 1);
+    return;
+  }
 }
 
 }  // namespace
@@ -212,8 +234,10 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options& 
     r.covered_blocks = r.layout.blocks_for(until);
     r.running = true;
     r.refetch_due = false;
+    r.looked_up_again = false;
     r.record.hit_blocks = {res->device_blocks, res->host_blocks, res->storage_blocks};
     r.record.hit_tokens = {res->device_tokens, res->host_tokens, res->storage_tokens};
+    uncount_recomputed_hit(r, r.record);
     if (r.record.admitted_ns < 0) {
       r.record.admitted_ns = now;
       r.record.first_hit_blocks = r.record.hit_blocks;

@@ -43,6 +43,9 @@ struct live_request {
   uint32_t saved_blocks = 0;
   bool refetch_due = false;
   bool refetching = false;
+  /// Its storage lookup was made again before this admission (the tiers lost blocks it had
+  /// cached when it became ready); cleared when it is admitted.
+  bool looked_up_again = false;
   request_record record;
 
   /// Tokens it must have KV for before it samples its next token.

@@ -152,13 +152,17 @@ void scheduler_core::on_probe_reply(const probe_reply& r, scheduler_orders& out)
 
 // save_to_storage: a preempted request whose probe finds fewer of its saved blocks in the tiers
 // than it saved has the controller look the rest up in storage (and prefetch them) before it
-// is admitted; it keeps its place at the head of the queue meanwhile.
+// is admitted; it keeps its place at the head of the queue meanwhile. So does a request whose
+// tiers lost blocks it had cached when it became ready (once per wait: docs/design.md).
 void scheduler_core::start_refetches(const probe_reply& reply, scheduler_orders& out) {
   for (const candidate_match& m : reply.matches) {
     live_request& r = st_.book.at(m.req);
-    if (!r.refetch_due || m.device_blocks + m.host_blocks >= r.saved_blocks)
+    bool saved_lost = r.refetch_due && m.device_blocks + m.host_blocks < r.saved_blocks;
+    bool ready_lost = !r.looked_up_again && m.lost_blocks > 0;
+    if (!saved_lost && !ready_lost)
       continue;
     r.refetch_due = false;
+    r.looked_up_again = true;
     r.refetching = true;
     ++st_.awaiting_ready;
     arrival a;

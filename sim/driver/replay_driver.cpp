@@ -180,6 +180,7 @@ replay_result replay_hitrate(const replay_job& job) {
   std::ostream* csv = outputs ? &outputs->csv.out() : nullptr;
   if (csv)
     write_hitrate_csv_header(*csv);
+  const double time_scale = job.cfg.number(keys::trace::time_scale);
   run_info run = run_info_of(job);
   std::vector<uint64_t> per_file(job.traces.size(), 0);
   progress_bar progress("replay", merger.bytes_total(), job.progress);
@@ -196,7 +197,7 @@ replay_result replay_hitrate(const replay_job& job) {
     mapper.map(request, blocks);
     replay.process(request, blocks, outcome);
     if (csv)
-      write_hitrate_csv_row(*csv, request, outcome);
+      write_hitrate_csv_row(*csv, request, outcome, time_scale);
     ++per_file[request.file];
     progress.update(merger.bytes_read(), replay.totals().requests);
   }

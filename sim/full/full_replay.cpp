@@ -180,7 +180,9 @@ void add_to(controller_report& sum, const controller_report& x, const std::strin
                           {&sum.prefetch.ready_early, x.prefetch.ready_early},
                           {&sum.prefetch.timeouts, x.prefetch.timeouts},
                           {&sum.prefetch.protected_holds, x.prefetch.protected_holds},
-                          {&sum.prefetch.protected_released, x.prefetch.protected_released}})
+                          {&sum.prefetch.protected_released, x.prefetch.protected_released},
+                          {&sum.prefetch.wasted_blocks, x.prefetch.wasted_blocks},
+                          {&sum.prefetch.admission_lookups, x.prefetch.admission_lookups}})
     *to += from;
   for (const std::string& m : x.invariant_messages)
     sum.invariant_messages.push_back(name + ": " + m);

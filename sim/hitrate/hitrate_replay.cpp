@@ -36,6 +36,50 @@ void hitrate_replay::drain() {
   orders_.clear();
 }
 
+// A full hit's last block is computed all the same (the engine needs one token to sample from,
+// and it recomputes the whole block, as the timed replay does): it is no hit, so that hits and
+// computed tokens add up to the prompt (docs/design.md, "Hit ratio").
+void hitrate_replay::uncount_recomputed_hit(const trace_request& r,
+                                            const std::vector<cache_block>& blocks,
+                                            request_outcome& out) {
+  uint32_t hit_blocks = 0;
+  uint64_t hit_tokens = 0;
+  for (tier t : all_tiers) {
+    hit_blocks += at(out.hit_blocks, t);
+    hit_tokens += at(out.hit_tokens, t);
+  }
+  if (hit_blocks == 0 || hit_tokens < r.input_tokens)
+    return;
+  for (tier t : {tier::storage, tier::host, tier::device}) {
+    if (at(out.hit_blocks, t) == 0)
+      continue;
+    at(out.hit_blocks, t) -= 1;
+    at(out.hit_tokens, t) -= blocks[hit_blocks - 1].tokens;
+    return;
+  }
+}
+
+// Under write_back each device victim is written back to host. Victims past the host's room in
+// one allocation would be dropped uncopied (the copies still filling cannot be evicted), and
+// which ones that is depends on the device's size: a larger device could lower the hit ratio.
+// An engine's chunked prefill evicts a few blocks per step, each step's write-backs landed
+// before the next: so allocate in chunks of at most the host room, each chunk's write-backs
+// landed (drained) before the next (docs/design.md, "Hit ratio").
+void hitrate_replay::allocate_in_host_sized_chunks(uint32_t n) {
+  const write_decisions& policy = model_.decisions();
+  const bool write_back = policy.host_tier && policy.policy == write_policy::write_back;
+  const block_pool& host = model_.pool(tier::host);
+  for (uint32_t left = n; left > 0;) {
+    uint32_t room =
+      host.free_count() + host.retired_count() + model_.tree().reclaimable(tier::host);
+    uint32_t chunk = write_back ? std::clamp<uint32_t>(room, 1, left) : left;
+    bool allocated = model_.allocate_device(chunk, fresh_, orders_);
+    KVTIER_ASSERT(allocated);
+    drain();
+    left -= chunk;
+  }
+}
+
 void hitrate_replay::process(const trace_request& r, const std::vector<cache_block>& blocks,
                              request_outcome& out) {
   const uint32_t n = static_cast<uint32_t>(blocks.size());
@@ -65,6 +109,7 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   at(out.hit_tokens, tier::host) = match_.host_tokens;
   for (uint32_t i = in_tree; i < in_tree + stored; ++i)
     at(out.hit_tokens, tier::storage) += blocks[i].tokens;
+  uncount_recomputed_hit(r, blocks, out);
   for (tier t : all_tiers) {
     at(totals_.hit_blocks, t) += at(out.hit_blocks, t);
     at(totals_.hit_tokens, t) += at(out.hit_tokens, t);
@@ -76,9 +121,7 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   out.uncached_blocks = need - placed;
   totals_.uncached_blocks += out.uncached_blocks;
   fresh_.clear();
-  bool allocated = model_.allocate_device(placed, fresh_, orders_);
-  KVTIER_ASSERT(allocated);
-  drain();
+  allocate_in_host_sized_chunks(placed);
   path_.assign(match_.nodes.begin(), match_.nodes.end());
   const uint32_t end = match_.device + placed;
   size_t next = 0;

@@ -8,9 +8,9 @@
 // the timed replay, only without clocks.
 //
 // Definition: hit ratio (blocks) = prompt blocks found as a contiguous cached prefix at arrival /
-// all prompt blocks; hit ratio (tokens) = the tokens of those blocks / all prompt tokens. A
-// partial last block counts as a block when the trace lists it (Mooncake); prompt tokens that no
-// listed block covers (agentic traces list full blocks only) count only in the token total.
+// all prompt blocks; hit ratio (tokens) = the tokens of those blocks / all prompt tokens. Only
+// full blocks are named (core/block_hash.hpp); prompt tokens that no block covers (a partial
+// last block, the tail agentic traces leave unlisted) count only in the token total.
 // Touch order within a request does not matter: eviction takes leaves only, so a request's
 // blocks always leave tail first.
 
@@ -72,6 +72,10 @@ class hitrate_replay {
 
  private:
   void drain();
+  /// Appends `n` device blocks to fresh_, write-backs drained chunk by chunk (see the .cpp).
+  void allocate_in_host_sized_chunks(uint32_t n);
+  void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
+                              request_outcome& out);
   storage_key key_of(block_hash h) const {
     return make_storage_key(config_.storage_namespace, h);
   }

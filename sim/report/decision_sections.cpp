@@ -60,6 +60,9 @@ json prefetch_section(const full_result& r, const run_info& run) {
     {"timeouts", p.timeouts},
     {"protected_holds", p.protected_holds},
     {"protected_released", p.protected_released},
+    {"wasted_blocks", p.wasted_blocks},
+    {"wasted_bytes", p.wasted_blocks * run.block_bytes},
+    {"admission_lookups", p.admission_lookups},
   };
 }
 

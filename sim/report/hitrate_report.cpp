@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/time_math.hpp"
 #include "sim/report/atomic_file.hpp"
 
 namespace kvtier {
@@ -32,8 +33,10 @@ void write_hitrate_csv_header(std::ostream& out) {
          "device_hit_tokens,host_hit_tokens,storage_hit_tokens,uncached_blocks\n";
 }
 
-void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o) {
-  out << r.seq << ',' << r.file << ',' << r.line << ',' << seconds_text(r.arrival_ns) << ','
+void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o,
+                           double time_scale) {
+  out << r.seq << ',' << r.file << ',' << r.line << ','
+      << seconds_text(time_scaled(r.arrival_ns, time_scale)) << ','
       << r.input_tokens << ',' << r.output_tokens << ',' << o.blocks;
   for (tier t : all_tiers)
     out << ',' << at(o.hit_blocks, t);

@@ -24,7 +24,9 @@ struct trace_file_info {
 };
 
 void write_hitrate_csv_header(std::ostream& out);
-void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o);
+/// `time_scale` (trace.time_scale) stretches the recorded arrival, as the full replay's does.
+void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o,
+                           double time_scale);
 
 /// The trace as read (full mode counts it apart from the requests that finished).
 struct trace_totals {

@@ -127,12 +127,10 @@ TEST_CASE("property: a policy that writes nothing to storage gets no storage hit
   }
 }
 
-// Known to fail on seed 18 (write_back with a host tier smaller than one request's write-backs:
-// the copies still filling cannot be evicted, so the write-backs past the host's size drop their
-// blocks, and which ones depends on the device size). [!shouldfail] until that is fixed: the
-// test then fails, and the tag goes.
+// Seed 18 is write_back with a host tier smaller than one request's write-backs: the hit-rate
+// replay streams them through the host chunk by chunk (docs/design.md, "Hit ratio").
 TEST_CASE("property: in hit-rate mode a larger device or host never lowers the hit ratio",
-          "[cli][property][metamorphic][!shouldfail]") {
+          "[cli][property][metamorphic]") {
   for (uint64_t seed : property_seeds(30)) {
     swarm_case c = draw_case(seed);
     INFO("seed " << seed);
@@ -152,9 +150,11 @@ TEST_CASE("property: in hit-rate mode a larger device or host never lowers the h
   }
 }
 
-// Known to fail: full mode still loses hit ratio as the device nears the host size (write_through
-// host copies of device blocks are pinned, so freshly loaded blocks are the host tier's only
-// eviction candidates). [!shouldfail] until that is fixed: the test then fails, and the tag goes.
+// Known to fail (seeds 1, 3, 6): a device of 60,000 tokens doubled, with preemptions by the
+// hundred, loses more than the tolerance; requests running together hold a shared prefix that a
+// later admission finds, and how many run together depends on the device's size (docs/design.md,
+// "Hit ratio"). The host tier's own cause (a device as large as the host shut storage out) is
+// fixed and pinned by tests/e2e/hit_accounting_test.cpp. [!shouldfail] until that is settled.
 TEST_CASE("property: in full mode at a sustainable load a larger device or host lowers the hit "
           "ratio by at most 0.005", "[cli][property][metamorphic][!shouldfail]") {
   const double tolerance = 0.005;  // absolute (docs/design.md, "Hit ratio")
@@ -182,11 +182,10 @@ TEST_CASE("property: in full mode at a sustainable load a larger device or host 
   CHECK(compared > 0);
 }
 
-// Known to fail: a prompt that ends inside a block names that partial block, which counts as a
-// hit and is computed as well. [!shouldfail] until only full blocks are named: the test then
-// fails, and the tag goes.
+// Only full blocks are named, and a full hit's last block counts as computed (docs/design.md,
+// "Hit ratio").
 TEST_CASE("property: a request's hit tokens and computed tokens add up to its prompt",
-          "[cli][property][!shouldfail]") {
+          "[cli][property]") {
   for (uint64_t seed : property_seeds(10)) {
     swarm_case c = draw_case(seed);
     INFO("seed " << seed);

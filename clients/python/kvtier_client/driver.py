@@ -81,9 +81,10 @@ def _chain(parent: int, trace_id: int, part: int) -> int:
 
 def trace_blocks(ids: Sequence[int], input_tokens: int, block_size: int,
                  trace_block: int = MOONCAKE_BLOCK_TOKENS) -> List[Tuple[int, int]]:
-    """(hash, tokens) of a request's cache blocks: each trace block split into cache blocks
-    (the last partial when the trace block is), or runs of trace blocks merged, as kvtier maps
-    them (docs/design.md, "Blocks and their identity")."""
+    """(hash, tokens) of a request's cache blocks: each trace block split into cache blocks,
+    or runs of trace blocks merged, as kvtier maps them (docs/design.md, "Blocks and their
+    identity"). Only full blocks are named: a partial last block is never shared, so its tokens
+    belong to no block (docs/design.md, "Hit ratio")."""
     if trace_block % block_size and block_size % trace_block:
         raise ValueError(f"cache block size {block_size} cannot map {trace_block}-token blocks")
     def tokens_of(i: int) -> int:
@@ -95,12 +96,13 @@ def trace_blocks(ids: Sequence[int], input_tokens: int, block_size: int,
         for i, tid in enumerate(ids):
             left = tokens_of(i)
             part = 1 if split else 0
-            while left > 0:
-                n = min(left, block_size)
+            while left >= block_size:
                 parent = _chain(parent, tid, part)
-                out.append((parent, n))
-                left -= n
+                out.append((parent, block_size))
+                left -= block_size
                 part += 1
+            if left > 0:
+                return out  # a partial block is no block
         return out
     group = block_size // trace_block
     for first in range(0, len(ids), group):
@@ -108,6 +110,8 @@ def trace_blocks(ids: Sequence[int], input_tokens: int, block_size: int,
         for i in range(first, min(first + group, len(ids))):
             h = _chain(h, ids[i], 0)
             n += tokens_of(i)
+        if n < block_size:
+            return out  # a partial block is no block
         parent = h
         out.append((parent, n))
     return out
@@ -176,10 +180,8 @@ def run_trace(client: Client, requests: Iterable[TraceRequest], block_size: int,
             if delay > 0:
                 time.sleep(delay)
         result.requests += 1
+        # Prompt tokens no named block covers count only in the token total, as in the replay.
         blocks = trace_blocks(r.hash_ids, r.input_tokens, block_size)
-        # Prompt tokens no listed block covers live in private blocks (as in kvtier's layout).
-        listed_tokens = sum(n for _, n in blocks)
-        private = -(-(r.input_tokens - listed_tokens) // block_size)
         alloc = client.allocate(req, Prompt(blocks=blocks))
         if not alloc.ready:
             result.pending_allocations += 1
@@ -194,7 +196,7 @@ def run_trace(client: Client, requests: Iterable[TraceRequest], block_size: int,
                              grows=[(req, r.input_tokens + r.output_tokens - 1)]))
         client.finish(req)
         result.finished += 1
-        result.prompt_blocks += len(blocks) + private
+        result.prompt_blocks += len(blocks)
         result.prompt_tokens += r.input_tokens
         h = admission.hits
         for tier, b, t in (("device", h.device_blocks, h.device_tokens),

@@ -52,14 +52,17 @@ def make_trace(path, conversations=8, turns=5, gap_ms=200000, seed=7):
 
 class DriverTest(unittest.TestCase):
     def test_blocks_split_like_kvtier(self):
+        # Only full blocks are named: 512 tokens make 8, the second id's 188 tokens make 2, and
+        # its last 60 tokens belong to no block.
         blocks = trace_blocks([5, 6], 700, 64)
-        self.assertEqual([n for _, n in blocks], [64] * 8 + [64, 64, 60])
-        self.assertEqual(len({h for h, _ in blocks}), 11)
+        self.assertEqual([n for _, n in blocks], [64] * 10)
+        self.assertEqual(len({h for h, _ in blocks}), 10)
         # Equal prefixes give equal blocks; a different parent gives a different block.
         self.assertEqual(trace_blocks([5, 7], 700, 64)[:8], blocks[:8])
         self.assertNotEqual(trace_blocks([4, 6], 700, 64)[8][0], blocks[8][0])
+        # Merged, two 512-token ids fill a block; the third's 476 tokens fill none.
         merged = trace_blocks([1, 2, 3], 1500, 1024)
-        self.assertEqual([n for _, n in merged], [1024, 476])
+        self.assertEqual([n for _, n in merged], [1024])
 
     def test_bad_trace_is_exit_2_naming_the_line(self):
         with tempfile.TemporaryDirectory() as d:
