@@ -36,12 +36,13 @@ TEST_CASE("emulation check: each target is named when missed, and only then") {
 }
 
 TEST_CASE("emulation check: a swap-in's overlap with D2H and with other swap-ins") {
+  // {id, kind, blocks, duration, end, start}
   std::vector<transfer_log> log = {
-    {1, transfer_kind::swap_in, 8, 1000, 0},
-    {2, transfer_kind::backup, 8, 500, 800},    // 200 ns inside transfer 1
-    {3, transfer_kind::write_back, 8, 100, 2000},  // after it
-    {4, transfer_kind::swap_in, 8, 1000, 900},  // 100 ns inside
-    {5, transfer_kind::backup, 8, 2000, -500},  // covers the first 1500 ns
+    {1, transfer_kind::swap_in, 8, 1000, 1000, 0},
+    {2, transfer_kind::backup, 8, 500, 1300, 800},    // 200 ns inside transfer 1
+    {3, transfer_kind::write_back, 8, 100, 2100, 2000},  // after it
+    {4, transfer_kind::swap_in, 8, 1000, 1900, 900},  // 100 ns inside
+    {5, transfer_kind::backup, 8, 2000, 1500, -500},  // covers the first 1500 ns
   };
   CHECK(overlap_ns(log[0], log, true) == 200 + 1000);
   CHECK(overlap_ns(log[0], log, false) == 100);
