@@ -44,14 +44,18 @@ uint64_t redis_reserve(uint64_t payload) {
   return (2u << 20) + 2 * jemalloc_class(payload - payload / 2 + redis_value_header);
 }
 
-// What kvtier itself keeps resident beside a Redis on this machine: the payloads in flight and,
-// on the GPU, the pinned host tier of every instance (a modelled host tier holds no bytes).
+// What kvtier itself keeps resident beside a Redis on this machine: the payloads in flight, on
+// the GPU the pinned host tier of every instance (a modelled host tier holds no bytes), and its
+// own working memory (index, trace reader, heap): 0.8 GB measured beyond the payloads on the
+// Mooncake sample (BENCHMARKS.md, "A real L3 under load"), rounded up to 1 GiB.
+constexpr uint64_t working_bytes = uint64_t{1} << 30;
+
 uint64_t own_bytes(const timed_config& config, uint64_t inflight_bytes) {
   uint64_t host = 0;
   if (config.engine.gpu)
     host = uint64_t{config.cache.host_blocks} * config.engine.storage_payload_bytes *
            std::max<size_t>(1, config.instances.size());
-  return inflight_bytes + host;
+  return inflight_bytes + host + working_bytes;
 }
 
 std::string gb(uint64_t bytes) {
@@ -118,7 +122,7 @@ void check_redis(const timed_config& config, const std::vector<std::string>& add
       refuse(pool, cost, share, config,
              "redis " + a + " (no maxmemory; this machine has " + gb(machine.available) +
                " available, of which kvtier keeps " + gb(own) +
-               ": payloads in flight and the host tier's pinned memory)");
+               ": payloads in flight, the host tier's pinned memory and 1 GiB of its own)");
   }
 }
 
