@@ -1,13 +1,8 @@
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "app/commands.hpp"
+#include "app/python_script.hpp"
 #include "runtime/config/options.hpp"
 
 namespace kvtier {
@@ -68,11 +63,7 @@ int run_report(const report_args& args) {
                        "with --set output.timeseries=true)");
   if (!args.timeseries && !std::filesystem::exists(args.dir + "/results.csv"))
     throw config_error(args.dir + "/results.csv: no sweep results here (run kvtier sweep first)");
-  std::string script = source_file("tools/sweep_report.py");
-  // Debian's interpreter, where tools/setup installs python3-matplotlib (a python3 earlier on
-  // PATH, such as a pyenv shim, may lack it).
-  std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  std::vector<std::string> argv_s = {python, script, args.dir};
+  std::vector<std::string> argv_s = {args.dir};
   if (!args.title.empty()) {
     argv_s.push_back("--title");
     argv_s.push_back(args.title);
@@ -80,25 +71,7 @@ int run_report(const report_args& args) {
   add_figure_options(args, argv_s);
   if (args.timeseries)
     argv_s.push_back("--timeseries");
-  pid_t pid = fork();
-  if (pid < 0)
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : argv_s)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execvp(python.c_str(), argv.data());
-    std::cerr << "kvtier report: cannot run python3: " << std::strerror(errno)
-              << " (tools/setup installs it)\n";
-    ::_exit(1);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status))
-    return exit_failure;
-  return WEXITSTATUS(status);
+  return run_python_script("tools/sweep_report.py", argv_s);
 }
 
 }  // namespace kvtier
