@@ -2,12 +2,11 @@
 // ratio beyond the tolerance docs/design.md states ("Hit ratio"), and requests.csv's arrival
 // times are the replay's (scaled) ones in both modes.
 
-#include <sstream>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
-#include "cli_support.hpp"
+#include "property_support.hpp"
 
 using namespace cli_test;
 
@@ -18,25 +17,12 @@ const std::string sample =
 
 // The column `name` of requests.csv, row by row.
 std::vector<std::string> column(const fs::path& csv, const std::string& name) {
-  std::istringstream in(slurp(csv));
-  auto split = [](const std::string& s) {
-    std::vector<std::string> cells;
-    std::stringstream ss(s);
-    for (std::string c; std::getline(ss, c, ',');)
-      cells.push_back(c);
-    return cells;
-  };
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header = split(line);
-  size_t at = header.size();
-  for (size_t i = 0; i < header.size(); ++i)
-    if (header[i] == name)
-      at = i;
-  REQUIRE(at < header.size());
   std::vector<std::string> out;
-  while (std::getline(in, line))
-    out.push_back(split(line).at(at));
+  for (const auto& row : read_requests(csv)) {
+    auto cell = row.find(name);
+    REQUIRE(cell != row.end());
+    out.push_back(cell->second);
+  }
   return out;
 }
 
