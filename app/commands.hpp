@@ -46,6 +46,13 @@ struct bench_serve_args {
   double seconds = 5;
   std::string json_out;
   int echo_port = 5599;
+  /// closed: each engine's next calls wait for the last replies; open: each engine steps at
+  /// fixed rates (`--open`, app/bench/bench_serve_open.cpp).
+  enum class loop { closed, open } mode = loop::closed;
+  std::vector<double> steps_per_s{10, 20, 50, 100, 200};  ///< open: offered loads, per engine
+  uint32_t new_per_step = 4;                               ///< open: new requests per step
+  double p99_bound_us = 1000;  ///< open: the verb p99 a saturated load stays under
+  std::string csv_out;         ///< open: the curve as CSV
 };
 CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args);
 int run_bench_serve(const bench_serve_args& args);

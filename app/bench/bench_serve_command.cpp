@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "serve/client.hpp"
+#include "app/bench/bench_serve_open.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "runtime/config/replay_config.hpp"
@@ -384,7 +385,7 @@ CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args) {
   cmd->add_option("--connect", args.connect, "the server's endpoint")->required();
   cmd->add_option("--token", args.token, "the server's token");
   cmd->add_option("--trace", args.traces, "trace whose requests the clients replay")->required();
-  cmd->add_option("--clients", args.clients, "client connections (one engine each)")
+  cmd->add_option("--clients,--engines", args.clients, "client connections (one engine each)")
     ->check(CLI::Range(1, 256))
     ->capture_default_str();
   cmd->add_option("--requests-per-step", args.requests_per_step,
@@ -400,6 +401,22 @@ CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args) {
   cmd->add_option("--echo-port", args.echo_port, "loopback port of the echo baseline")
     ->check(CLI::Range(1, 65535))
     ->capture_default_str();
+  cmd->add_flag_callback("--open", [&args] { args.mode = bench_serve_args::loop::open; },
+                         "open loop: each engine steps at fixed rates (--steps-per-s), latency "
+                         "from each step's scheduled time; no echo phase");
+  cmd->add_option("--steps-per-s", args.steps_per_s,
+                  "--open: the offered loads, steps per second per engine, in turn")
+    ->check(CLI::Range(0.1, 100000.0))
+    ->capture_default_str();
+  cmd->add_option("--new-per-step", args.new_per_step,
+                  "--open: new requests each engine takes per step")
+    ->check(CLI::Range(1, 1024))
+    ->capture_default_str();
+  cmd->add_option("--p99-bound-us", args.p99_bound_us,
+                  "--open: the verb p99 a load must stay under to count as carried")
+    ->check(CLI::Range(1.0, 1e9))
+    ->capture_default_str();
+  cmd->add_option("--csv", args.csv_out, "--open: write the curve to this CSV file");
   return cmd;
 }
 
@@ -409,6 +426,16 @@ int run_bench_serve(const bench_serve_args& args) {
   preloaded_trace t = preload(args.traces, rc.block_size);
   if (t.requests.empty())
     throw config_error("--trace: no requests");
+  if (args.mode == bench_serve_args::loop::open) {
+    nlohmann::json j;
+    int code = run_open_loop(args, rc, t, j);
+    if (!args.json_out.empty()) {
+      atomic_file f(args.json_out);
+      f.out() << j.dump(2) << '\n';
+      f.commit();
+    }
+    return code;
+  }
   phase_result serve = serve_phase(args, rc, t);
   phase_result echoed = echo_phase(args, serve.logs);
   bench_totals totals = merge_logs(serve.logs, echoed.logs);
