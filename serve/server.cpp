@@ -4,6 +4,7 @@
 #include "actors/storage/storage.hpp"
 #include "runtime/deployment.hpp"
 #include "serve/observe/serve_wiring.hpp"
+#include "serve/off_actor_lookups.hpp"
 #include "serve/server_actor.hpp"
 #include "serve/server_plan.hpp"
 #include "serve/socket_loop.hpp"
@@ -127,6 +128,17 @@ int run_server(const serve_job& job) {
   // KV events (serve/observe/): made before the actors, which report to its sink until they end.
   std::unique_ptr<serve_events> events = open_events(job);
   plan.timed.controller.events = events->sink();
+  // Lookups off the actor read the blocks the controller reports (serve/off_actor_lookups.hpp);
+  // the reports go on to the KV events.
+  std::shared_ptr<off_actor_lookups> off_actor;
+  if (plan.lookups == lookup_path::published) {
+    auto max_blocks = static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request));
+    off_actor = std::make_shared<off_actor_lookups>(
+      off_actor_settings{job.token, plan.replay.block_size, max_blocks,
+                         plan.timed.controller.storage},
+      events->sink());
+    plan.timed.controller.events = off_actor->sink();
+  }
   caf::actor_system_config cfg;
   // One worker: a call crosses the server actor, the controller and storage, and on one worker
   // each crossing is a queue push, not a wake-up of another thread (which, with the socket
@@ -143,8 +155,11 @@ int run_server(const serve_job& job) {
     std::unique_ptr<serve_metrics> metrics =
       open_metrics(job, {&sys, actors.stack.controller, actors.stack.engine, actors.storage,
                          t.cache.device_blocks, t.cache.host_blocks, events->publisher()});
-    actors.server = spawn_server_actor(sys, settings_of(job, plan, sys, metrics.get(), *events),
-                                       actors.stack.controller, actors.storage, loop.sink());
+    server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
+    settings.off_actor = off_actor;
+    loop.answer_lookups(off_actor);
+    actors.server = spawn_server_actor(sys, std::move(settings), actors.stack.controller,
+                                       actors.storage, loop.sink());
     if (plan.gpu)
       hook_swap_ins(*plan.gpu, actors.server);
     announce(job, loop.endpoint(), rebuilt, *events, metrics.get());

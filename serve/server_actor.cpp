@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "serve/off_actor_lookups.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -81,6 +82,8 @@ void drop_engine(self_ptr self, uint64_t engine) {
   uint64_t released = release_engine(self, it->second);
   for (auto& o : st.settings.observers)
     o->on_engine(engine, it->second.name, false, released);
+  if (st.settings.off_actor)
+    st.settings.off_actor->engine_dropped(engine);
   st.engines.erase(it);
 }
 
@@ -141,6 +144,19 @@ void on_call(self_ptr self, inbound_call& in) {
   }
 }
 
+// A lookup the socket thread answered counts as one the actor answered, and keeps its engine
+// alive.
+void count_answered(self_ptr self, const answered_lookup& a) {
+  auto& st = self->state;
+  ++st.counters.calls[static_cast<int>(verb::lookup)];
+  for (auto& o : st.settings.observers) {
+    o->on_call(verb::lookup, a.latency_ns, std::nullopt);
+    o->on_hits(verb::lookup, a.prompt_blocks, a.device_blocks, a.host_blocks, 0);
+  }
+  if (auto it = st.engines.find(a.engine); it != st.engines.end())
+    it->second.last_seen = std::max(it->second.last_seen, a.since);
+}
+
 void sweep_timeouts(self_ptr self) {
   auto& st = self->state;
   auto limit = std::chrono::duration_cast<steady::duration>(
@@ -173,6 +189,8 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
   self->delayed_send(self, tick, wake_atom_v, uint64_t{0});
   return {
     [=](inbound_calls& in) {
+      for (const answered_lookup& a : in.answered)
+        count_answered(self, a);
       for (inbound_call& c : in.calls)
         on_call(self, c);
     },

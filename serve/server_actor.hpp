@@ -24,6 +24,8 @@
 
 namespace kvtier::serve {
 
+class off_actor_lookups;
+
 struct server_settings {
   std::string token;                   ///< empty: none required
   double client_timeout_s = 30;
@@ -45,6 +47,8 @@ struct server_settings {
   bool verify = false;  ///< real mode: computed blocks get their hash's pattern
   /// KV events on: where allocate remembers the engine's hashes of the blocks it names.
   block_origins* origins = nullptr;
+  /// Lookups answered off the actor (serve.lookups=published): where engines are published.
+  std::shared_ptr<off_actor_lookups> off_actor;
 };
 
 /// One call as the socket thread read it. It is decoded there, not on the actor's thread,
@@ -61,10 +65,21 @@ struct inbound_call {
 inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
                        std::chrono::steady_clock::time_point since);
 
+/// A lookup the socket thread answered (serve/off_actor_lookups.hpp): what the actor counts.
+struct answered_lookup {
+  uint64_t engine = 0;
+  std::chrono::steady_clock::time_point since;
+  uint32_t prompt_blocks = 0;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  int64_t latency_ns = 0;
+};
+
 /// The calls one wake-up of the socket thread read, in arrival order: one actor message, so a
 /// burst of calls costs the actor's thread one mailbox wake-up, not one each.
 struct inbound_calls {
   std::vector<inbound_call> calls;
+  std::vector<answered_lookup> answered;  ///< lookups answered off the actor meanwhile
 };
 
 /// Where replies go: (connection, encoded reply). Called on the actor's thread.

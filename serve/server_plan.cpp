@@ -59,6 +59,11 @@ server_plan plan_server(const serve_job& job) {
   check_job(job, p.timed, p.replay);
   p.client_timeout_s = job.cfg.number(keys::serve::client_timeout_s);
   p.max_message_bytes = static_cast<uint64_t>(job.cfg.integer(keys::serve::max_message_bytes));
+  // Without prefix caching nothing matches, as the controller's own lookup answers.
+  p.lookups = job.cfg.text(keys::serve::lookups) == "actor" ||
+                  p.replay.cache.caching == prefix_caching::off
+                ? lookup_path::actor
+                : lookup_path::published;  // a checked choice
   if (job.backend == copy_backend_kind::cuda)
     p.gpu = open_gpu(job, p.replay, p.timed);
   prepare_storage(p.timed);

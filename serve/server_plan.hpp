@@ -14,12 +14,16 @@
 
 namespace kvtier::serve {
 
+/// Where lookups are answered (serve.lookups; serve/off_actor_lookups.hpp).
+enum class lookup_path : uint8_t { actor, published };
+
 struct server_plan {
   replay_config replay;
   timed_config timed;               ///< the actors' options, the storage backend made
   std::shared_ptr<cuda_device> gpu; ///< real mode (--backend cuda); null: modelled copies
   double client_timeout_s = 30;
   uint64_t max_message_bytes = 0;
+  lookup_path lookups = lookup_path::published;
 };
 
 /// Checks `job` and prepares what the actors need; throws config_error when it cannot serve.

@@ -10,6 +10,7 @@
 
 #include "runtime/config/options.hpp"
 #include "serve/encode.hpp"
+#include "serve/off_actor_lookups.hpp"
 #include "serve/stop_signals.hpp"
 
 namespace kvtier::serve {
@@ -141,9 +142,12 @@ void socket_loop::flush_outbox() {
     box_->take(batch_);
     if (batch_.empty())
       return;
-    for (auto& [conn, bytes] : batch_)
+    for (auto& [conn, bytes] : batch_) {
+      if (auto u = unanswered_.find(conn); u != unanswered_.end() && u->second > 0)
+        --u->second;
       if (auto it = envelopes_.find(conn); it != envelopes_.end())
         send_to(it->second, bytes);
+    }
   }
 }
 
@@ -186,14 +190,36 @@ void socket_loop::read_calls() {
     if (fresh)
       ++next_conn_;
     envelopes_[it->second] = env;
-    inbound_.calls.push_back(read_call(it->second, body.data<char>(), body.size(), max_bytes_,
-                                       std::chrono::steady_clock::now()));
+    inbound_call in = read_call(it->second, body.data<char>(), body.size(), max_bytes_,
+                                std::chrono::steady_clock::now());
+    if (answered_here(env, in))
+      continue;
+    ++unanswered_[in.conn];
+    inbound_.calls.push_back(std::move(in));
   }
+}
+
+// A lookup that need not queue behind the actor's block work (serve/off_actor_lookups.hpp).
+bool socket_loop::answered_here(const envelope& env, const inbound_call& in) {
+  if (!off_actor_ || in.c.op != verb::lookup || stop_requested())
+    return false;
+  if (auto u = unanswered_.find(in.conn); u != unanswered_.end() && u->second > 0)
+    return false;
+  answered_lookup record;
+  std::optional<std::string> bytes = off_actor_->try_answer(in, record);
+  if (!bytes)
+    return false;
+  send_to(env, *bytes);
+  record.latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - in.since)
+                        .count();
+  inbound_.answered.push_back(record);
+  return true;
 }
 
 // One message per wake-up: a burst of calls costs the actor's thread one mailbox wake-up.
 void socket_loop::hand_over(const caf::actor& server) {
-  if (inbound_.calls.empty())
+  if (inbound_.calls.empty() && inbound_.answered.empty())
     return;
   caf::anon_send(server, std::move(inbound_));
   inbound_ = {};

@@ -23,6 +23,7 @@
 namespace kvtier::serve {
 
 class outbox;
+class off_actor_lookups;
 
 class socket_loop {
  public:
@@ -36,6 +37,10 @@ class socket_loop {
   const std::string& endpoint() const { return bound_; }
   /// Where the server actor leaves its replies (any thread).
   reply_sink sink() const;
+  /// Answers the lookups it can off the actor from now on (serve/off_actor_lookups.hpp).
+  void answer_lookups(std::shared_ptr<off_actor_lookups> lookups) {
+    off_actor_ = std::move(lookups);
+  }
   /// Serves until a stop signal and the stop after it; returns the exit code (1 when copies
   /// were still in flight after 30 s).
   int run(caf::scoped_actor& self, const caf::actor& server,
@@ -52,6 +57,7 @@ class socket_loop {
   void flush_outbox();
   void send_to(const envelope& env, const std::string& bytes);
   void read_calls();
+  bool answered_here(const envelope& env, const inbound_call& in);
   void hand_over(const caf::actor& server);
   bool stopped(caf::scoped_actor& self, const cache_controller_actor& controller, int& code);
 
@@ -66,6 +72,10 @@ class socket_loop {
   std::vector<std::pair<uint64_t, std::string>> batch_;
   std::vector<zmq::message_t> frames_;
   inbound_calls inbound_;
+  std::shared_ptr<off_actor_lookups> off_actor_;
+  // Calls of each connection handed to the actor and not answered yet: a lookup is answered off
+  // the actor only when its connection has none (every earlier call answered).
+  std::unordered_map<uint64_t, uint32_t> unanswered_;
   zmq::pollitem_t items_[2] = {};
   std::chrono::steady_clock::time_point deadline_;
 };

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "model/storage/storage_index.hpp"
-#include "serve/block_names.hpp"
+#include "serve/prompt_blocks.hpp"
 #include "serve/codec/request_replies.hpp"
 #include "serve/server_state.hpp"
 
@@ -13,55 +13,11 @@ namespace kvtier::serve {
 
 namespace {
 
-// The prompt's blocks under the server's names; `origins`, when given, gets each block's engine
-// hash and tokens (those a `tokens` prompt gave), for the events (docs/events.md).
 std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
                                      std::vector<cache_block>& out,
                                      std::vector<block_origin>* origins = nullptr) {
   const auto& s = self->state.settings;
-  out.clear();
-  auto keep_origins = [&] {
-    if (!origins)
-      return;
-    origins->clear();
-    for (size_t i = 0; i < out.size(); ++i) {
-      block_origin o{out[i].hash, {}};
-      if (p.kind == prompt::form::tokens)
-        o.token_ids.assign(p.tokens.begin() + i * s.block_size,
-                           p.tokens.begin() + (i + 1) * s.block_size);
-      origins->push_back(std::move(o));
-    }
-  };
-  if (p.kind == prompt::form::tokens) {
-    uint64_t full = p.tokens.size() / s.block_size;
-    if (full > s.max_blocks_per_request)
-      return "the prompt has " + std::to_string(full) + " blocks, beyond "
-             + std::to_string(s.max_blocks_per_request);
-    block_hash parent = 0;
-    for (uint64_t i = 0; i < full; ++i) {
-      parent = hash_token_block(parent, p.tokens.data() + i * s.block_size, s.block_size,
-                                p.extra_keys.data(), p.extra_keys.size());
-      out.push_back({parent, s.block_size});
-    }
-    keep_origins();
-    name_engine_blocks(out);
-    return std::nullopt;
-  }
-  if (p.blocks.size() > s.max_blocks_per_request)
-    return "the prompt has " + std::to_string(p.blocks.size()) + " blocks, beyond "
-           + std::to_string(s.max_blocks_per_request);
-  out = p.blocks;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].tokens == 0)
-      out[i].tokens = s.block_size;
-    else if (out[i].tokens > s.block_size || (out[i].tokens < s.block_size && i + 1 < out.size()))
-      return "block " + std::to_string(i) + " holds " + std::to_string(out[i].tokens)
-             + " tokens: blocks hold " + std::to_string(s.block_size)
-             + ", only the last may hold fewer";
-  }
-  keep_origins();
-  name_engine_blocks(out);
-  return std::nullopt;
+  return prompt_blocks(p, s.block_size, s.max_blocks_per_request, out, origins);
 }
 
 void on_ready(self_ptr self, const ready& rd) {

@@ -5,6 +5,7 @@
 
 #include "core/build_info.hpp"
 #include "serve/codec/stats_reply.hpp"
+#include "serve/off_actor_lookups.hpp"
 #include "serve/server_state.hpp"
 
 namespace kvtier::serve {
@@ -79,6 +80,8 @@ void do_hello(self_ptr self, ctx& x) {
   e.conn = x.conn;
   e.last_seen = steady::now();
   e.version = version;
+  if (s.off_actor)
+    s.off_actor->engine_registered(id, x.conn, version);
   ++st.counters.engines_registered;
   for (auto& o : s.observers)
     o->on_engine(id, e.name, true, 0);
