@@ -16,7 +16,7 @@ void off_actor_lookups::engine_dropped(uint64_t engine) {
 }
 
 std::optional<std::string> off_actor_lookups::try_answer(const inbound_call& in,
-                                                         answered_lookup& record) const {
+                                                         answered_lookup& record) {
   const call& c = in.c;
   if (in.oversize != 0 || in.error || c.op != verb::lookup || !c.engine)
     return std::nullopt;

@@ -37,7 +37,6 @@ class off_actor_lookups {
 
   /// The sink to set as the controller's (options.events).
   block_event_sink* sink() { return &blocks_; }
-  const published_blocks& blocks() const { return blocks_; }
 
   /// The actor's thread: an engine registered on `conn` at `version`, or dropped.
   void engine_registered(uint64_t engine, uint64_t conn, uint32_t version);
@@ -45,7 +44,7 @@ class off_actor_lookups {
 
   /// The socket thread: the reply to `in` when it can be answered here (then `record` tells the
   /// actor what to count), else none.
-  std::optional<std::string> try_answer(const inbound_call& in, answered_lookup& record) const;
+  std::optional<std::string> try_answer(const inbound_call& in, answered_lookup& record);
 
  private:
   struct engine_ref {

@@ -23,7 +23,7 @@ struct server_plan {
   std::shared_ptr<cuda_device> gpu; ///< real mode (--backend cuda); null: modelled copies
   double client_timeout_s = 30;
   uint64_t max_message_bytes = 0;
-  lookup_path lookups = lookup_path::published;
+  lookup_path lookups = lookup_path::actor;
 };
 
 /// Checks `job` and prepares what the actors need; throws config_error when it cannot serve.

@@ -19,10 +19,10 @@ std::vector<option_spec> serve_key_specs() {
     {keys::serve::events_layout, 0, 0, {"array", "map"}, false,
      "kvtier serve --events: vLLM's positional EventBatch layout (array, what llm-d and Dynamo "
      "read) or its map layout (docs/events.md)"},
-    {keys::serve::lookups, 0, 0, {"published", "actor"}, false,
-     "kvtier serve: where lookups are answered: published (off the server actor, from the "
-     "blocks the controller publishes, when safe; docs/protocol.md, \"lookup\") or actor (all "
-     "on the actor)"},
+    {keys::serve::lookups, 0, 0, {"actor", "published"}, false,
+     "kvtier serve: where lookups are answered: actor (all on the server actor) or published "
+     "(off it, from the blocks the controller publishes, when safe; docs/protocol.md, "
+     "\"lookup\")"},
   };
 }
 
