@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -30,7 +31,8 @@ void print_capacities(const slo_study_result& r) {
     if (row.sustained_rate == 0)
       std::cout << "no rate meets the SLO (" << row.outcome << ")\n";
     else
-      std::cout << "sustains " << figure("%.4g", row.sustained_rate) << "x the recorded rate ("
+      std::cout << "sustains " << figure("%.4g", row.sustained_rate) << "x the recorded "
+                << (row.searched_key == "trace.session_copies" ? "sessions (" : "rate (")
                 << figure("%.3f", row.requests_per_s) << " req/s, TTFT p99 "
                 << figure("%.0f", row.ttft_p99_ms) << " ms, TPOT p99 "
                 << figure("%.1f", row.tpot_p99_ms) << " ms; " << row.outcome << " in "
@@ -47,7 +49,9 @@ int run_slo_study_command(const std::string& path, const study_args& args) {
   sweep_spec spec = read_sweep_file(path);
   for (const auto& s : args.sets)
     spec.sets.push_back(s);
-  std::string dir = args.out_dir.empty() ? "out/study-" + args.name : args.out_dir;
+  std::string dir = args.out_dir.empty()
+                      ? "out/study-" + std::filesystem::path(args.name).stem().string()
+                      : args.out_dir;
   local_run_options run;
   run.self = self_executable();
   run.jobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());

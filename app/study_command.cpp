@@ -49,7 +49,8 @@ std::string study_list() {
 CLI::App* add_study_command(CLI::App& app, study_args& args) {
   auto* cmd = app.add_subcommand(
     "study", "Run a built-in study (a named sweep, configs/studies/NAME.json) and its report");
-  cmd->add_option("name", args.name, "the study; --list names them all");
+  cmd->add_option("name", args.name,
+                  "the study (--list names them all), or a study file of one's own (F.json)");
   cmd->add_flag("--list", args.list, "list the studies");
   cmd->add_option("--out", args.out_dir, "the study's folder (default out/study-NAME)");
   cmd->add_option("--jobs", args.jobs, "worker processes at once (default: the core count)");
@@ -64,7 +65,11 @@ int run_study(const study_args& args) {
     std::cout << "studies:\n" << study_list();
     return args.list ? exit_ok : exit_bad_input;
   }
-  std::string path = studies_dir() + "/" + args.name + ".json";
+  // A name ending in .json is a study file of one's own (docs/sweep.md, "Studies").
+  bool own_file = fs::path(args.name).extension() == ".json";
+  std::string path = own_file ? args.name : studies_dir() + "/" + args.name + ".json";
+  if (own_file && !fs::exists(path))
+    throw config_error(path + ": no such study file");
   if (!fs::exists(path))
     throw config_error("no study named " + args.name + "; the studies are:\n" + study_list());
   auto j = study_json(path);
@@ -76,7 +81,8 @@ int run_study(const study_args& args) {
   sweep_args sweep;
   sweep.file = path;
   sweep.config.sets = args.sets;
-  sweep.out_dir = args.out_dir.empty() ? "out/study-" + args.name : args.out_dir;
+  sweep.out_dir =
+    args.out_dir.empty() ? "out/study-" + fs::path(args.name).stem().string() : args.out_dir;
   sweep.jobs = args.jobs;
   sweep.plan_only = args.plan_only;
   sweep.quiet = args.quiet;

@@ -166,7 +166,12 @@ def draw_line_panel(ax, rows, layout, axes, metric, series_values, record, facto
         lo = [(pts[x][0] - (pts[x][1] or 0)) * factor for x in xs]
         hi = [(pts[x][0] + (pts[x][1] or 0)) * factor for x in xs]
         if any(pts[x][1] is not None for x in xs):
-            ax.fill_between(xnum, lo, hi, color=style(i)["color"], alpha=0.2, linewidth=0)
+            # Several series' bands stack: a lighter fill each, and the band's edges drawn thin in
+            # its colour, keep every band readable where others overlap it.
+            fill = max(0.06, min(0.2, 0.4 / max(1, len(series_values))))
+            ax.fill_between(xnum, lo, hi, color=style(i)["color"], alpha=fill, linewidth=0)
+            for edge in (lo, hi):
+                ax.plot(xnum, edge, color=style(i)["color"], linewidth=0.5, alpha=0.6)
         drew.append(label)
         record.append({"label": label, "x": xnum, "y": ys,
                        "ci95": [pts[x][1] for x in xs], "seeds": [pts[x][2] for x in xs],

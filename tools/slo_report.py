@@ -47,18 +47,20 @@ def write_table(path, data, args):
         "",
         f"The highest arrival rate each configuration sustains with TTFT p99 <= "
         f"{slo['ttft_p99_ms']:g} ms and TPOT p99 <= {slo['tpot_p99_ms']:g} ms, searched "
-        f"(doubling or halving trace.time_scale until bracketed, then bisecting) until the "
-        f"lowest failing rate is within {slo['precision'] * 100:g}% above it; "
-        f"{data['replays']} replays in all. Rate: x the trace's recorded rate (1 / "
-        f"trace.time_scale). Cost: host at ${args.host_usd_per_gib:g}/GiB, storage at "
+        f"(doubling or halving the load until bracketed, then bisecting) until the "
+        f"lowest failing rate is within {slo['precision'] * 100:g}% above it (or one session "
+        f"copy); {data['replays']} replays in all. Rate: x the trace's recorded load, along the "
+        f"row's axis: 1 / trace.time_scale, or trace.session_copies (copies of every session, "
+        f"for closed-loop traces). Cost: host at ${args.host_usd_per_gib:g}/GiB, storage at "
         f"${args.storage_usd_per_gib:g}/GiB.",
         "",
-        "| " + " | ".join(axes) + " | sustained rate (x) | req/s | TTFT p99 (ms) | "
+        "| " + " | ".join(axes) + " | axis | sustained rate (x) | req/s | TTFT p99 (ms) | "
         "TPOT p99 (ms) | replays | search | host (GiB) | storage (GiB) | cost ($) |",
-        "|" + "---|" * (len(axes) + 9),
+        "|" + "---|" * (len(axes) + 10),
     ]
     for r in data["rows"]:
         cells = [str(r[a]) for a in axes]
+        cells.append(r.get("search_axis", "trace.time_scale").replace("trace.", ""))
         if r["sustained_rate_x"] > 0:
             cells += [f"{r['sustained_rate_x']:.4g}", f"{r['requests_per_s']:.3f}",
                       f"{r['ttft_p99_ms']:.0f}", f"{r['tpot_p99_ms']:.1f}"]
@@ -81,10 +83,11 @@ def plot_pareto(out_base, data, args):
         rows = [r for r in data["rows"] if r.get("traces", "trace") == name
                 and r["sustained_rate_x"] > 0]
         points = [(r["requests_per_s"], cost_usd(r, args), config_name(r, axes)) for r in rows]
-        # Configurations that land on one point share one marker and one stacked label.
+        # Configurations that land on one point (to 3 digits: the same number of whole session
+        # copies may finish a few requests' worth apart) share one marker and a stacked label.
         labels = {}
         for x, y, label in points:
-            labels.setdefault((x, y), []).append(label)
+            labels.setdefault((float(f"{x:.3g}"), y), []).append(label)
         for (x, y), names in labels.items():
             panel.scatter([x], [y], s=28, zorder=3)
             panel.annotate("\n".join(names), (x, y), fontsize=7, xytext=(4, -4),

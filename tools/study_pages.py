@@ -31,6 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sweep_report  # noqa: E402  (derive: bytes in GB, write amplification)
+from report_stats import mean_ci  # noqa: E402
 
 SAMPLE = os.path.join(ROOT, "traces/mooncake_conversation_sample.jsonl")
 GB = 1e9
@@ -70,21 +71,36 @@ def link_sum(row, pattern):
 
 # -- the write-policy page ------------------------------------------------------------------------
 
+def replicated(cells, key, digits, thousands=True):
+    """A configuration's figure over its seeds: the mean, and +- the half width of its 95%
+    t-interval when there are several seeds (docs/sweep.md, "Reports")."""
+    mean, half, n = mean_ci(c.get(key) for c in cells)
+    if mean is None:
+        return "-"
+    text = fmt(mean, digits, thousands)
+    return text if half is None else f"{text} ± {fmt(half, digits, thousands)}"
+
+
 def write_policy_main_table(results):
-    rows = []
+    groups = {}
     for r in results["write-policy"]:
         if str(r.get("cache.host_tokens")) != "3200000" or r.get("cache.storage_write") != "always":
             continue
         if r.get("write_policy") == "selective:1":
             continue  # threshold 1 is write_through's rule: the same cells
         sweep_report.derive(r)
-        rows.append([str(r.get("traces", "sample")), r["write_policy"],
-                     fmt(num(r, "hit_ratio.tokens"), 4, False),
-                     fmt(num(r, "latency_ms.ttft.p50")), fmt(num(r, "latency_ms.tpot.p50"), 2),
-                     fmt(r.get("h2d_gb")), fmt(r.get("d2h_gb")), fmt(r.get("storage_read_gb")),
-                     fmt(r.get("storage_write_gb")), fmt(r.get("write_amp_host"), 2)])
+        groups.setdefault((str(r.get("traces", "sample")), r["write_policy"]), []).append(r)
+    rows = [[trace, policy, replicated(cells, "hit_ratio.tokens", 4, False),
+             replicated(cells, "latency_ms.ttft.p50", 0), replicated(cells, "latency_ms.tpot.p50", 2),
+             replicated(cells, "h2d_gb", 0), replicated(cells, "d2h_gb", 0),
+             replicated(cells, "storage_read_gb", 0), replicated(cells, "storage_write_gb", 0),
+             replicated(cells, "write_amp_host", 2)]
+            for (trace, policy), cells in groups.items()]
+    seeds = max(len(c) for c in groups.values()) if groups else 0
+    spread = (f"; each figure the mean over {seeds} seeds (workload variants) ± the half width "
+              "of its 95% t-interval" if seeds > 1 else "")
     return ("Main table: host tier 3.2 M tokens, `cache.storage_write=always` (bytes in GB, "
-            "10^9).\n\n" + md_table(
+            f"10^9{spread}).\n\n" + md_table(
                 ["trace", "policy", "hit ratio", "TTFT p50 (ms)", "TPOT p50 (ms)", "H2D", "D2H",
                  "storage read", "storage write", "D2H / KV computed"], rows))
 
@@ -149,7 +165,8 @@ PAGES = {
     "write-policy": {
         "page": "docs/studies/write-policy/README.md",
         "studies": ["write-policy"],
-        "reduce": {"write-policy": {"cache.host_tokens": [1000000, 3200000]}},
+        # Two seeds of the study's three: replicates are checked, in a third less time.
+        "reduce": {"write-policy": {"cache.host_tokens": [1000000, 3200000], "seeds": [1, 2]}},
         "report": "write-policy",  # its report.md and plots/*.png are copied beside the page
         "blocks": [("main-table", write_policy_main_table)],
         "migrate": {
@@ -195,6 +212,8 @@ def reduced_sweep_file(study, keep, folder):
         spec = json.load(f)
     spec["description"] = "reduced for tools/check-studies: " + spec.get("description", "")
     spec["traces"] = {"sample": [SAMPLE]}
+    if "seeds" in keep:
+        spec["seeds"] = keep["seeds"]
     for axis in spec.get("grid", []):
         name = axis.get("key", axis.get("name"))
         if name in keep:
@@ -212,13 +231,22 @@ def run(cmd):
         raise RuntimeError("failed: " + " ".join(cmd))
 
 
+def study_folder(out, study):
+    """OUT/STUDY, or OUT itself when it is the one study's folder (`kvtier study STUDY --out
+    OUT` then `tools/study-page NAME --from OUT`)."""
+    folder = os.path.join(out, study)
+    if not os.path.isdir(folder) and os.path.exists(os.path.join(out, "results.json")):
+        return out
+    return folder
+
+
 def run_studies(name, args):
     """Runs the page's studies into args.out; returns the command lines that did."""
     spec = spec_of(name)
     os.makedirs(args.out, exist_ok=True)
     commands = []
     for study in spec["studies"]:
-        out = os.path.join(args.out, study)
+        out = study_folder(args.out, study)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
         if args.reduced:
             f = reduced_sweep_file(study, spec["reduce"].get(study, {}), args.out)
@@ -261,6 +289,26 @@ def build_of(results):
     return sweep_report.build_text(rows)
 
 
+def hosts_of(folders, results):
+    """The machines the cells ran on, from each cell's cell.json (`host`; docs/outputs.md):
+    "NAME (N cores)", several joined; "an unnamed machine" for cells written before cells named
+    it."""
+    hosts = {}
+    for study, rows in results.items():
+        for r in rows:
+            try:
+                with open(os.path.join(folders[study], "cells", r["cell"], "cell.json")) as f:
+                    h = json.load(f).get("host") or {}
+            except (OSError, ValueError):
+                h = {}
+            text = (f"{h['name']} ({h['cores']} cores)" if h.get("name")
+                    else "an unnamed machine")
+            hosts[text] = hosts.get(text, 0) + 1
+    if len(hosts) == 1:
+        return next(iter(hosts))
+    return "; ".join(f"{h}: {n} cells" for h, n in hosts.items())
+
+
 # -- writing the page ----------------------------------------------------------------------------
 
 def marked(name, block, text):
@@ -282,27 +330,31 @@ def put_block(page, name, block, text, migrate):
     return page[:hand.start()] + new + page[hand.end():]
 
 
-def header_text(name, args, commands, results):
+def header_text(name, args, commands, results, folders):
     grid = ("the reduced grids of tools/check-studies (the sample trace"
             + "".join(f"; {s} keeps " + ", ".join(f"{a} {'/'.join(map(str, v))}"
                                                   for a, v in k.items())
                       for s, k in spec_of(name)["reduce"].items() if k) + ")"
             if args.reduced else "the full grids")
     cells = sum(len(r) for r in results.values())
+    made = ("which ran:" if not args.from_dir else
+            f"from the study folder{'s' if len(commands) > 1 else ''} made by:")
     return (f"Numbers in the generated blocks of this page come from {build_of(results)}, "
-            f"{cells} cells over {grid}, written by `tools/study-page {name}"
-            f"{' --reduced' if args.reduced else ''}`, which ran:\n\n```sh\n"
-            + "\n".join(commands) + "\n```\n")
+            f"{cells} cells over {grid}, run on {hosts_of(folders, results)}, written by "
+            f"`tools/study-page {name}{' --reduced' if args.reduced else ''}"
+            f"{' --from ' + shown_path(args.from_dir) if args.from_dir else ''}`, {made}"
+            "\n\n```sh\n" + "\n".join(commands) + "\n```\n")
 
 
 def write_page(name, args, commands):
     spec = spec_of(name)
-    results = {s: load_results(os.path.join(args.out, s)) for s in spec["studies"]}
+    folders = {s: study_folder(args.out, s) for s in spec["studies"]}
+    results = {s: load_results(folders[s]) for s in spec["studies"]}
     page_path = args.page or os.path.join(ROOT, spec["page"])
     source = os.path.join(ROOT, spec["page"])
     with open(page_path if os.path.exists(page_path) else source) as f:
         page = f.read()
-    page = put_block(page, name, "header", header_text(name, args, commands, results),
+    page = put_block(page, name, "header", header_text(name, args, commands, results, folders),
                      spec["migrate"])
     for block, make in spec["blocks"]:
         page = put_block(page, name, block, make(results), spec["migrate"])
@@ -311,7 +363,7 @@ def write_page(name, args, commands):
         f.write(page)
     os.replace(page_path + ".tmp", page_path)
     if spec["report"]:
-        copy_report(os.path.join(args.out, spec["report"]), os.path.dirname(page_path))
+        copy_report(study_folder(args.out, spec["report"]), os.path.dirname(page_path))
     print(f"study-page: wrote {page_path}", file=sys.stderr)
 
 
@@ -345,10 +397,12 @@ def check_text(name, folder):
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["study", "grid"] + spec["check"])
     for study in spec["studies"]:
-        with open(os.path.join(folder, study, "results.json")) as f:
+        with open(os.path.join(study_folder(folder, study), "results.json")) as f:
             results = json.load(f)
+        replicates = len({r.get("seed") for r in results["rows"]}) > 1
         for r in results["rows"]:
             grid = " ".join(f"{a}={r.get(a)}" for a in results["axes"])
+            grid += f" seed={r.get('seed')}" if replicates else ""
             w.writerow([study, grid] + ["" if r.get(c) is None else json.dumps(r.get(c))
                                         for c in spec["check"]])
     return out.getvalue()

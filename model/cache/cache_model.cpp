@@ -486,11 +486,13 @@ void cache_model::store_finished(const node_id* nodes, size_t n,
 
 // A staged host copy goes once the store has read it, unless the host policy wants it kept (a
 // backup would copy it again) or it is the block's last copy (the device copy was evicted
-// meanwhile: it is an ordinary host copy now).
+// meanwhile: it is an ordinary host copy now). A device copy still filling is a swap-in reading
+// this host copy: the copy is the swap-in's to keep or free when it lands (docs/design.md,
+// "Write policies"), so only a ready device copy lets the store free it.
 void cache_model::free_staged_copy(const transfer_order& store) {
   const tree_node& x = tree_.node(store.node);
   if (!x.live || x.generation != store.generation || !x.ready(tier::host)
-      || x.block_in(tier::host) != store.host_block || !x.has(tier::device)
+      || x.block_in(tier::host) != store.host_block || !x.ready(tier::device)
       || decisions_.wants_backup(x.hit_count))
     return;
   tree_.set_copy(store.node, tier::host, copy_state::absent);

@@ -129,9 +129,12 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
     const tree_node& x = tree.node(o.node);
     if (!x.live || x.generation != o.generation)
       return;
-    if (o.kind == transfer_kind::swap_in)
+    if (o.kind == transfer_kind::swap_in) {
       filled[2 * o.node] += 1;
-    else if (o.kind != transfer_kind::store)
+      // Its source is the node's host copy until it lands (cache_model::complete frees or
+      // keeps it then): nothing else may free it meanwhile.
+      r.expect(x.ready(tier::host) && x.block_in(tier::host) == o.host_block, [&] { return node_text(tree, o.node) + ": a swap-in reads its host copy until it lands"; });
+    } else if (o.kind != transfer_kind::store)
       filled[2 * o.node + 1] += 1;
   });
   for (node_id id : tree.live_nodes()) {

@@ -23,6 +23,10 @@ std::vector<option_spec> trace_key_specs() {
     {keys::trace::session_shift_s, 0, 1e6, {}, false,
      "workload variant: each session (an agentic conversation and its sub-agents) starts later by "
      "a seeded [0, this) seconds of recorded time; 0 keeps the recorded starts"},
+    {keys::trace::session_copies, 1, 4096, {}, false,
+     "replays each trace file this many times as different users (own block ids and sessions; "
+     "starts drawn apart by trace.session_shift_s): N x the load of a closed-loop trace. "
+     "docs/traces.md, \"Workload variants\""},
   };
 }
 

@@ -20,6 +20,7 @@ inline constexpr integer_key max_blocks_per_request{"trace.max_blocks_per_reques
 inline constexpr number_key sample_fraction{"trace.sample_fraction"};
 inline constexpr number_key arrival_jitter_s{"trace.arrival_jitter_s"};
 inline constexpr number_key session_shift_s{"trace.session_shift_s"};
+inline constexpr integer_key session_copies{"trace.session_copies"};
 
 }  // namespace keys::trace
 

@@ -25,6 +25,7 @@
 #include "sim/report/provenance.hpp"
 #include "sim/report/timeseries.hpp"
 #include "sim/request_blocks.hpp"
+#include "sim/trace/session_copies.hpp"
 #include "sim/trace/workload_variant.hpp"
 
 namespace kvtier {
@@ -59,12 +60,15 @@ std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
   options.max_document_bytes =
     static_cast<uint64_t>(job.cfg.integer(keys::trace::max_document_bytes));
   workload_variant variant = variant_of(job.cfg, job.seed);
+  // Copy 0 of every file first: the merger's first sources are the files as given.
+  auto copies = static_cast<uint32_t>(job.cfg.integer(keys::trace::session_copies));
   std::vector<std::unique_ptr<trace_source>> sources;
-  for (size_t i = 0; i < job.traces.size(); ++i) {
-    auto file = static_cast<uint32_t>(i);
-    sources.push_back(vary_workload(open_trace(job.traces[i], *format, file, options), file,
-                                    variant));
-  }
+  for (uint32_t copy = 0; copy < copies; ++copy)
+    for (size_t i = 0; i < job.traces.size(); ++i) {
+      auto file = static_cast<uint32_t>(i);
+      auto source = session_copy(open_trace(job.traces[i], *format, file, options), copy);
+      sources.push_back(vary_workload(std::move(source), file, variant, copy));
+    }
   return sources;
 }
 

@@ -1,17 +1,31 @@
 #include "sim/sweep/rate_search.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvtier {
 
-rate_search::rate_search(double start, double precision, int range_doublings)
+rate_search::rate_search(double start, double precision, int range_doublings, rate_steps steps)
     : precision_(precision),
-      lowest_(start * std::ldexp(1.0, -range_doublings)),
+      step_(steps.step),
+      lowest_(std::max(steps.step, start * std::ldexp(1.0, -range_doublings))),
       highest_(start * std::ldexp(1.0, range_doublings)),
-      next_(start) {}
+      next_(start) {
+  if (steps.ceiling > 0)
+    highest_ = std::min(highest_, steps.ceiling);
+  next_ = on_step(std::min(start, highest_));
+}
+
+// The nearest rate the steps allow, within [lowest, highest].
+double rate_search::on_step(double rate) const {
+  if (step_ > 0)
+    rate = std::round(rate / step_) * step_;
+  return std::min(std::max(rate, lowest_), highest_);
+}
 
 rate_search::outcome rate_search::state() const {
-  if (met_ > 0 && failed_ > 0 && failed_ <= met_ * (1 + precision_))
+  if (met_ > 0 && failed_ > 0 &&
+      (failed_ <= met_ * (1 + precision_) || (step_ > 0 && failed_ - met_ <= step_)))
     return outcome::bracketed;
   if (met_ == 0 && failed_ > 0 && failed_ <= lowest_)
     return outcome::never_met;
@@ -27,11 +41,11 @@ void rate_search::record(bool met) {
   else
     failed_ = failed_ == 0 ? next_ : std::min(failed_, next_);
   if (failed_ == 0)
-    next_ = met_ * 2;
+    next_ = on_step(met_ * 2);
   else if (met_ == 0)
-    next_ = failed_ / 2;
-  else
-    next_ = std::sqrt(met_ * failed_);
+    next_ = on_step(failed_ / 2);
+  else  // strictly inside the bracket: state() ends the search before it is one step wide
+    next_ = std::min(std::max(on_step(std::sqrt(met_ * failed_)), met_ + step_), failed_ - step_);
 }
 
 const char* to_string(rate_search::outcome o) {

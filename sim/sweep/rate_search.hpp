@@ -11,13 +11,21 @@
 
 namespace kvtier {
 
+/// Rates a search may try: any (step 0), or whole multiples of `step` (trace.session_copies
+/// adds whole copies), at most `ceiling` (0: no bound but the search's range).
+struct rate_steps {
+  double step = 0;
+  double ceiling = 0;
+};
+
 class rate_search {
  public:
   enum class outcome { searching, bracketed, never_met, always_met };
 
   /// Rates are multiples of the trace's recorded rate (1 / trace.time_scale); the search gives
   /// up below start / 2^`range_doublings` (never met) and above start * 2^`range_doublings`.
-  rate_search(double start, double precision, int range_doublings = 12);
+  /// With `steps.step`, a bracket one step wide is as precise as the search gets.
+  rate_search(double start, double precision, int range_doublings = 12, rate_steps steps = {});
 
   bool done() const { return state() != outcome::searching; }
   outcome state() const;
@@ -31,7 +39,10 @@ class rate_search {
   size_t iterations() const { return iterations_; }
 
  private:
+  double on_step(double rate) const;
+
   double precision_;
+  double step_;
   double lowest_;
   double highest_;
   double next_;

@@ -23,6 +23,7 @@ using nlohmann::json;
 
 struct search_state {
   sweep_cell base;
+  axis_search axis;
   rate_search search;
   std::map<double, std::string> cells;  ///< rate -> the replay's cell id
 };
@@ -39,12 +40,23 @@ std::string rate_label(double rate) {
   return buf;
 }
 
-// The configuration's replay at `rate` times the recorded rate. The SLO's keys are left out of
+// The search of one axis from its start: rates are x the recorded load, 1 / the time scale or
+// the number of copies (whole ones, at most trace.session_copies' maximum).
+rate_search search_from(const axis_search& a, double precision) {
+  if (a.axis == search_axis::session_copies)
+    return rate_search(a.start, precision, 12, {1, 4096});
+  return rate_search(1.0 / a.start, precision);
+}
+
+// The configuration's replay at `rate` times the recorded load. The SLO's keys are left out of
 // its config: they decide how a replay is judged, not what it does, so a change of limits
 // reuses every replay already run.
-sweep_cell cell_at(const sweep_cell& base, double rate) {
-  sweep_cell c = base;
-  c.config["trace"]["time_scale"] = 1.0 / rate;
+sweep_cell cell_at(const search_state& st, double rate) {
+  sweep_cell c = st.base;
+  if (st.axis.axis == search_axis::session_copies)
+    c.config["trace"]["session_copies"] = static_cast<int64_t>(rate);
+  else
+    c.config["trace"]["time_scale"] = 1.0 / rate;
   c.config.erase("slo");
   c.grid.emplace_back("rate_x", rate_label(rate));
   c.id = cell_identity(c);
@@ -82,6 +94,14 @@ slo_capacity capacity_of(const std::string& dir, const search_state& st) {
   row.sustained_rate = st.search.sustained();
   row.failing_rate = st.search.failing();
   row.iterations = st.search.iterations();
+  row.searched_key = key_of(st.axis.axis);
+  config base = config_of(st.base);
+  row.time_scale = base.number(keys::trace::time_scale);
+  row.session_copies = static_cast<double>(base.integer(keys::trace::session_copies));
+  if (row.sustained_rate > 0 && st.axis.axis == search_axis::session_copies)
+    row.session_copies = row.sustained_rate;
+  else if (row.sustained_rate > 0)
+    row.time_scale = 1.0 / row.sustained_rate;
   replay_config rc = resolve(config_of(st.base));
   double token_bytes = static_cast<double>(rc.model.bytes_per_token());
   row.device_bytes = token_bytes * rc.cache.device_blocks * rc.block_size;
@@ -103,7 +123,8 @@ void write_slo_outputs(const std::string& dir, const sweep_plan& plan,
                        const slo_study_result& r) {
   const char* figures[] = {"outcome", "sustained_rate_x", "time_scale", "requests_per_s",
                            "ttft_p99_ms", "tpot_p99_ms", "iterations", "failing_rate_x",
-                           "device_bytes", "host_bytes", "storage_bytes", "cell"};
+                           "device_bytes", "host_bytes", "storage_bytes", "cell",
+                           "search_axis", "session_copies"};
   atomic_file csv(dir + "/slo.csv");
   std::vector<std::string> axes(plan.axes.begin(), plan.axes.end() - 1);  // all but rate_x
   for (const auto& a : axes)
@@ -117,12 +138,14 @@ void write_slo_outputs(const std::string& dir, const sweep_plan& plan,
     for (const auto& [axis, label] : c.grid)
       row[axis] = label;
     row.update({{"outcome", c.outcome}, {"sustained_rate_x", c.sustained_rate},
-                {"time_scale", c.sustained_rate > 0 ? json(1.0 / c.sustained_rate) : json()},
+                {"time_scale", c.sustained_rate > 0 ? json(c.time_scale) : json()},
                 {"requests_per_s", c.requests_per_s}, {"ttft_p99_ms", c.ttft_p99_ms},
                 {"tpot_p99_ms", c.tpot_p99_ms}, {"iterations", c.iterations},
                 {"failing_rate_x", c.failing_rate > 0 ? json(c.failing_rate) : json()},
                 {"device_bytes", c.device_bytes}, {"host_bytes", c.host_bytes},
-                {"storage_bytes", c.storage_bytes}, {"cell", c.cell}});
+                {"storage_bytes", c.storage_bytes}, {"cell", c.cell},
+                {"search_axis", c.searched_key},
+                {"session_copies", c.sustained_rate > 0 ? json(c.session_copies) : json()}});
     for (const auto& a : axes)
       csv.out() << csv_text(row[a]) << ',';
     for (size_t i = 0; i < std::size(figures); ++i)
@@ -155,7 +178,8 @@ slo_study_result run_slo_study(const std::string& dir, const sweep_spec& spec,
       for (const auto& [axis, label] : c.grid)
         plan.axes.push_back(axis);
     resolve(config_of(c));  // a configuration that cannot run is refused before any replay
-    searches.push_back({c, rate_search(1.0 / spec.search.start_time_scale, 1.0), {}});
+    const axis_search& axis = spec.search.of(c.trace_set);
+    searches.push_back({c, axis, search_from(axis, 1.0), {}});
   }
   plan.axes.push_back("rate_x");
   slo_study_result result;
@@ -163,14 +187,14 @@ slo_study_result run_slo_study(const std::string& dir, const sweep_spec& spec,
   result.limits = {first.number(keys::slo::ttft_p99_ms), first.number(keys::slo::tpot_p99_ms),
                    first.number(keys::slo::precision)};
   for (auto& st : searches)
-    st.search = rate_search(1.0 / spec.search.start_time_scale, result.limits.precision);
+    st.search = search_from(st.axis, result.limits.precision);
   std::map<std::string, bool> planned;
   for (size_t round = 1;; ++round) {
     sweep_plan this_round{plan.axes, {}, plan.build};
     for (auto& st : searches) {
       if (st.search.done())
         continue;
-      sweep_cell c = cell_at(st.base, st.search.next());
+      sweep_cell c = cell_at(st, st.search.next());
       st.cells[st.search.next()] = c.id;
       if (!planned[c.id]) {
         planned[c.id] = true;

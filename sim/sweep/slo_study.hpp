@@ -25,7 +25,10 @@ struct slo_limits {
 struct slo_capacity {
   std::vector<std::pair<std::string, std::string>> grid;  ///< axis -> label (traces first)
   std::string outcome;          ///< bracketed, never_met, always_met
-  double sustained_rate = 0;    ///< x the recorded rate (1 / trace.time_scale); 0: none met
+  double sustained_rate = 0;    ///< x the recorded load (search_axis); 0: none met
+  std::string searched_key;     ///< the axis searched: trace.time_scale or session_copies
+  double time_scale = 0;        ///< at the sustained rate
+  double session_copies = 0;    ///< at the sustained rate
   double failing_rate = 0;      ///< the lowest rate that failed (0: none)
   size_t iterations = 0;        ///< replays the search took
   std::string cell;             ///< the replay at the sustained rate (empty: none)

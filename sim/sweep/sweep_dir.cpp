@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
+
+#include <unistd.h>
 
 #include "runtime/config/options.hpp"
 #include "sim/driver/replay_driver.hpp"
@@ -37,10 +40,19 @@ void write_json(const std::string& path, const json& j) {
   f.commit();
 }
 
+// The machine a cell ran on: wall_s means little without it, and a study page names it
+// (docs/outputs.md, "kvtier sweep").
+json host_of_this_process() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0)
+    name[0] = '\0';
+  return {{"name", name}, {"cores", std::thread::hardware_concurrency()}};
+}
+
 void write_cell_status(const std::string& dir, const sweep_cell& cell, const std::string& status,
                        int code, const std::string& error, double wall_s) {
   json j = {{"id", cell.id}, {"status", status}, {"exit_code", code}, {"wall_s", wall_s},
-            {"kvtier", build_id()}};
+            {"kvtier", build_id()}, {"host", host_of_this_process()}};
   if (!error.empty())
     j["error"] = error;
   write_json(cell_dir(dir, cell.id) + "/cell.json", j);

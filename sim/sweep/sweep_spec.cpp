@@ -1,5 +1,6 @@
 #include "sim/sweep/sweep_spec.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -139,21 +140,61 @@ std::vector<uint64_t> parse_seeds(const std::string& text) {
 
 // A search's fields (docs/sweep.md, "The SLO capacity study"): the axis it moves and where it
 // starts; the SLO's limits and precision are the slo.* config keys.
-rate_search_spec search_of(const json& j, const std::string& where) {
+axis_search axis_search_of(const json& j, const std::string& where) {
   if (!j.is_object())
     throw config_error(where + ": expected an object {\"axis\": \"trace.time_scale\", "
                        "\"start\": 8}");
-  rate_search_spec s;
   for (auto& [key, value] : j.items())
     if (key != "axis" && key != "start")
       throw config_error(where + ": unknown field \"" + key + "\" (valid: axis, start)");
-  if (j.value("axis", "trace.time_scale") != "trace.time_scale")
-    throw config_error(where + ".axis: the search moves trace.time_scale only");
-  s.start_time_scale = j.value("start", s.start_time_scale);
-  if (!(s.start_time_scale > 0))
-    throw config_error(where + ".start: a time scale above 0");
-  s.enabled = true;
+  axis_search s;
+  std::string axis = j.value("axis", key_of(search_axis::time_scale));
+  if (axis == key_of(search_axis::session_copies)) {
+    s.axis = search_axis::session_copies;
+    s.start = 1;
+  } else if (axis != key_of(search_axis::time_scale)) {
+    throw config_error(where + ".axis: the search moves trace.time_scale or "
+                       "trace.session_copies, not " + axis);
+  }
+  s.start = j.value("start", s.start);
+  if (!(s.start > 0))
+    throw config_error(where + ".start: above 0");
+  if (s.axis == search_axis::session_copies && (s.start != std::floor(s.start) || s.start > 4096))
+    throw config_error(where + ".start: a whole number of copies, 1 to 4096");
   return s;
+}
+
+// One search for every trace set ({"axis": ..., "start": ...}), or one per trace set
+// ({"conversation": {...}, "agentic": {...}}, every set named).
+rate_search_spec search_of(const json& j, const std::string& where,
+                           const std::vector<trace_set>& sets) {
+  rate_search_spec s;
+  s.enabled = true;
+  if (!j.is_object() || j.empty() || j.contains("axis") || j.contains("start")) {
+    s.all = axis_search_of(j, where);
+    return s;
+  }
+  for (auto& [name, one] : j.items()) {
+    bool known = false;
+    for (const auto& t : sets)
+      known = known || t.name == name;
+    if (!known)
+      throw config_error(where + "." + name + ": no trace set of that name");
+    s.per_trace_set[name] = axis_search_of(one, where + "." + name);
+  }
+  for (const auto& t : sets)
+    if (!s.per_trace_set.count(t.name))
+      throw config_error(where + ": no search for trace set " + t.name);
+  return s;
+}
+
+const char* key_of(search_axis axis) {
+  return axis == search_axis::session_copies ? "trace.session_copies" : "trace.time_scale";
+}
+
+const axis_search& rate_search_spec::of(const std::string& trace_set) const {
+  auto it = per_trace_set.find(trace_set);
+  return it == per_trace_set.end() ? all : it->second;
 }
 
 sweep_spec read_sweep_file(const std::string& path) {
@@ -208,7 +249,7 @@ sweep_spec read_sweep_file(const std::string& path) {
     if (j.contains("seeds"))
       spec.seeds = j["seeds"].get<std::vector<uint64_t>>();
     if (j.contains("search"))
-      spec.search = search_of(j["search"], path + ": search");
+      spec.search = search_of(j["search"], path + ": search", spec.trace_sets);
     spec.mode = j.value("mode", spec.mode);
     spec.format = j.value("format", spec.format);
   } catch (const json::exception& e) {

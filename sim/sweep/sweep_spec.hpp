@@ -6,6 +6,7 @@
 // config, its traces, seed and mode), so that a finished cell is recognised and not run again.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,11 +31,26 @@ struct trace_set {
   std::vector<std::string> paths;
 };
 
+/// The config key a rate search moves: the time scale (rate x = 1 / trace.time_scale), or the
+/// copies of each session (rate x = trace.session_copies), for closed-loop traces whose load
+/// no time scale raises (docs/sweep.md, "The SLO capacity study").
+enum class search_axis { time_scale, session_copies };
+
+const char* key_of(search_axis axis);
+
+struct axis_search {
+  search_axis axis = search_axis::time_scale;
+  double start = 8;  ///< where the search starts: a time scale, or a number of copies
+};
+
 /// A sweep file's "search": the SLO capacity study searches each configuration's highest
-/// sustained rate by moving trace.time_scale instead of replaying a grid of it.
+/// sustained rate by moving one axis instead of replaying a grid of it; one search for every
+/// trace set, or one per trace set.
 struct rate_search_spec {
   bool enabled = false;
-  double start_time_scale = 8;  ///< where the search starts
+  axis_search all;
+  std::map<std::string, axis_search> per_trace_set;  ///< trace set name -> its search
+  const axis_search& of(const std::string& trace_set) const;
 };
 
 struct sweep_spec {

@@ -31,7 +31,7 @@ struct pending {
 
 class variant_source : public trace_source {
  public:
-  variant_source(std::unique_ptr<trace_source> inner, uint32_t file, workload_variant v)
+  variant_source(std::unique_ptr<trace_source> inner, uint64_t file, workload_variant v)
       : inner_(std::move(inner)), file_(file), variant_(v) {}
 
   bool next(trace_request& out) override {
@@ -85,7 +85,7 @@ class variant_source : public trace_source {
   }
 
   std::unique_ptr<trace_source> inner_;
-  uint32_t file_;
+  uint64_t file_;  ///< the draws' file key: the file's index, its copy number above it
   workload_variant variant_;
   std::priority_queue<pending, std::vector<pending>, std::greater<pending>> ready_;
   std::unordered_map<uint64_t, uint64_t> roots_;
@@ -98,10 +98,12 @@ class variant_source : public trace_source {
 
 std::unique_ptr<trace_source> vary_workload(std::unique_ptr<trace_source> source,
                                             uint32_t file_index,
-                                            const workload_variant& variant) {
+                                            const workload_variant& variant,
+                                            uint32_t copy) {
   if (!variant.any())
     return source;
-  return std::make_unique<variant_source>(std::move(source), file_index, variant);
+  uint64_t draw_key = uint64_t{file_index} | uint64_t{copy} << 32;
+  return std::make_unique<variant_source>(std::move(source), draw_key, variant);
 }
 
 }  // namespace kvtier

@@ -27,9 +27,11 @@ struct workload_variant {
 };
 
 /// `source` (file number `file_index`) as `variant` draws it; arrivals stay non-decreasing.
-/// Returns `source` itself when the variant changes nothing.
+/// Copy `copy` of a file (sim/trace/session_copies.hpp) draws apart from the file's other
+/// copies. Returns `source` itself when the variant changes nothing.
 std::unique_ptr<trace_source> vary_workload(std::unique_ptr<trace_source> source,
                                             uint32_t file_index,
-                                            const workload_variant& variant);
+                                            const workload_variant& variant,
+                                            uint32_t copy = 0);
 
 }  // namespace kvtier

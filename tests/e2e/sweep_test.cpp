@@ -287,12 +287,20 @@ TEST_CASE("study: named sweeps, and a study whose feature is missing says what i
   auto slo_plan = kvtier("study slo --plan --out " + sweep_scratch("study-slo").string());
   CHECK(slo_plan.code == 2);
   CHECK(slo_plan.out.find("cannot be planned ahead") != std::string::npos);
-  // The write-policy study plans 6 policies x 3 storage modes x 3 host sizes on 2 trace sets.
+  // The write-policy study plans 6 policies x 3 storage modes x 3 host sizes on 2 trace sets,
+  // each configuration 3 times: seeds 1-3, each a workload variant.
   fs::path out = sweep_scratch("study");
   auto plan = kvtier("study write-policy --plan --quiet --out " + out.string());
   INFO(plan.out);
   REQUIRE(plan.code == 0);
-  CHECK(json::parse(slurp(out / "plan.json"))["cells"].size() == 108);
+  json cells = json::parse(slurp(out / "plan.json"))["cells"];
+  CHECK(cells.size() == 324);
+  std::set<uint64_t> seeds;
+  for (const auto& c : cells) {
+    seeds.insert(c["seed"].get<uint64_t>());
+    CHECK(c["config"]["trace"]["sample_fraction"].get<double>() < 1);
+  }
+  CHECK(seeds == std::set<uint64_t>{1, 2, 3});
   fs::remove_all(out);
   // The PD study: 2 deployments x 2 handoff modes, and 4 mixed instances, at 2 time scales.
   fs::path pd = sweep_scratch("study-pd");

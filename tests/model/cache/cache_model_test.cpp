@@ -357,3 +357,52 @@ TEST_CASE("cache_model: a block with no device room passes through to host as th
     CHECK(m.tree().size() == 0);
   }
 }
+
+TEST_CASE("cache_model: a staged host copy that a swap-in reads stays until the swap-in lands",
+          "[model][storage][write_policy]") {
+  // write_back stages a finished block for storage through a host copy. The device copy is then
+  // evicted (the host copy is its last), and a new request swaps it in while the store still
+  // reads it. The store's end must not free that host copy: the swap-in reads it and, under
+  // write_back, frees it itself when it lands (docs/design.md, "Write policies").
+  cache_options o = tiers(1, 2, write_policy::write_back);
+  o.storage_tier = true;
+  o.storage = storage_write::always;
+  harness h(o);
+  auto blocks = blocks_of({1});
+  std::vector<block_id> fresh;
+  REQUIRE(h.m.allocate_device(1, fresh, h.orders));
+  node_id a = h.m.commit(root_node, blocks[0], fresh[0], h.orders).node;
+  h.m.store_finished(&a, 1, h.orders);
+  REQUIRE(h.orders.size() == 1);  // the staging backup
+  transfer_order backup = h.orders.front();
+  h.orders.clear();
+  h.m.complete(backup, h.orders);
+  REQUIRE(h.orders.size() == 1);
+  transfer_order store = h.orders.front();  // still reading the host copy
+  REQUIRE(store.kind == transfer_kind::store);
+  h.orders.clear();
+  h.m.release(&a, 1);
+
+  fresh.clear();
+  REQUIRE(h.m.allocate_device(1, fresh, h.orders));  // evicts a: its host copy stays
+  h.m.free_device(fresh[0]);
+  prefix_match pm = h.match({1});
+  REQUIRE(pm.host == 1);
+  h.m.acquire_matched(pm.nodes.data(), pm.nodes.size());
+  fresh.clear();
+  REQUIRE(h.m.allocate_device(1, fresh, h.orders));
+  h.m.swap_in(a, fresh[0], h.orders);
+  REQUIRE(h.orders.size() == 1);
+  transfer_order swap = h.orders.front();
+  h.orders.clear();
+
+  h.m.complete(store, h.orders);
+  CHECK(h.m.tree().node(a).ready(tier::host));  // the swap-in's source
+  h.check(false);
+  h.m.complete(swap, h.orders);
+  CHECK(h.m.tree().node(a).ready(tier::device));
+  CHECK_FALSE(h.m.tree().node(a).has(tier::host));  // write_back: freed on swap-in
+  CHECK(h.m.pool(tier::host).used_count() == 0);
+  h.m.release(&a, 1);
+  h.check(true);
+}
