@@ -109,7 +109,8 @@ typename Inspector::result_type inspect(Inspector& f, token_mark& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, commit& x) {
   return f(caf::meta::type_name("commit"), x.step, x.computed, x.finished, x.preempted, x.grows,
-           x.admits, x.drop_preempted);
+           x.admits, x.drop_preempted, x.device_dropped,
+           x.admit_blocks, x.grow_blocks);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_result& x) {

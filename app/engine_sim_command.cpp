@@ -61,7 +61,8 @@ CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args) {
   cmd->add_option("--device-owner", args.device_owner,
                   "kvtier: the server's controller allocates device blocks (protocol 1, 2); "
                   "engine: engine-sim's own allocator does, as an engine's KV cache manager, "
-                  "and names its block ids to kvtier (protocol 3, modelled backend)")
+                  "and names its block ids to kvtier (protocol 3; with --backend cuda kvtier "
+                  "loads into and saves from those blocks of engine-sim's tensors)")
     ->check(CLI::IsMember({"kvtier", "engine"}))
     ->capture_default_str();
   return cmd;
@@ -149,9 +150,6 @@ int print_block_hashes(const std::string& token_ids, uint32_t block_size) {
 }
 
 void check_backend_options(const engine_sim_args& args, bool real) {
-  if (real && args.device_owner == "engine")
-    throw config_error("--device-owner engine: the engine-owned device tier (protocol 3) runs "
-                       "modelled copies only; use --backend modelled");
   if (!real && (args.verify || args.swap_bench_blocks > 0))
     throw config_error(std::string(args.verify ? "--verify" : "--swap-bench")
                        + " works on real tensors: it needs --backend cuda");

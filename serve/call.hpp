@@ -76,6 +76,8 @@ struct call {
   /// (empty lists where an entry gave none).
   std::vector<std::vector<uint32_t>> admit_blocks;
   std::vector<std::vector<uint32_t>> grow_blocks;
+  /// Version 3: device block ids whose contents the engine dropped since its last step.
+  std::vector<uint64_t> evicted;
 };
 
 struct wire_error {

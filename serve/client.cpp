@@ -168,8 +168,9 @@ reply client::hello(const std::string& name, const model_shape& model, uint32_t 
 }
 
 reply client::hello_version(const std::string& name, const model_shape& model,
-                            uint32_t block_size, uint32_t version) {
-  reply r = hello_of(name, model, block_size, nullptr, version);
+                            uint32_t block_size, uint32_t version,
+                            const attach_request* tensors) {
+  reply r = hello_of(name, model, block_size, tensors, version);
   if (r.u64("version") != version)
     throw remote_error("version", "the server chose version " + std::to_string(r.u64("version"))
                                     + ", not " + std::to_string(version));

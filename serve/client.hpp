@@ -81,10 +81,10 @@ class client {
   /// (real mode) it offers protocol version 2 only and exports them.
   reply hello(const std::string& name, const model_shape& model, uint32_t block_size,
               const attach_request* tensors = nullptr);
-  /// hello offering only `version` (3: the engine-owned device tier); throws remote_error on
-  /// refusal, or when the server chose another.
+  /// hello offering only `version` (3: the engine-owned device tier), exporting `tensors` when
+  /// given (real mode); throws remote_error on refusal, or when the server chose another.
   reply hello_version(const std::string& name, const model_shape& model, uint32_t block_size,
-                      uint32_t version);
+                      uint32_t version, const attach_request* tensors = nullptr);
   uint64_t engine() const { return engine_; }
   const std::string& token() const { return token_; }
   /// The socket, for a poll beside other descriptors (the client stub's socket thread).

@@ -160,6 +160,7 @@ bool read_step_key(std::string_view k, const msgpack::object& v, call& out, seen
   else if (k == "preempted") out.step.preempted = as_marks(v, "preempted");
   else if (k == "grows") out.step.grows = as_marks(v, "grows", out.grow_blocks);
   else if (k == "admits") out.step.admits = as_marks(v, "admits", out.admit_blocks);
+  else if (k == "evicted") out.evicted = as_uints(v, "evicted");
   else return false;
   return true;
 }

@@ -35,6 +35,7 @@ std::optional<uint32_t> engine_block_allocator::take_fresh() {
   lru_.pop_front();
   by_key_.erase(*blocks_[id].key);
   blocks_[id].key.reset();
+  evicted_.push_back(id);
   return id;
 }
 
@@ -42,10 +43,12 @@ void engine_block_allocator::drop_ref(uint32_t id) {
   block& b = blocks_[id];
   if (--b.refs > 0)
     return;
-  if (b.key)
+  if (b.key) {
     b.cached = lru_.insert(lru_.end(), id);
-  else
-    free_.push_back(id);
+    return;
+  }
+  free_.push_back(id);
+  evicted_.push_back(id);
 }
 
 std::optional<std::vector<uint32_t>> engine_block_allocator::admit(
@@ -57,10 +60,12 @@ std::optional<std::vector<uint32_t>> engine_block_allocator::admit(
   size_t fresh = 0;
   bool shared = true;  // a prefix: once a block is not cached, none after it is looked up
   for (size_t i = 0; i < want; ++i) {
-    bool full = i < prompt.size() && prompt[i].tokens == block_size_;
-    if (full)
+    // Every block the prompt names is cached, its partial last one too: kvtier's model of a
+    // trace's blocks keeps it (docs/design.md), and the two caches must evict alike.
+    bool named = i < prompt.size();
+    if (named)
       key = chain(key, prompt[i].hash);
-    if (full && shared)
+    if (named && shared)
       if (auto it = by_key_.find(key); it != by_key_.end()) {
         block& b = blocks_[it->second];
         if (b.refs++ == 0)
@@ -76,13 +81,23 @@ std::optional<std::vector<uint32_t>> engine_block_allocator::admit(
     }
     ++fresh;
     blocks_[*id].refs = 1;
-    if (full && !by_key_.count(key)) {
+    if (named && !by_key_.count(key)) {
       blocks_[*id].key = key;
       by_key_[key] = *id;
     }
     table.push_back(*id);
   }
+  shared_[req] = want - fresh;
   return table;
+}
+
+void engine_block_allocator::refuse(request_id req) {
+  auto it = shared_.find(req);
+  if (it == shared_.end() || !tables_.count(req))
+    return release(req);
+  size_t shared = it->second;
+  shared_.erase(it);
+  undo_admit(req, shared);
 }
 
 void engine_block_allocator::undo_admit(request_id req, size_t shared) {
@@ -138,9 +153,17 @@ void engine_block_allocator::release(request_id req) {
   auto it = tables_.find(req);
   if (it == tables_.end())
     return;
-  for (uint32_t id : it->second)
-    drop_ref(id);
+  // Tail first, as vLLM's KV cache manager frees: a prefix outlives its tails in the cache.
+  for (auto id = it->second.rbegin(); id != it->second.rend(); ++id)
+    drop_ref(*id);
   tables_.erase(it);
+  shared_.erase(req);
+}
+
+std::vector<uint32_t> engine_block_allocator::take_evicted() {
+  std::vector<uint32_t> out;
+  out.swap(evicted_);
+  return out;
 }
 
 const std::vector<uint32_t>& engine_block_allocator::table(request_id req) const {

@@ -189,6 +189,7 @@ caf::result<ready> on_arrival(self_ptr self, const arrival& a) {
 // grows, admits); the ids go with the step (docs/protocol.md, version 3).
 struct engine_tables {
   std::vector<std::vector<uint32_t>> grows, admits;
+  std::vector<uint32_t> evicted;  // blocks whose contents went since the last step
 };
 
 engine_tables take_engine_blocks(remote_state& s, const commit& c) {
@@ -205,6 +206,10 @@ engine_tables take_engine_blocks(remote_state& s, const commit& c) {
   for (const token_mark& m : c.admits)
     t.admits.push_back(
       s.blocks->admit(m.req, s.prompts[m.req], m.tokens).value_or(std::vector<uint32_t>{}));
+  // Not sent yet: with these reports the server's device view follows this allocator, whose
+  // evictions still differ from kvtier's own model's (more device hits than `kvtier replay
+  // --clock wall`), and the end-to-end test compares with that model (docs/protocol.md).
+  t.evicted = s.blocks->take_evicted();
   return t;
 }
 
@@ -219,7 +224,7 @@ void settle_engine_blocks(remote_state& s, const commit& c, const engine_tables&
   for (size_t i = 0; i < a.granted.admits.size(); ++i) {
     const admit_result& r = a.granted.admits[i];
     if (!r.admitted) {
-      s.blocks->release(r.req);
+      s.blocks->refuse(r.req);
       continue;
     }
     const std::vector<uint32_t>& table = s.blocks->table(r.req);
@@ -356,16 +361,14 @@ attach_request tensors_of(const engine_device& gpu) {
 }
 
 reply say_hello(client& link, const remote_options& o, const std::string& name) {
-  if (o.owner == device_owner::engine) {
-    if (o.gpu)
-      throw remote_error("bad_request", "the engine-owned device tier (version 3) runs "
-                                        "modelled copies only: drop --backend cuda");
-    return link.hello_version(name, o.model, o.block_size, engine_tier_version);
-  }
   if (!o.gpu)
-    return link.hello(name, o.model, o.block_size);
+    return o.owner == device_owner::engine
+             ? link.hello_version(name, o.model, o.block_size, engine_tier_version)
+             : link.hello(name, o.model, o.block_size);
   attach_request t = tensors_of(*o.gpu);
-  reply r = link.hello(name, o.model, o.block_size, &t);
+  reply r = o.owner == device_owner::engine
+              ? link.hello_version(name, o.model, o.block_size, engine_tier_version, &t)
+              : link.hello(name, o.model, o.block_size, &t);
   if (o.verify && !r.flag("verify"))
     throw remote_error("bad_request", "--verify checks the patterns the server writes into "
                                       "computed blocks: start kvtier serve with --verify");

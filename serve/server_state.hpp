@@ -41,6 +41,7 @@ struct live_request {
   // Version 3: the engine's device block ids of the request's blocks, as admits and grows gave
   // them (empty while it does not run).
   std::vector<uint32_t> device_table;
+  std::vector<cache_block> names;  // version 3: its prompt's blocks under the server's names
 };
 
 struct engine_state {
@@ -50,6 +51,10 @@ struct engine_state {
   uint64_t last_step = 0;  // the engine's last step number, `step`'s and the shorthands' alike
   uint32_t version = 1;    // the protocol version its hello chose
   std::unordered_map<uint64_t, live_request> requests;
+  // Version 3: what the engine's device blocks hold, as its `computed` reports named them, and
+  // how many of its blocks hold each name; `evicted` takes them out (docs/protocol.md).
+  std::unordered_map<uint32_t, block_hash> device_contents;
+  std::unordered_map<block_hash, uint32_t> device_copies;
 };
 
 struct owner_ref {
@@ -131,6 +136,15 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
 /// device, if they do not; `c.step` still holds the engine's request ids.
 std::optional<std::string> check_device_tables(const engine_state& e, const call& c,
                                                uint32_t block_size, uint32_t device_blocks);
+/// Why a step's `evicted` must be refused, if it must: ids from an engine below version 3,
+/// beyond the device, or held by a request still running after the step's releases.
+std::optional<std::string> check_evictions(const engine_state& e, const call& c,
+                                           const commit& original, uint32_t device_blocks);
+/// Records which names the `computed` blocks hold on the engine's device, then takes the
+/// `evicted` ids out: a name no block of the engine holds any more goes to `work`'s
+/// device_dropped, for the controller to forget its device copy.
+void note_device_contents(engine_state& e, const call& c, const commit& original,
+                          commit& work);
 /// Applies a granted step (`original`: with the engine's request ids, shorthands' included) to
 /// the running requests' block tables (`admitted`: each grant
 /// admission's engine request; `failed`: the engine's failed grows) and returns each

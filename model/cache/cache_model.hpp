@@ -107,6 +107,7 @@ struct cache_counters {
   uint64_t preemption_stores = 0;   ///< stores a preemption asked for (save_to_storage)
   uint64_t staged_stores = 0;       ///< stores at finish that staged a D2H copy first
   uint64_t finish_stores_skipped = 0;  ///< stores due at finish without host room to stage
+  uint64_t engine_drops = 0;  ///< device copies the engine owning the device tier dropped
 };
 
 class cache_model {
@@ -206,6 +207,11 @@ class cache_model {
   /// Removes node `id` (if it is still that node) once it has no copy, no holder and no child:
   /// what a failed load leaves behind.
   void discard_if_bare(node_id id, uint32_t generation);
+
+  /// The engine that owns the device tier dropped the block named `hash` (docs/protocol.md,
+  /// version 3): its device copy, and its descendants', leave without a write-back; a host copy
+  /// stays. Nothing happens when a request holds one of them. Returns the copies dropped.
+  uint32_t drop_device_copy(block_hash hash, std::vector<transfer_order>& orders);
 
   /// Empties everything; requires no outstanding orders.
   void reset();

@@ -343,6 +343,24 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
   return true;
 }
 
+bool radix_tree::take_member(node_id id, tier t) {
+  int ti = node_tier(t);
+  tree_node& x = nodes_[id];
+  if (id == root_node || !x.in_set[ti])
+    return false;
+  count_reclaimable(x, -1);
+  x.in_set[ti] = false;  // its queue entry goes stale
+  --set_count_[ti];
+  x.taken[ti] = true;
+  tree_node& p = nodes_[x.parent];
+  if (t == tier::device)
+    --p.device_children;
+  else
+    --p.children;
+  refresh(x.parent, ti);
+  return true;
+}
+
 void radix_tree::untake(node_id id, int t) {
   tree_node& x = nodes_[id];
   KVTIER_ASSERT(x.taken[t]);

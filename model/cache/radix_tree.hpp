@@ -155,6 +155,9 @@ class radix_tree {
   /// node as gone so its parent may follow. All or nothing: on shortage the tree is unchanged
   /// and false is returned. Each chosen node must then lose its copy in `t` (set_copy absent).
   bool take_evictable(tier t, uint32_t n, std::vector<node_id>& out);
+  /// Chooses node `id`, a member of tier `t`'s evictable set, as take_evictable would; false
+  /// (nothing changed) if it is not one. It must then lose its copy in `t`.
+  bool take_member(node_id id, tier t);
 
   /// Empties the tree (a set sink hears cleared()).
   void reset();

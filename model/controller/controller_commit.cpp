@@ -7,6 +7,25 @@
 
 namespace kvtier {
 
+namespace {
+
+// The engine hands the id of a block it dropped out again right after the step (docs/protocol.md,
+// version 3): a copy still reading the block, or a device copy below it, finishes first.
+void wait_for_readers(const radix_tree& tree, const transfer_tracker& tracker, block_hash hash,
+                      std::vector<uint64_t>& barriers) {
+  std::vector<node_id> stack(1, tree.find(hash));
+  while (!stack.empty() && stack.back() != root_node) {
+    node_id x = stack.back();
+    stack.pop_back();
+    if (!tree.node(x).ready(tier::device))
+      continue;
+    tracker.users_of_device(tree.node(x).block_in(tier::device), barriers);
+    tree.for_each_child(x, [&](node_id c) { stack.push_back(c); });
+  }
+}
+
+}  // namespace
+
 void controller_core::commit_computed(request_state& r, uint32_t tokens,
                                       std::vector<transfer_order>& orders) {
   uint32_t complete = std::min<uint32_t>(r.layout.complete_within(tokens),
@@ -63,14 +82,26 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   }
   g.dropped_keys = std::move(written);
   release_protected_if_idle();
-  for (const token_mark& m : c.grows)
-    if (!grow(requests_.at(m.req), m.tokens, orders, inputs))
-      g.failed_grows.push_back(m.req);
+  for (block_hash h : c.device_dropped) {
+    wait_for_readers(model_.tree(), tracker_, h, inputs.barriers);
+    model_.drop_device_copy(h, orders);
+  }
+  for (size_t i = 0; i < c.grows.size(); ++i) {
+    request_state& r = requests_.at(c.grows[i].req);
+    size_t held = r.table.size();
+    if (!grow(r, c.grows[i].tokens, orders, inputs))
+      g.failed_grows.push_back(c.grows[i].req);
+    else if (i < c.grow_blocks.size())
+      note_engine_blocks(r, c.grow_blocks[i], held);
+  }
   bool admitting = true;
-  for (const token_mark& m : c.admits) {
+  for (size_t i = 0; i < c.admits.size(); ++i) {
+    const token_mark& m = c.admits[i];
     admit_result res;
     res.req = m.req;
     admitting = admitting && admit(m.req, m, res, orders, inputs);  // first come first served
+    if (res.admitted && i < c.admit_blocks.size())
+      note_engine_blocks(requests_.at(m.req), c.admit_blocks[i], 0);
     g.admits.push_back(res);
   }
   model_.collect_backups(orders);
@@ -80,6 +111,7 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   }
   size_t first = out.size();
   tracker_.batch(orders, out);
+  to_engine_blocks(out, 0);
   for (size_t i = first; i < out.size(); ++i)
     if (out[i].kind == transfer_kind::swap_in)
       inputs.swap_in = out[i].id;

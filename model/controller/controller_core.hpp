@@ -194,6 +194,11 @@ class controller_core {
   void commit_computed(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders);
   uint32_t victim_frees(const request_state& r) const;
   void note_written(const std::vector<block_id>& blocks, step_inputs& inputs) const;
+  /// Version 3: the engine's ids of `r`'s table from position `from` on.
+  void note_engine_blocks(const request_state& r, const std::vector<uint32_t>& ids, size_t from);
+  /// Version 3 (docs/protocol.md): moves a commit's transfers, `out` from `first` on, onto the
+  /// engine's block ids; unchanged where no commit named any (versions 1 and 2, replays).
+  void to_engine_blocks(std::vector<transfer>& out, size_t first);
 
   cache_model model_;
   controller_options options_;
@@ -212,6 +217,10 @@ class controller_core {
   uint32_t admitted_ = 0;          // requests admitted (running)
   // The reuse barrier: device block -> the preemption save (order) reading it.
   absl::flat_hash_map<block_id, uint64_t> preemption_reads_;
+  // Version 3: the engine's id of each device block a commit named one for (empty: none named).
+  std::vector<uint32_t> engine_blocks_;
+  // What this commit's admissions replaced: copies reading a block read its old contents.
+  absl::flat_hash_map<block_id, uint32_t> engine_blocks_before_;
   // scratch
   prefix_match match_;
   std::vector<block_id> fresh_;

@@ -96,6 +96,14 @@ struct commit {
   /// A decode instance drops its victims (docs/fastdeploy.md §4): once their blocks are released
   /// (and saved, by scheduler.preemption) the controller forgets them.
   bool drop_preempted = false;
+  /// The engine that owns the device tier dropped these blocks from its device (docs/protocol.md,
+  /// version 3): applied after the releases, before grows and admits; no copy reads them.
+  std::vector<block_hash> device_dropped;
+  /// Version 3: the engine's device block ids of each `admits` entry (its whole block table) and
+  /// each `grows` entry (the blocks added), in their order; empty lists elsewhere. The device
+  /// copies of those blocks address the engine's ids (real mode writes the engine's tensors).
+  std::vector<std::vector<uint32_t>> admit_blocks;
+  std::vector<std::vector<uint32_t>> grow_blocks;
 };
 
 struct admit_result {

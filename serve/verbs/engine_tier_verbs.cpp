@@ -65,6 +65,74 @@ std::optional<std::string> check_device_tables(const engine_state& e, const call
   return std::nullopt;
 }
 
+std::optional<std::string> check_evictions(const engine_state& e, const call& c,
+                                           const commit& original, uint32_t device_blocks) {
+  if (c.evicted.empty())
+    return std::nullopt;
+  if (e.version < engine_tier_version)
+    return std::string("'evicted' needs protocol version 3 (the engine-owned device tier)");
+  std::unordered_map<uint64_t, uint64_t> holder;  // block id -> a request still running
+  for (const auto& [req, r] : e.requests) {
+    bool released = std::find(original.finished.begin(), original.finished.end(), req)
+                    != original.finished.end();
+    for (const token_mark& m : original.preempted)
+      released = released || m.req == req;
+    if (!released)
+      for (uint32_t id : r.device_table)
+        holder.emplace(id, req);
+  }
+  for (uint64_t id : c.evicted) {
+    if (id >= device_blocks)
+      return "'evicted' names device block " + std::to_string(id) + ", beyond the engine's "
+             + std::to_string(device_blocks) + " blocks";
+    if (auto h = holder.find(id); h != holder.end())
+      return "'evicted' names device block " + std::to_string(id) + ", which request "
+             + std::to_string(h->second) + " still holds (a running request's blocks stay)";
+  }
+  return std::nullopt;
+}
+
+void note_device_contents(engine_state& e, const call& c, const commit& original,
+                          commit& work) {
+  if (e.version < engine_tier_version)
+    return;
+  // `drop`: the engine reported the block evicted; else (an id reused without a report) only
+  // the count goes: kvtier drops nothing the engine did not report (docs/protocol.md).
+  auto forget = [&](uint32_t id, bool drop) {
+    auto it = e.device_contents.find(id);
+    if (it == e.device_contents.end())
+      return;
+    block_hash name = it->second;
+    e.device_contents.erase(it);
+    if (--e.device_copies[name] > 0)
+      return;
+    e.device_copies.erase(name);
+    if (drop)
+      work.device_dropped.push_back(name);
+  };
+  for (const token_mark& m : original.computed) {
+    const live_request& r = e.requests.at(m.req);
+    // The prompt's blocks whose every token is computed (a trace's partial last one included).
+    uint64_t end = 0;
+    for (size_t i = 0; i < r.names.size() && i < r.device_table.size(); ++i) {
+      end += r.names[i].tokens;
+      if (end > m.tokens)
+        break;
+      block_hash name = r.names[i].hash;
+      auto [it, added] = e.device_contents.try_emplace(r.device_table[i], name);
+      if (!added && it->second == name)
+        continue;
+      if (!added) {  // reused without an eviction report
+        forget(r.device_table[i], false);
+        e.device_contents[r.device_table[i]] = name;
+      }
+      ++e.device_copies[name];
+    }
+  }
+  for (uint64_t id : c.evicted)
+    forget(static_cast<uint32_t>(id), true);
+}
+
 std::vector<std::vector<uint32_t>> settle_device_tables(engine_state& e, const call& c,
                                                         const commit& original, const grant& g,
                                                         const std::vector<uint64_t>& admitted,

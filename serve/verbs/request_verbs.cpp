@@ -135,6 +135,8 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   live_request& r = e.requests[c.req];
   r.global = global;
   r.prompt_blocks = static_cast<uint32_t>(blocks.size());
+  if (e.version >= engine_tier_version)
+    r.names = blocks;
   st.owners[global] = {engine, c.req};
   self->request(st.controller, caf::infinite, arrival{global, std::move(blocks)})
     .then([=](const ready& rd) { on_ready(self, rd); },

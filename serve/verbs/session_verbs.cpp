@@ -31,9 +31,9 @@ void do_hello(self_ptr self, ctx& x) {
   auto& st = self->state;
   const auto& s = st.settings;
   const call& c = x.c;
-  // A real server loads into the blocks its own device tier chose (version 2); the
-  // engine-owned tier (version 3) runs modelled copies only (docs/protocol.md).
-  uint32_t highest = s.gpu ? attach_version : protocol_version;
+  // A real server loads into the blocks its own device tier chose (version 2) or the engine
+  // named (version 3); either way on the engine's tensors (docs/protocol.md).
+  uint32_t highest = protocol_version;
   uint32_t version = 0;
   for (uint64_t v : c.versions)
     if (v >= protocol_version_min && v <= highest)
@@ -41,8 +41,7 @@ void do_hello(self_ptr self, ctx& x) {
   if (version == 0)
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::version,
                 "no common protocol version: the server speaks "
-                  + std::to_string(protocol_version_min) + " to " + std::to_string(highest)
-                  + (s.gpu ? " (version 3's engine-owned tier needs a modelled server)" : ""));
+                  + std::to_string(protocol_version_min) + " to " + std::to_string(highest));
   auto mismatch = [&](const std::string& field, const std::string& theirs,
                       const std::string& ours) {
     fail(self, x.conn, c.op, c.id, x.since, error_kind::model_mismatch,

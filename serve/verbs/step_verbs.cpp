@@ -144,8 +144,15 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
   if (auto bad = check_device_tables(e, c, st.settings.block_size, st.settings.device_blocks))
     return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
+  if (auto bad = check_evictions(e, c, original, st.settings.device_blocks))
+    return fail(self, x.conn, c.op, c.id, x.since, error_kind::bad_request, *bad);
   bool engine_tier = e.version >= engine_tier_version;
   e.last_step = engine_step;
+  note_device_contents(e, c, original, work);
+  if (engine_tier) {  // the controller's copies address the engine's blocks
+    work.admit_blocks = c.admit_blocks;
+    work.grow_blocks = c.grow_blocks;
+  }
   // The transitions the controller applies now, before its grant comes back.
   for (uint64_t req : original.finished) {
     st.owners.erase(e.requests.at(req).global);

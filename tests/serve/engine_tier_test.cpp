@@ -3,6 +3,8 @@
 // memory and storage only, and each admission's `load_blocks` are the engine's blocks kvtier
 // loads into.
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "serve/client.hpp"
@@ -160,13 +162,12 @@ TEST_CASE("engine-sim's device allocator shares prefixes and keeps released bloc
   auto first = a.admit(1, p, 10);
   REQUIRE(first);
   CHECK(first->size() == 3);
-  // The same prefix shares its full blocks; the partial one is private.
+  // The same prefix shares its blocks, the partial one the trace names too (as kvtier's model
+  // of a trace's blocks does).
   auto second = a.admit(2, p, 10);
   REQUIRE(second);
-  CHECK((*second)[0] == (*first)[0]);
-  CHECK((*second)[1] == (*first)[1]);
-  CHECK((*second)[2] != (*first)[2]);
-  CHECK_FALSE(a.admit(3, {{21, 4}, {22, 4}}, 12));  // 3 blocks wanted, 2 left: nothing taken
+  CHECK(*second == *first);
+  CHECK_FALSE(a.admit(3, {{21, 4}, {22, 4}}, 16));  // 4 blocks wanted, 3 left: nothing taken
   CHECK(a.table(3).empty());
   a.release(1);
   a.release(2);
@@ -178,4 +179,110 @@ TEST_CASE("engine-sim's device allocator shares prefixes and keeps released bloc
   REQUIRE(other);  // the failed admission's blocks went back free, not cached
   CHECK_FALSE(a.grow(5, 20));
   CHECK(a.table(5).size() == 4);
+}
+
+namespace {
+
+// A step that only reports the engine's evicted blocks.
+uint64_t send_evicted(client& c, uint64_t step, const std::vector<uint32_t>& ids) {
+  return c.send("step", 2, [&](map_writer& w) {
+    w.put("step", step);
+    w.put("evicted", ids);
+  });
+}
+
+uint64_t controller_stat(client& c, const char* key) {
+  reply s = c.call("stats");
+  const msgpack::object* v = reply::find_in(*s.find("controller"), key);
+  REQUIRE(v);
+  return v->as<uint64_t>();
+}
+
+// Prompt `t` admitted into `ids`, computed and finished, from step `step` on (three steps).
+void run_through(client& c, uint64_t req, const std::vector<int32_t>& t,
+                 const std::vector<uint32_t>& ids, uint64_t step) {
+  allocate_ready(c, req, t);
+  REQUIRE(c.receive(send_step(c, step, "admits", req, static_cast<uint32_t>(t.size()), &ids))
+            .flag("ok"));
+  REQUIRE(c.receive(send_step(c, step + 1, "computed", req, static_cast<uint32_t>(t.size())))
+            .flag("ok"));
+  REQUIRE(c.call("finish", 1, [req](map_writer& w) { w.put("req", req); }).flag("ok"));
+}
+
+}  // namespace
+
+TEST_CASE("version 3: a block the engine evicted leaves kvtier's device, its host copy stays",
+          "[serve]") {
+  serve_process s({"--set", "cache.device_tokens=1024", "--set", "cache.host_tokens=4096",
+                   "--set", "cache.write_policy=write_through"});
+  client c(s.endpoint());
+  c.hello_version("engine", llama(), 64, 3);
+  std::vector<int32_t> p1 = prompt(256, 1);
+  run_through(c, 1, p1, {10, 11, 12, 13}, 1);
+  // kvtier models all four on the engine's device: after its two-block prefix it offers nothing.
+  CHECK(lookup(c, p1, 128).u64("host_blocks") == 0);
+  // The engine drops the last two: kvtier offers their host copies after the engine's prefix.
+  REQUIRE(c.receive(send_evicted(c, 4, {12, 13})).flag("ok"));
+  reply l = lookup(c, p1, 128);
+  CHECK(l.u64("host_blocks") == 2);
+  CHECK(l.u64("host_tokens") == 128);
+  CHECK(lookup(c, p1, 0).u64("host_blocks") == 0);  // its first two are still the engine's
+  // Admitted again with the engine's two cached blocks: kvtier loads the other two.
+  allocate_ready(c, 2, p1);
+  std::vector<uint32_t> again = {10, 11, 4, 5};
+  reply r = c.receive(send_step(c, 5, "admits", 2, 256, &again));
+  REQUIRE(r.flag("ok"));
+  CHECK(load_blocks(r) == std::vector<uint32_t>{4, 5});
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("version 3: nothing is saved from a block the engine evicted; held blocks stay",
+          "[serve]") {
+  // write_back: a block leaving kvtier's device is copied to host memory, from its device block.
+  serve_process s({"--set", "cache.device_tokens=1024", "--set", "cache.host_tokens=4096",
+                   "--set", "cache.write_policy=write_back"});
+  client c(s.endpoint());
+  c.hello_version("engine", llama(), 64, 3);
+  std::vector<int32_t> p1 = prompt(256, 1);
+  run_through(c, 1, p1, {10, 11, 12, 13}, 1);
+  REQUIRE(c.receive(send_evicted(c, 4, {10, 11, 12, 13})).flag("ok"));
+  // A prompt of the whole pool: kvtier's model would write p1's blocks back; they are gone.
+  std::vector<uint32_t> all(16);
+  for (uint32_t i = 0; i < 16; ++i)
+    all[i] = i;
+  allocate_ready(c, 2, prompt(1024, 2));
+  REQUIRE(c.receive(send_step(c, 5, "admits", 2, 1024, &all)).flag("ok"));
+  CHECK(controller_stat(c, "write_backs") == 0);
+  CHECK(lookup(c, p1, 0).u64("host_blocks") == 0);
+  // A running request's block cannot have gone; ids beyond the pool are refused.
+  CHECK_THAT(error_of(c, send_evicted(c, 6, {3})),
+             Catch::Contains("names device block 3, which request 2 still holds"));
+  CHECK_THAT(error_of(c, send_evicted(c, 7, {16})), Catch::Contains("beyond the engine's 16"));
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("'evicted' needs version 3", "[serve]") {
+  serve_process s({"--set", "cache.device_tokens=1024", "--set", "cache.host_tokens=4096"});
+  client c(s.endpoint());
+  c.hello("engine", llama(), 64);
+  CHECK_THAT(error_of(c, send_evicted(c, 1, {0})), Catch::Contains("needs protocol version 3"));
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("engine-sim's device allocator tells which blocks' contents went", "[serve]") {
+  engine_block_allocator a(4, 4);
+  std::vector<cache_block> p = {{11, 4}, {12, 4}, {13, 2}};
+  REQUIRE(a.admit(1, p, 10));
+  std::vector<uint32_t> first = a.table(1);
+  CHECK(a.take_evicted().empty());
+  a.release(1);  // every block the prompt names stays cached
+  CHECK(a.take_evicted().empty());
+  // One named block and one past its prompt: the free block, then the least recently released
+  // cached one, the first prompt's tail (a request's blocks are released tail first).
+  REQUIRE(a.admit(2, {{21, 4}}, 8));
+  CHECK(a.take_evicted() == std::vector<uint32_t>{first[2]});
+  CHECK(a.table(2)[1] == first[2]);
+  a.release(2);  // the block past its prompt is nobody's to find again: its contents go
+  CHECK(a.take_evicted() == std::vector<uint32_t>{first[2]});
+  CHECK(a.take_evicted().empty());
 }

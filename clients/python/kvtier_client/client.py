@@ -172,6 +172,8 @@ class StepWork:
     # and `grows` (the new blocks) entries.
     admit_blocks: Dict[int, List[int]] = field(default_factory=dict)
     grow_blocks: Dict[int, List[int]] = field(default_factory=dict)
+    # Version 3: device block ids whose contents the engine dropped since its last step.
+    evicted: List[int] = field(default_factory=list)
 
     def to_wire(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -183,6 +185,8 @@ class StepWork:
                           for a, b in pairs]
         if self.finished:
             out["finished"] = [int(x) for x in self.finished]
+        if self.evicted:
+            out["evicted"] = [int(x) for x in self.evicted]
         return out
 
 

@@ -97,6 +97,11 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         self._reqs: Dict[str, _Request] = {}
         self._next_req = 1
         self._builds = 0
+        # Blocks reported computed whose contents kvtier may count on vLLM's device, and whether
+        # vLLM keeps a freed block cached (its prefix cache) or drops it (docs/vllm.md).
+        self._stored: Set[int] = set()
+        self._fresh: List[int] = []  # block ids vLLM handed out as new since the last step
+        self._caching = bool(getattr(vllm_config.cache_config, "enable_prefix_caching", True))
         self._client: Optional[Client] = None
         self._init_worker()
         if role == KVConnectorRole.SCHEDULER:
@@ -168,6 +173,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         r.table = list(ids[0]) if ids and isinstance(ids[0], (list, tuple)) else list(ids or [])
         if r.running:  # its asynchronous load landed: now scheduled, it grows
             return
+        self._fresh += r.table[r.offer[0] // self._block_size:]  # past vLLM's own prefix
         local, offered, load_async = r.offer
         r.offer = (local, num_external_tokens, load_async and num_external_tokens > 0)
         r.async_load = r.offer[2]
@@ -197,6 +203,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             self._report(r, work, meta)
         self._add_growth(work, scheduler_output, scheduled)
         admitted = self._add_admissions(work, scheduled)
+        self._report_evictions(work)
         if work.to_wire():
             reply = self._client.step(work)
             meta.step = reply.step
@@ -212,10 +219,12 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             work.computed.append((r.req, r.scheduled_until))
             meta.saves[r.rid] = r.table[r.computed // self._block_size:
                                         r.scheduled_until // self._block_size]
+            self._stored.update(meta.saves[r.rid])
             r.computed = r.scheduled_until
         if r.finishing and not r.loading:
             if r.allocated:
                 work.finished.append(r.req)
+                self._drop_uncached(r, work)
             if r.lookup is not None:
                 self._client.forget(r.lookup[1])
             del self._reqs[r.rid]
@@ -223,7 +232,31 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         if r.preempted:
             if r.running:  # the KV of its last step exists: what preemption may save
                 work.preempted.append((r.req, r.scheduled_until))
+                self._drop_uncached(r, work)
             r.running, r.preempted, r.sent, r.scheduled_until, r.computed = False, False, 0, 0, 0
+
+    def _drop_uncached(self, r: _Request, work: StepWork) -> None:
+        """Without prefix caching vLLM keeps nothing it frees: a released request's blocks
+        are gone from its device."""
+        if not self._caching:
+            work.evicted += [b for b in r.table[:r.sent] if b in self._stored]
+            self._stored.difference_update(r.table[:r.sent])
+
+    def _report_evictions(self, work: StepWork) -> None:
+        """vLLM v0.11.0 tells a connector of no eviction (its BlockRemoved events go to its
+        own publisher); it evicts a cached block only to hand its id out again. So a block id
+        vLLM gives a request as a new block (an allocation past vLLM's own prefix, a growth)
+        that kvtier was told holds KV is reported ``evicted`` in the step built next, before
+        the growth or admission that names it (docs/vllm.md)."""
+        # A block some request still runs with at kvtier is never named (a preemption vLLM has
+        # not told of yet): kvtier refuses such a report.
+        held = {b for x in self._reqs.values() if x.running and not x.preempted
+                for b in x.table[:x.sent]}
+        for b in self._fresh:
+            if b in self._stored and b not in held:
+                work.evicted.append(b)
+                self._stored.discard(b)
+        self._fresh = []
 
     def _add_growth(self, work: StepWork, out: Any, scheduled: Dict[str, int]) -> None:
         for rid, ids, whole, computed in _scheduled_requests(out):
@@ -232,6 +265,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
                 continue
             if ids is not None:
                 r.table = list(ids) if whole else r.table + list(ids)
+                self._fresh += [] if whole else list(ids)
             tokens = computed + scheduled.get(rid, 0)
             new = r.table[r.sent:self._blocks(tokens)]
             if tokens <= r.scheduled_until and not new:

@@ -192,6 +192,31 @@ class ConnectorConformanceTest(unittest.TestCase):
             stats = c.stats()
         self.assertEqual(stats["controller"]["invariant_violations"], 0)
 
+    def test_a_block_vllm_hands_out_again_is_reported_evicted(self):
+        # vLLM v0.11.0 evicts a cached block only to hand its id out again, and tells no
+        # connector: the connector reports the reused ids in the step that reuses them.
+        sched, s = self.make()
+        sent = []
+        step = sched._client.step
+        sched._client.step = lambda work: (sent.append(work), step(work))[1]
+        # Prompts no earlier run stored (kvtier's storage tier outlives a server).
+        first = 7000000 + int(time.time() * 1000) % 1000000 * 8
+        a = Request("ev-a", prompt(first, 4))
+        s.add(a)
+        # Until kvtier was told its four full blocks are computed (an admission that waited for
+        # kvtier's storage lookup reports them with a later step).
+        self.run_until(s, lambda: len(sched._stored) == 4)
+        self.quiet()
+        self.assertEqual(s.finish("ev-a"), (False, None))
+        s.step()
+        stored = set(sched._stored)
+        self.assertEqual([b for w in sent for b in w.evicted], [])
+        # A prompt of the whole pool: vLLM's allocator takes a's cached blocks for it.
+        self.serve(s, Request("ev-b", prompt(first + 4, DEVICE_BLOCKS - 1, tail=1)))
+        self.assertEqual(sorted(b for w in sent for b in w.evicted), sorted(stored))
+        # kvtier no longer counts them on the device (its model let them go, or the report did).
+        self.assertEqual(self.held(prompt(first, 4))[0], 0)
+
     def test_extra_keys_mix_lora_and_multimodal_items(self):
         plain = Request("p", [1, 2, 3])
         lora = Request("l", [1, 2, 3], lora_request=SimpleNamespace(lora_int_id=3,
