@@ -198,7 +198,8 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
            x.handoff_blocks_sent, x.handoff_blocks_skipped, x.handoff_reads,
            x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
            x.output_cache_writes, x.output_cache_blocks, x.decode_drops, x.decode_drop_writes,
-           x.decode_drop_write_blocks, x.decode_drop_write_timeouts, x.decode_drop_write_wait_ns);
+           x.decode_drop_write_blocks, x.decode_drop_write_timeouts, x.decode_drop_write_wait_ns,
+           x.layer_gap_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {

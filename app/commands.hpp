@@ -116,6 +116,7 @@ struct bench_transfer_args {
   std::vector<uint32_t> block_sizes{16, 64};
   double gib = 2.0;
   uint32_t repetitions = 5;
+  uint32_t idle_gap_ms = 0;  ///< the sweep also times each size after this long idle
   bool no_verify = false;
   std::string json_out;
   std::string calibration_out;

@@ -4,9 +4,11 @@
 #include "gpu/transfer_bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <memory>
 #include <ostream>
+#include <thread>
 
 #include "gpu/bench_blocks.hpp"
 
@@ -15,6 +17,9 @@ namespace kvtier::gpu {
 namespace {
 
 using namespace bench;
+
+/// Timings of the sweep's fresh-host column, each on host blocks of its own.
+constexpr uint32_t fresh_repetitions = 3;
 
 void require_clean(const std::optional<verify_mismatch>& bad, const std::string& what) {
   if (bad)
@@ -70,11 +75,17 @@ class size_run {
   method_figures method(transfer_method m, transfer_direction d);
   duplex_figures duplex(transfer_method m);
   link_fit fit(transfer_method m, transfer_direction d, double large_ns);
+  link_sweep sweep(transfer_direction d);
+  enum class timing { back_to_back, after_idle, beside_compute, fresh_host };
+  double time_copies(transfer_direction d, const std::vector<block_pair>& pairs, timing how,
+                     double cover_ns = 0);
+  std::vector<op_id> load_compute(double cover_ns);
   const std::vector<block_pair>& pairs(transfer_direction d) const {
     return d == transfer_direction::h2d ? place_.h2d : place_.d2h;
   }
 
   const bench_options& o_;
+  uint32_t fresh_first_ = 0;  // the next host block no copy has touched
   std::ostream* log_;
   block_size_figures fig_;
   std::unique_ptr<kv_cache> cache_;
@@ -89,7 +100,14 @@ size_run::size_run(const bench_options& o, uint32_t block_size, std::ostream* lo
   uint64_t block_bytes = cfg.shape.host_block_bytes();
   uint32_t n = static_cast<uint32_t>(std::max<uint64_t>(1, o.transfer_bytes / block_bytes));
   cfg.device_blocks = 3 * n;
-  cfg.host_blocks = 2 * n;
+  // Past the 2n blocks of the placement, host blocks that each sweep copy of the fresh-host
+  // column uses once, as a replay's backups write (and its swap-ins read) host blocks the GPU
+  // has not touched since long before.
+  uint32_t fresh = 0;
+  for (uint32_t k : sweep_sizes(n))
+    fresh += 2 * k * fresh_repetitions;  // both directions
+  cfg.host_blocks = 2 * n + fresh;
+  fresh_first_ = 2 * n;
   cfg.calibrate_compute = false;
   cfg.on_complete = nullptr;
   cache_ = make_kv_cache(cfg);
@@ -215,6 +233,70 @@ link_fit size_run::fit(transfer_method m, transfer_direction d, double large_ns)
   return f;
 }
 
+/// Busy passes on the compute stream for about `cover_ns`, submitted after a copy so that they
+/// run beside it, as the steps after a backup's producer (or a swap-in's own step) do.
+std::vector<op_id> size_run::load_compute(double cover_ns) {
+  constexpr uint64_t layer_ns = 10'000;
+  const std::vector<uint64_t> pass(cache_->layout().shape.layers, layer_ns);
+  double pass_ns = static_cast<double>(layer_ns) * pass.size();
+  std::vector<op_id> ids;
+  for (double covered = 0; covered < cover_ns; covered += pass_ns)
+    ids.push_back(cache_->submit_compute(pass));
+  return ids;
+}
+
+/// The median of the repetitions of one transfer of `p` by the default method: back to back,
+/// each after bench_options::idle_gap_ms with nothing in flight, or each beside compute passes
+/// covering `cover_ns`.
+double size_run::time_copies(transfer_direction d, const std::vector<block_pair>& p, timing how,
+                             double cover_ns) {
+  std::vector<double> ns;
+  uint32_t reps = how == timing::fresh_host ? fresh_repetitions : o_.repetitions;
+  for (uint32_t i = 0; i < reps; ++i) {
+    if (how == timing::after_idle)
+      std::this_thread::sleep_for(std::chrono::milliseconds(o_.idle_gap_ms));
+    std::vector<block_pair> fresh = p;
+    if (how == timing::fresh_host)
+      for (block_pair& f : fresh)
+        f.host = fresh_first_++;
+    op_id copy = submit(*cache_, d, how == timing::fresh_host ? fresh : p, default_method(d));
+    std::vector<op_id> load;
+    if (how == timing::beside_compute)
+      load = load_compute(cover_ns);
+    ns.push_back(finish(*cache_, copy).total_ns);
+    for (op_id c : load) {
+      cache_->wait(c);
+      cache_->release(c);
+    }
+  }
+  return median(ns);
+}
+
+/// The calibration sweep: the first k pairs of the placement for k = 1, 2, 4, ... and all, each
+/// after a warm-up copy of its own.
+link_sweep size_run::sweep(transfer_direction d) {
+  const std::vector<block_pair>& all = pairs(d);
+  uint64_t block_bytes = cache_->layout().shape.host_block_bytes();
+  std::vector<sweep_point> points;
+  for (uint32_t k : sweep_sizes(static_cast<uint32_t>(all.size()))) {
+    std::vector<block_pair> some(all.begin(), all.begin() + k);
+    finish(*cache_, submit(*cache_, d, some, default_method(d)));
+    sweep_point p;
+    p.blocks = k;
+    p.bytes = k * block_bytes;
+    p.median_ns = time_copies(d, some, timing::back_to_back);
+    if (o_.idle_gap_ms > 0)
+      p.idle_median_ns = time_copies(d, some, timing::after_idle);
+    p.beside_compute_ns = time_copies(d, some, timing::beside_compute, 1.5 * p.median_ns);
+    p.fresh_host_ns = time_copies(d, some, timing::fresh_host);
+    points.push_back(p);
+  }
+  link_sweep w = fit_sweep(d, default_method(d), points, cache_->layout().shape.layers);
+  log(std::string("sweep ") + to_string(d) + " " + gbps_text(w.fit.bandwidth_gbps)
+      + (w.rejected.empty() ? "" : " REFUSED: " + w.rejected));
+  return w;
+}
+
 block_size_figures size_run::measure() {
   // The bulk copies overwrite whatever lies in their ranges: run them before the patterns.
   fig_.bulk_h2d_gbps = bulk(transfer_direction::h2d);
@@ -234,9 +316,10 @@ block_size_figures size_run::measure() {
   for (transfer_method m : methods)
     if (m != transfer_method::per_chunk)
       fig_.duplex.push_back(duplex(m));
-  for (const method_figures& f : fig_.methods) {
-    if (f.method == default_method(f.direction))
-      (f.direction == transfer_direction::h2d ? fig_.h2d_fit : fig_.d2h_fit) = f.fit;
+  // The calibration comes from the sweep: copies of every size a replay makes.
+  for (transfer_direction d : {transfer_direction::h2d, transfer_direction::d2h}) {
+    fig_.sweeps.push_back(sweep(d));
+    (d == transfer_direction::h2d ? fig_.h2d_fit : fig_.d2h_fit) = fig_.sweeps.back().fit;
   }
   return fig_;
 }

@@ -13,7 +13,10 @@
 //   - each method per direction, as GB/s (1e9 B/s) and as a fraction of the reference;
 //   - each method in both directions at once, against the bulk duplex;
 //   - per method and direction a small transfer too, for the fit t = latency + bytes / bandwidth
-//     (and for H2D the same per layer step).
+//     (and for H2D the same per layer step);
+//   - the calibration sweep: the default method per direction at sizes from one block to the
+//     full transfer, as swap-ins and backups have them, fitted by least relative error, with
+//     each size's residual shown and a fit that misses rejected (docs/gpu.md).
 
 #include <cstdint>
 #include <iosfwd>
@@ -40,6 +43,9 @@ struct bench_options {
   uint32_t small_blocks = 4;    ///< blocks of the small transfer of the latency fit
   uint64_t seed = 1;
   kv_cache_config tuning;       ///< staging and zero-copy settings; the rest is the bench's
+  /// The sweep also times each size after this long with the link idle (0: it does not): a
+  /// replay's copies are often isolated, the bench's back to back.
+  uint32_t idle_gap_ms = 0;
 };
 
 /// t = latency + bytes / bandwidth, from a small and a large transfer.
@@ -52,6 +58,56 @@ struct link_fit {
 
 /// Fits `link_fit` through (small_bytes, small_ns) and (large_bytes, large_ns).
 link_fit fit_link(uint64_t small_bytes, double small_ns, uint64_t large_bytes, double large_ns);
+
+/// One size of the calibration sweep: `blocks` whole blocks in one transfer.
+struct sweep_point {
+  uint32_t blocks = 0;
+  uint64_t bytes = 0;
+  double median_ns = 0;       ///< back to back: median of the repetitions after a warm-up
+  double idle_median_ns = 0;  ///< each after bench_options::idle_gap_ms idle (0: not measured)
+  /// Each with emulated compute running beside it (busy passes of 32 layers of 10 us on the
+  /// compute stream, submitted after the copy): how a replay's backups and swap-ins run.
+  double beside_compute_ns = 0;
+  /// Each to (or from) host blocks no copy has touched before, as a replay's backups and
+  /// swap-ins meet them: the GPU's host address translations are then cold.
+  double fresh_host_ns = 0;
+  /// What the fit goes through: fresh_host_ns where measured, else beside_compute_ns, else
+  /// median_ns.
+  double fitted_source_ns() const {
+    if (fresh_host_ns > 0)
+      return fresh_host_ns;
+    return beside_compute_ns > 0 ? beside_compute_ns : median_ns;
+  }
+  double fitted_ns = 0;       ///< the fit's value at this size
+  bool used = true;           ///< false: the one outlier the fit left out
+  double residual() const {
+    double t = fitted_source_ns();
+    return t > 0 ? (fitted_ns - t) / t : 0;
+  }
+};
+
+/// The most a size used by the fit may miss it by before the fit is refused.
+inline constexpr double sweep_residual_max = 0.08;
+
+/// The calibration sweep of one direction and its fit.
+struct link_sweep {
+  transfer_direction direction = transfer_direction::h2d;
+  std::vector<sweep_point> points;
+  link_fit fit;
+  double max_residual = 0;  ///< the largest |residual| among the points used
+  std::string rejected;     ///< why the fit is refused; empty: accepted
+};
+
+/// The sizes the sweep times for a transfer of `blocks` blocks: 1, 2, 4, ... and `blocks`.
+std::vector<uint32_t> sweep_sizes(uint32_t blocks);
+
+/// Fits t = fixed + bytes / bandwidth through fitted_source_ns() by least relative error
+/// (weights 1 / t^2: a one-block copy counts as much as the full one; a negative fixed cost is
+/// fitted as 0). If a point misses by more than sweep_residual_max, the fit is redone without
+/// the worst one; if a point still misses, `rejected` names it. The fixed cost is the link_fit's
+/// latency; for H2D, which the model charges per layer, also layer_latency_us = fixed / layers.
+link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_point> points,
+                     uint32_t layers);
 
 struct method_figures {
   transfer_method method = transfer_method::automatic;
@@ -81,8 +137,9 @@ struct block_size_figures {
   double bulk_duplex_gbps = 0;
   std::vector<method_figures> methods;
   std::vector<duplex_figures> duplex;
-  link_fit h2d_fit;  ///< of the default method: the calibration
+  link_fit h2d_fit;  ///< of the default method: the calibration (from the sweep)
   link_fit d2h_fit;
+  std::vector<link_sweep> sweeps;  ///< H2D then D2H
 };
 
 struct bench_report {
@@ -115,6 +172,9 @@ std::vector<std::string> missed_targets(const bench_report& report);
 /// "kvtier.calibration/1": the default method per direction with its fitted bandwidth and
 /// latency (and per-layer latency for H2D), and the duplex rate of the two together.
 nlohmann::json calibration_json(const bench_report& report, uint32_t block_size);
+
+/// Why the calibration of `block_size` cannot be used (a sweep's fit refused); empty: it can.
+std::string calibration_refusal(const bench_report& report, uint32_t block_size);
 
 /// Writes calibration_json() to `path`; throws gpu_error if it cannot.
 void write_calibration_file(const std::string& path, const bench_report& report,

@@ -63,6 +63,33 @@ nlohmann::json shape_json(const kv_shape& s) {
           {"block_size", s.block_size}};
 }
 
+/// One sweep: each size back to back, beside compute, on fresh host blocks (what the fit goes
+/// through) and after an idle gap if timed; the fit's value and residual.
+void sweep_rows(const link_sweep& w, std::string& out) {
+  bool idle = !w.points.empty() && w.points.front().idle_median_ns > 0;
+  out += std::string("  sweep ") + (w.direction == transfer_direction::h2d ? "H2D" : "D2H")
+         + " " + to_string(w.fit.method) + " (ms, GB/s):\n"
+         + "   blocks      MiB   back to back   beside compute     fresh host      fit  residual"
+         + (idle ? "   after idle" : "") + "\n";
+  for (const sweep_point& p : w.points) {
+    char row[200];
+    auto rate = [&](double ns) { return ns > 0 ? p.bytes / ns : 0.0; };
+    std::snprintf(row, sizeof row,
+                  "  %7u %8.1f %8.3f %5.1f %10.3f %5.1f %9.3f %5.1f %8.3f %+8.1f%%%s", p.blocks,
+                  static_cast<double>(p.bytes) / (1 << 20), p.median_ns / 1e6,
+                  rate(p.median_ns), p.beside_compute_ns / 1e6, rate(p.beside_compute_ns),
+                  p.fresh_host_ns / 1e6, rate(p.fresh_host_ns), p.fitted_ns / 1e6,
+                  100 * p.residual(), p.used ? "" : " (left out)");
+    out += row;
+    if (idle)
+      out += format(" %8.3f %5.1f", p.idle_median_ns / 1e6, p.bytes / p.idle_median_ns);
+    out += "\n";
+  }
+  out += format("  sweep fit: %.1f GB/s, fixed %.1f us; largest residual %.1f%%",
+                w.fit.bandwidth_gbps, w.fit.latency_us, 100 * w.max_residual)
+         + (w.rejected.empty() ? std::string("\n") : "; REFUSED: " + w.rejected + "\n");
+}
+
 void table_rows(const block_size_figures& s, std::string& out) {
   out += "  method       H2D GB/s  of bulk  fixed us   D2H GB/s  of bulk  fixed us  verified\n";
   out += format("  bulk copy    %8.1f   100.0%%         -   %8.1f   100.0%%         -  -\n",
@@ -91,6 +118,8 @@ void table_rows(const block_size_figures& s, std::string& out) {
                   x.verified ? "verified" : "unverified");
     out += line;
   }
+  for (const link_sweep& w : s.sweeps)
+    sweep_rows(w, out);
   for (const link_fit* f : {&s.h2d_fit, &s.d2h_fit}) {
     bool h2d = f == &s.h2d_fit;
     out += std::string("  calibration ") + (h2d ? "H2D " : "D2H ") + to_string(f->method) + ": "
@@ -162,6 +191,32 @@ std::string format_bench_table(const bench_report& r) {
   return out;
 }
 
+namespace {
+
+nlohmann::json sweep_json(const link_sweep& w) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const sweep_point& p : w.points)
+    points.push_back({{"blocks", p.blocks},         {"bytes", p.bytes},
+                      {"median_ms", p.median_ns / 1e6}, {"idle_median_ms", p.idle_median_ns / 1e6},
+                      {"beside_compute_ms", p.beside_compute_ns / 1e6},
+                      {"fresh_host_ms", p.fresh_host_ns / 1e6},
+                      {"fitted_ms", p.fitted_ns / 1e6}, {"residual", p.residual()},
+                      {"used", p.used}});
+  return {{"direction", to_string(w.direction)}, {"method", to_string(w.fit.method)},
+          {"bandwidth_gbps", w.fit.bandwidth_gbps}, {"latency_us", w.fit.latency_us},
+          {"max_residual", w.max_residual}, {"rejected", w.rejected}, {"points", points}};
+}
+
+}  // namespace
+
+std::string calibration_refusal(const bench_report& r, uint32_t block_size) {
+  for (const link_sweep& w : size_of(r, block_size).sweeps)
+    if (!w.rejected.empty())
+      return std::string("the ") + (w.direction == transfer_direction::h2d ? "H2D" : "D2H")
+             + " sweep at " + std::to_string(block_size) + "-token blocks: " + w.rejected;
+  return "";
+}
+
 nlohmann::json bench_to_json(const bench_report& r) {
   nlohmann::json sizes = nlohmann::json::array();
   for (const block_size_figures& s : r.sizes) {
@@ -183,6 +238,9 @@ nlohmann::json bench_to_json(const bench_report& r) {
                         {"gbps", x.gbps},
                         {"of_bulk", x.of_bulk},
                         {"verified", x.verified}});
+    nlohmann::json sweeps = nlohmann::json::array();
+    for (const link_sweep& w : s.sweeps)
+      sweeps.push_back(sweep_json(w));
     sizes.push_back({{"block_size", s.block_size},
                      {"blocks", s.blocks},
                      {"bytes", s.bytes},
@@ -192,6 +250,7 @@ nlohmann::json bench_to_json(const bench_report& r) {
                                {"duplex_gbps", s.bulk_duplex_gbps}}},
                      {"methods", methods},
                      {"duplex", duplex},
+                     {"sweeps", sweeps},
                      {"calibration", calibration_json(r, s.block_size)}});
   }
   std::vector<std::string> misses = missed_targets(r);

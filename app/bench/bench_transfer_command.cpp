@@ -29,6 +29,11 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
   cmd->add_option("--repetitions", args.repetitions, "timed runs per figure (median)")
     ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->capture_default_str();
+  cmd->add_option("--idle-gap-ms", args.idle_gap_ms,
+                  "the calibration sweep also times each size after this long with the link "
+                  "idle, as a replay's isolated copies run (0: not)")
+    ->check(unsigned_in_range(60'000))
+    ->capture_default_str();
   cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");
   cmd->add_option("--json", args.json_out, "also write every figure to this JSON file");
   cmd->add_option("--emit-calibration", args.calibration_out,
@@ -52,6 +57,7 @@ int run_bench_transfer(const bench_transfer_args& args) {
   o.transfer_bytes = static_cast<uint64_t>(args.gib * double(1ull << 30));
   o.repetitions = args.repetitions;
   o.verify = !args.no_verify;
+  o.idle_gap_ms = args.idle_gap_ms;
   gpu::device_info device = gpu::query_device();
   if (!device.available) {
     std::cerr << "kvtier: skipped: no CUDA device (" << device.reason << ")\n";
@@ -91,6 +97,11 @@ int run_bench_transfer(const bench_transfer_args& args) {
       for (uint32_t s : args.block_sizes)
         if (s == rc.block_size)
           bs = s;
+    }
+    std::string refused = gpu::calibration_refusal(report, bs);
+    if (!refused.empty()) {
+      std::cerr << "kvtier: no calibration written: " << refused << "\n";
+      return exit_failure;
     }
     atomic_file f(args.calibration_out);
     f.out() << gpu::calibration_json(report, bs).dump(2) << '\n';

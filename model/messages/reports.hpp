@@ -82,6 +82,9 @@ struct scheduler_report {
   /// always 0 in virtual time, where neither takes any.
   int64_t lag_ns = 0;
   int64_t lag_max_ns = 0;      ///< the longest single such delay
+  /// GPU compute: time between the layers of steps that follow no swap-in (launch gaps, not
+  /// waits for copies; not modelled). 0 in virtual time.
+  int64_t layer_gap_ns = 0;
   bool drained = false;        ///< every request finished
   /// Tokens preempted requests found cached at re-admission, by tier.
   per_tier<uint64_t> restored_tokens{};

@@ -81,6 +81,7 @@ class scheduler_core {
   step_plan plan_;
   std::vector<work_item> items_;
   int64_t step_start_ = 0;
+  bool step_after_swap_in_ = false;  // the step's layers wait for a swap-in (GPU compute)
   int64_t plan_start_ = 0;  // when planning the step began
   int64_t step_due_ = -1;   // when the modelled step ends (-1: not granted yet, or GPU)
 };

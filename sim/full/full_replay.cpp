@@ -67,6 +67,7 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.preemptions += x.preemptions;
   sum.recomputed_tokens += x.recomputed_tokens;
   sum.layer_wait_ns += x.layer_wait_ns;
+  sum.layer_gap_ns += x.layer_gap_ns;
   sum.busy_ns += x.busy_ns;
   sum.prefill_tokens += x.prefill_tokens;
   sum.decode_tokens += x.decode_tokens;

@@ -142,3 +142,73 @@ TEST_CASE("bench table and JSON carry every figure", "[gpu][bench]") {
   CHECK(j.at("block_sizes")[1].at("calibration") == calibration_json(r, 64));
   CHECK(j.at("targets").at("met") == true);
 }
+
+namespace {
+
+/// Sweep points on t = fixed + bytes / gbps, 8 MiB blocks (64-token Llama-3-8B blocks).
+std::vector<sweep_point> sweep_on(double fixed_ns, double gbps, uint32_t blocks) {
+  std::vector<sweep_point> points;
+  for (uint32_t k : sweep_sizes(blocks)) {
+    sweep_point p;
+    p.blocks = k;
+    p.bytes = uint64_t(k) << 23;
+    p.median_ns = fixed_ns + p.bytes / gbps;
+    points.push_back(p);
+  }
+  return points;
+}
+
+}  // namespace
+
+TEST_CASE("sweep sizes: powers of two up to the whole transfer", "[gpu][bench]") {
+  CHECK(sweep_sizes(256) == std::vector<uint32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  CHECK(sweep_sizes(100) == std::vector<uint32_t>{1, 2, 4, 8, 16, 32, 64, 100});
+  CHECK(sweep_sizes(1) == std::vector<uint32_t>{1});
+}
+
+TEST_CASE("fit_sweep: fixed cost and rate through every size, residuals near 0",
+          "[gpu][bench]") {
+  link_sweep w = fit_sweep(transfer_direction::h2d, transfer_method::staging,
+                           sweep_on(128'000, 52.0, 256), 32);
+  CHECK(w.rejected.empty());
+  CHECK(w.fit.bandwidth_gbps == Approx(52.0).epsilon(1e-6));
+  CHECK(w.fit.latency_us == Approx(128.0).epsilon(1e-6));
+  CHECK(w.fit.layer_latency_us == Approx(4.0).epsilon(1e-6));  // the model charges it per layer
+  CHECK(w.max_residual < 1e-9);
+  for (const sweep_point& p : w.points)
+    CHECK(p.fitted_ns == Approx(p.median_ns));
+}
+
+TEST_CASE("fit_sweep: one slow small copy is left out instead of setting the fixed cost",
+          "[gpu][bench]") {
+  // The H200's calibration: its 4-block copies ran at half speed, and a fit through them and
+  // the full transfer charged 836.7 us per swap-in that real swap-ins did not take.
+  std::vector<sweep_point> points = sweep_on(30'000, 52.0, 256);
+  points[2].median_ns *= 2;
+  link_sweep w = fit_sweep(transfer_direction::d2h, transfer_method::staging, points, 32);
+  CHECK(w.rejected.empty());
+  CHECK_FALSE(w.points[2].used);
+  CHECK(w.points[2].residual() == Approx(-0.5).margin(0.01));
+  CHECK(w.fit.bandwidth_gbps == Approx(52.0).epsilon(1e-6));
+  CHECK(w.fit.latency_us == Approx(30.0).epsilon(1e-6));
+  CHECK(w.fit.layer_latency_us == 0);
+}
+
+TEST_CASE("fit_sweep: a sweep no line fits is refused, naming the size it misses",
+          "[gpu][bench]") {
+  std::vector<sweep_point> points = sweep_on(30'000, 52.0, 256);
+  points[1].median_ns *= 3;
+  points[4].median_ns *= 2;
+  link_sweep w = fit_sweep(transfer_direction::h2d, transfer_method::staging, points, 32);
+  CHECK_FALSE(w.rejected.empty());
+  CHECK(w.rejected.find("-block copies by") != std::string::npos);
+  CHECK(w.max_residual > sweep_residual_max);
+  bench_report r = sample_report();
+  r.sizes[1].sweeps = {w};
+  CHECK(calibration_refusal(r, 64).find("H2D sweep at 64-token blocks") != std::string::npos);
+  CHECK(calibration_refusal(r, 16).empty());
+  std::string table = format_bench_table(r);
+  CHECK(table.find("REFUSED") != std::string::npos);
+  CHECK(table.find("(left out)") != std::string::npos);
+  CHECK(bench_to_json(r).at("block_sizes")[1].at("sweeps")[0].at("points").size() == 9);
+}

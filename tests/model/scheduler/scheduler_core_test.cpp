@@ -358,3 +358,32 @@ TEST_CASE("scheduler core: a prefill instance answers a storage handoff once it 
   CHECK(done.first_token_ns == d.now);  // emitted once every block is visible
   CHECK(at<timer_order>(d.out, 1).kind == timer_kind::plan);  // its blocks go at the next commit
 }
+
+TEST_CASE("scheduler core, GPU compute: only a step after a swap-in counts its stall as a "
+          "layer wait; the other steps' stalls are layer gaps",
+          "[scheduler][scheduler_core]") {
+  int64_t now = 0;
+  scheduler_core core(opts(), step_compute::gpu, [&] { return now; });
+  scheduler_orders out;
+  request_arrival a = arrival_of(1, {1, 2}, 3);
+  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
+  core.on_ready(ready{1, 0, 64}, out = {});
+  core.on_step_timer(0, out = {});
+  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
+  commit c = only<commit>(out);
+  grant g;
+  g.step = c.step;
+  g.admits.push_back(admitted(1));
+  g.available_blocks = 62;
+  g.swap_in = 5;  // the prompt's blocks come in from the host tier
+  core.on_grant(g, out = {});
+  CHECK(only<compute_request>(out).after_swap_in == 5);
+  core.on_compute_done(c.step, 700, out = {});
+  c = only<commit>(out);
+  core.on_grant(grant{c.step, {}, {}, 62, {}, 0, {}, {}}, out = {});
+  CHECK(only<compute_request>(out).after_swap_in == 0);
+  core.on_compute_done(c.step, 40, out = {});
+  scheduler_report rep = core.report();
+  CHECK(rep.layer_wait_ns == 700);
+  CHECK(rep.layer_gap_ns == 40);
+}
