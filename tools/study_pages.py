@@ -31,41 +31,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sweep_report  # noqa: E402  (derive: bytes in GB, write amplification)
+from study_format import GB, fmt, link_sum, md_table, num  # noqa: E402
+from study_preemption import (preemption_costs_table, preemption_decode_table,  # noqa: E402
+                              preemption_modes_table, prefetch_table)
 
 SAMPLE = os.path.join(ROOT, "traces/mooncake_conversation_sample.jsonl")
-GB = 1e9
 
 
 class BadInput(Exception):
     pass
-
-
-# -- formatting ---------------------------------------------------------------------------------
-
-def num(row, key):
-    v = row.get(key)
-    return None if v is None or v == "" else float(v)
-
-
-def fmt(v, digits=0, thousands=True):
-    if v is None:
-        return "-"
-    return f"{v:,.{digits}f}" if thousands else f"{v:.{digits}f}"
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def link_sum(row, pattern):
-    """Bytes (GB) over the links whose flattened column matches `pattern` (traffic.links.*)."""
-    total = None
-    for k, v in row.items():
-        if re.fullmatch(pattern, k) and v not in (None, ""):
-            total = (total or 0.0) + float(v)
-    return None if total is None else total / GB
 
 
 # -- the write-policy page ------------------------------------------------------------------------
@@ -136,115 +110,6 @@ def pd_fig10_table(results):
     return md_table(["4 prefill + 2 decode instances", "hit ratio (tokens)",
                      "device / host / storage", "TTFT mean ms", "p50", "p90", "p99",
                      "prefill tokens computed"], rows)
-
-
-# -- the preemption page --------------------------------------------------------------------------
-
-def seconds(r, key):
-    v = num(r, key)
-    return None if v is None else v / 1000
-
-
-def s_pair(r, a, b, digits=2):
-    return fmt(seconds(r, a), digits) + " / " + fmt(seconds(r, b), digits)
-
-
-def gb(r, key):
-    v = num(r, key)
-    return None if v is None else v / GB
-
-
-def preemption_label(r):
-    return f"{r.get('cache.write_policy')}: {r.get('scheduler.preemption')}"
-
-
-def preemption_modes_table(results):
-    rows = []
-    lat = "preemption.latency_ms."
-    for r in results["preemption"]:
-        restored = " / ".join(fmt(num(r, f"preemption.restored_tokens.{t}"))
-                              for t in ("device", "host", "storage"))
-        rows.append([preemption_label(r), fmt(num(r, "preemption.count")),
-                     fmt(num(r, "preemption.requests")),
-                     fmt(num(r, "preemption.recomputed_tokens")), restored,
-                     s_pair(r, lat + "preempted.ttft.p50", lat + "preempted.ttft.p99"),
-                     s_pair(r, lat + "preempted.e2e.p50", lat + "preempted.e2e.p99"),
-                     s_pair(r, lat + "not_preempted.ttft.p50", lat + "not_preempted.ttft.p99"),
-                     fmt(seconds(r, lat + "not_preempted.e2e.p50"), 2),
-                     fmt(seconds(r, "latency_ms.ttft.p50"), 2),
-                     fmt(num(r, "requests.finished")), fmt(num(r, "requests.rejected")),
-                     fmt(num(r, "invariants.violations"))])
-    return md_table(["write policy: mode", "preemptions", "preempted requests",
-                     "recomputed tokens", "restored device / host / storage tokens",
-                     "TTFT p50 / p99 preempted (s)", "e2e p50 / p99 preempted (s)",
-                     "TTFT p50 / p99 others (s)", "e2e p50 others (s)", "all TTFT p50 (s)",
-                     "finished", "rejected", "invariant violations"], rows)
-
-
-def preemption_costs_table(results):
-    rows = []
-    for r in results["preemption"]:
-        rows.append([preemption_label(r), fmt(gb(r, "traffic.d2h_bytes"), 1),
-                     fmt(gb(r, "preemption.d2h_bytes"), 1),
-                     fmt(gb(r, "preemption.marginal_d2h_bytes"), 1),
-                     fmt(gb(r, "preemption.storage_write_bytes"), 1),
-                     fmt(gb(r, "preemption.marginal_storage_write_bytes"), 1),
-                     fmt(num(r, "preemption.named_blocks"))])
-    return ("Bytes in GB (10^9).\n\n" + md_table(
-        ["write policy: mode", "`traffic.d2h_bytes`", "`preemption.d2h_bytes`",
-         "`preemption.marginal_d2h_bytes`", "`preemption.storage_write_bytes`",
-         "`preemption.marginal_storage_write_bytes`", "`preemption.named_blocks`"], rows))
-
-
-def preemption_decode_table(results):
-    rows = []
-    drops = "pd.decode_drops."
-    lat = "preemption.latency_ms."
-    for r in results["preemption-decode"]:
-        restored = " / ".join(fmt(num(r, f"{drops}reprefill_restored_tokens.{t}"))
-                              for t in ("device", "storage"))
-        rows.append([f"{r.get('decode_device')}: {r.get('scheduler.preemption')}",
-                     fmt(num(r, drops + "dropped")), fmt(num(r, drops + "saved")),
-                     fmt(num(r, drops + "saved_blocks")),
-                     fmt(gb(r, "preemption.d2h_bytes"), 1) + " / "
-                     + fmt(gb(r, "preemption.storage_write_bytes"), 1),
-                     fmt(num(r, drops + "write_wait_s"), 2),
-                     fmt(num(r, drops + "reprefill_computed_tokens")), restored,
-                     s_pair(r, lat + "preempted.e2e.p50", lat + "preempted.e2e.p99"),
-                     fmt(seconds(r, lat + "not_preempted.e2e.p50"), 2),
-                     s_pair(r, "latency_ms.ttft.p50", "latency_ms.ttft.p99"),
-                     fmt(num(r, "latency_ms.tpot.p50"), 2) + " / "
-                     + fmt(num(r, "latency_ms.tpot.p99"), 2),
-                     fmt(num(r, "requests.finished")), fmt(num(r, "requests.rejected")),
-                     fmt(num(r, "invariants.violations"))])
-    return md_table(["D device tokens: mode", "drops", "drops written first", "blocks written",
-                     "D2H / storage GB", "summed drop-to-visible wait (s)",
-                     "re-prefill computed tokens", "re-prefill restored device / storage tokens",
-                     "e2e p50 / p99 dropped (s)", "e2e p50 others (s)", "TTFT p50 / p99 all (s)",
-                     "TPOT p50 / p99 (ms)", "finished", "rejected", "invariant violations"], rows)
-
-
-def prefetch_table(results):
-    rows = []
-    pf = "prefetch."
-    for r in results["prefetch"]:
-        pair = lambda a, b: fmt(num(r, pf + a)) + " / " + fmt(num(r, pf + b))
-        rows.append([f"{r.get('trace.time_scale')}: {r.get('prefetch')}",
-                     fmt(num(r, "hit_ratio.by_tier.storage.tokens"), 4, False),
-                     fmt(num(r, "hits.blocks.storage")),
-                     fmt(gb(r, "traffic.storage_read_bytes"), 1), fmt(num(r, pf + "started")),
-                     pair("ready_early", "timeouts"), fmt(num(r, pf + "below_threshold")),
-                     pair("protected_holds", "protected_released"),
-                     fmt(num(r, pf + "wasted_blocks")), fmt(num(r, "transfers.failed_loads")),
-                     fmt(num(r, "evictions.host")),
-                     s_pair(r, "latency_ms.ttft.p50", "latency_ms.ttft.p99"),
-                     fmt(seconds(r, "latency_ms.e2e.p50"), 2),
-                     "yes" if r.get("load.overloaded") in (True, "true") else "no"])
-    return md_table(["`trace.time_scale`: policy", "storage hit ratio (tokens)",
-                     "storage hit blocks", "storage read GB", "prefetches",
-                     "ready early / timeouts", "below threshold", "protected holds / released",
-                     "wasted blocks", "failed loads", "host evictions", "TTFT p50 / p99 (s)",
-                     "e2e p50 (s)", "overloaded"], rows)
 
 
 # -- the pages ------------------------------------------------------------------------------------
