@@ -32,41 +32,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sweep_report  # noqa: E402  (derive: bytes in GB, write amplification)
 from report_stats import mean_ci  # noqa: E402
+from study_format import GB, fmt, link_sum, md_table, num  # noqa: E402
+from study_preemption import (preemption_costs_table, preemption_decode_table,  # noqa: E402
+                              preemption_modes_table, prefetch_table)
 
 SAMPLE = os.path.join(ROOT, "traces/mooncake_conversation_sample.jsonl")
-GB = 1e9
 
 
 class BadInput(Exception):
     pass
-
-
-# -- formatting ---------------------------------------------------------------------------------
-
-def num(row, key):
-    v = row.get(key)
-    return None if v is None or v == "" else float(v)
-
-
-def fmt(v, digits=0, thousands=True):
-    if v is None:
-        return "-"
-    return f"{v:,.{digits}f}" if thousands else f"{v:.{digits}f}"
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def link_sum(row, pattern):
-    """Bytes (GB) over the links whose flattened column matches `pattern` (traffic.links.*)."""
-    total = None
-    for k, v in row.items():
-        if re.fullmatch(pattern, k) and v not in (None, ""):
-            total = (total or 0.0) + float(v)
-    return None if total is None else total / GB
 
 
 # -- the write-policy page ------------------------------------------------------------------------
@@ -196,6 +170,26 @@ PAGES = {
                   "latency_ms.ttft.p50", "latency_ms.tpot.p99", "pd.handoff_latency_ms.p50",
                   "pd.bytes.pd_link", "pd.bytes.nic", "pd.bytes.storage_media_read",
                   "pd.bytes.storage_media_written", "steps.prefill_tokens"],
+    },
+    "preemption": {
+        "page": "docs/studies/preemption.md",
+        "studies": ["preemption", "preemption-decode", "prefetch"],
+        "reduce": {"preemption": {}, "preemption-decode": {},
+                   "prefetch": {"trace.time_scale": [8]}},
+        "report": None,
+        "blocks": [("modes", preemption_modes_table), ("costs", preemption_costs_table),
+                   ("decode", preemption_decode_table), ("prefetch", prefetch_table)],
+        "migrate": {},
+        "check": ["preemption.count", "preemption.requests", "preemption.recomputed_tokens",
+                  "preemption.restored_tokens.device", "preemption.restored_tokens.host",
+                  "preemption.restored_tokens.storage", "preemption.d2h_bytes",
+                  "preemption.marginal_d2h_bytes", "preemption.storage_write_bytes",
+                  "preemption.marginal_storage_write_bytes", "traffic.d2h_bytes",
+                  "pd.decode_drops.dropped", "pd.decode_drops.saved_blocks",
+                  "pd.decode_drops.reprefill_computed_tokens",
+                  "hit_ratio.by_tier.storage.tokens", "prefetch.started",
+                  "prefetch.wasted_blocks", "latency_ms.ttft.p50",
+                  "latency_ms.e2e.p99", "requests.finished", "invariants.violations"],
     },
 }
 

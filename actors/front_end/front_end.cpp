@@ -129,20 +129,19 @@ void end_before_prefill(self_ptr self, request_id id, bool rejected) {
   auto& st = self->state;
   const auto& h = st.handoffs.at(id);
   st.route->answered(h.prefill, h.key.input_tokens);
-  if (rejected) {
-    ++st.report.rejected;
-  } else {
-    ++st.report.failed;
-    request_record r;
-    r.req = id;
-    r.file = h.key.file;
-    r.line = h.key.line;
-    r.arrival_ns = h.key.arrival_ns;
-    r.input_tokens = h.key.input_tokens;
-    r.output_tokens = h.key.output_tokens;
-    r.failed = true;
-    st.report.never_prefilled.push_back(r);
-  }
+  ++(rejected ? st.report.rejected : st.report.failed);
+  // No instance records it: the front end does, so that the replay counts every request it
+  // read once (docs/outputs.md, "requests").
+  request_record r;
+  r.req = id;
+  r.file = h.key.file;
+  r.line = h.key.line;
+  r.arrival_ns = h.key.arrival_ns;
+  r.input_tokens = h.key.input_tokens;
+  r.output_tokens = h.key.output_tokens;
+  r.rejected = rejected;
+  r.failed = !rejected;
+  st.report.never_prefilled.push_back(r);
   end_handoff(self, id, now_of(self));
 }
 

@@ -287,27 +287,32 @@ commit_result cache_model::commit(node_id parent, const cache_block& block,
   return r;
 }
 
+// The host tier may be full of copies of device blocks, pinned (inclusive). The least recently
+// used idle device block then leaves the device as it would for a device allocation, its host
+// copy becoming a host leaf, so that the new host copy takes the host tier's least recently used
+// block: the tiers then hold what they would with a host tier larger than the device, whatever
+// the device's size (docs/design.md, "Write policies").
+bool cache_model::allocate_host_past_pinned_copies(std::vector<block_id>& out,
+                                                   std::vector<transfer_order>& orders) {
+  if (allocate_host(1, out, orders))
+    return true;
+  node_id victim = tree_.peek_victim(tier::device);
+  if (victim == root_node || !tree_.node(victim).ready(tier::host))
+    return false;
+  victims_.clear();
+  bool taken = tree_.take_evictable(tier::device, 1, victims_);
+  KVTIER_ASSERT(taken && victims_[0] == victim);
+  evict_device_node(victim, false, orders);
+  return allocate_host(1, out, orders);
+}
+
 std::optional<node_id> cache_model::begin_load(node_id parent, const cache_block& block,
                                                std::vector<transfer_order>& orders) {
   if (tree_.find(block.hash) != root_node)
     return std::nullopt;
   blocks_.clear();
-  if (!allocate_host(1, blocks_, orders)) {
-    // The host tier is full of copies of device blocks, pinned (inclusive). The least recently
-    // used idle device block leaves the device as it would for a device allocation, its host
-    // copy becoming a host leaf, so that the load takes the host tier's least recently used
-    // block: the tiers then hold what the hit-rate replay's would, whatever the device's size
-    // (docs/design.md, "Write policies").
-    node_id victim = tree_.peek_victim(tier::device);
-    if (victim == root_node || !tree_.node(victim).ready(tier::host))
-      return std::nullopt;
-    victims_.clear();
-    bool taken = tree_.take_evictable(tier::device, 1, victims_);
-    KVTIER_ASSERT(taken && victims_[0] == victim);
-    evict_device_node(victim, false, orders);
-    if (!allocate_host(1, blocks_, orders))
-      return std::nullopt;
-  }
+  if (!allocate_host_past_pinned_copies(blocks_, orders))
+    return std::nullopt;
   node_id id = tree_.add(parent, block.hash, block.tokens);
   tree_.acquire(id, false);
   tree_.mark_stored(id);  // storage holds it: found there
@@ -342,9 +347,9 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
     if (x.parent != root_node && !tree_.node(x.parent).has(tier::host))
       continue;
     blocks_.clear();
-    if (!allocate_host(1, blocks_, orders)) {
+    if (!allocate_host_past_pinned_copies(blocks_, orders)) {
       counters_.backups_skipped += backup_queue_.size() - i;
-      break;  // the host tier is full of pinned copies: a later hit queues them again
+      break;  // the host tier is full of held copies: a later hit queues them again
     }
     issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
     tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);

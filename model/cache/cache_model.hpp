@@ -222,6 +222,8 @@ class cache_model {
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,
                      std::vector<transfer_order>& orders);
+  bool allocate_host_past_pinned_copies(std::vector<block_id>& out,
+                                        std::vector<transfer_order>& orders);
   void evict_device_node(node_id id, bool may_write_back, std::vector<transfer_order>& orders);
   void plan_write_backs();
   void issue_store(node_id id, block_id host_block, std::vector<transfer_order>& orders);

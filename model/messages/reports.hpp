@@ -61,7 +61,8 @@ struct front_end_report {
   uint64_t injected_failures = 0;           ///< of which pd.failure_rate drew
   uint64_t recomputed = 0;                  ///< failed handoffs D recomputed
   std::vector<int64_t> handoff_ns;          ///< per handed-off request: prefill end to decode ready
-  std::vector<request_record> never_prefilled;  ///< failed before reaching a prefill instance
+  /// rejected or failed before reaching a prefill instance
+  std::vector<request_record> never_prefilled;
   uint64_t rerouted = 0;        ///< decode instances dropped a preempted request: routed again
   uint64_t rerouted_saved = 0;  ///< of which its blocks were written to storage first
 };

@@ -12,6 +12,7 @@
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"
+#include "sim/full/request_count_checks.hpp"
 #include "sim/full/trace_feed.hpp"
 #include "runtime/config/time_limits.hpp"
 #include "sim/full/time_checks.hpp"
@@ -264,6 +265,8 @@ void add_end_checks(const full_result& fr, replay_result& result) {
   // A disaggregated run ends each request once, however often decode instances dropped it.
   for (std::string& m : pd_end_problems(fr))
     pool.push_back(std::move(m));  // reported with the pool's: both are end-of-run checks
+  for (std::string& m : request_count_problems(fr))
+    pool.push_back(std::move(m));  // every request read counted once (docs/outputs.md)
   result.invariant_violations += pool.size();
   if (!pool.empty() && result.first_violation.empty())
     result.first_violation = pool.front();

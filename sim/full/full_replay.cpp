@@ -148,7 +148,8 @@ std::vector<request_record> join_handoffs(const std::vector<instance_result>& in
       continue;
     }
     it->second.finish_ns = -1;  // its next pass never reached a prefill instance
-    it->second.failed = true;
+    it->second.rejected = q.rejected;
+    it->second.failed = q.failed;
   }
   std::vector<request_record> out;
   out.reserve(joined.size());

@@ -256,3 +256,30 @@ TEST_CASE("cli: the wall clock at high speed reports and warns how far it fell b
   fs::remove_all(v);
   fs::remove_all(w);
 }
+
+// Every request read ends once, as finished, rejected or failed, or stays unfinished: the counts
+// add up to trace.requests, on one instance and on 1P+1D where the decode instance rejects
+// requests before any prefill (docs/outputs.md, "requests").
+TEST_CASE("cli: finished + rejected + failed + unfinished = the requests read", "[cli][pd]") {
+  const std::string single = " --set cache.device_tokens=30000";
+  const std::string pd = " --set storage.nodes=4 --set 'cluster.instances=[{\"role\":\"prefill\"},"
+                         "{\"role\":\"decode\",\"overrides\":{\"cache.device_tokens\":100000}}]'";
+  for (const std::string& sets : {single, pd}) {
+    fs::path out = scratch("request-counts");
+    auto r = kvtier("replay --quiet --deterministic --set trace.time_scale=8 --out " + out.string()
+                    + sets);
+    INFO(sets << '\n' << r.out);
+    REQUIRE(r.code == 0);
+    json s = summary_of(out);
+    const json& q = s["requests"];
+    uint64_t read = s["trace"]["files"][0]["requests"].get<uint64_t>();
+    CHECK(s["trace"]["requests"].get<uint64_t>() == read);
+    uint64_t failed = q.contains("failed") ? q["failed"].get<uint64_t>() : 0;
+    CHECK(q["rejected"].get<uint64_t>() > 0);
+    CHECK(q["finished"].get<uint64_t>() + q["rejected"].get<uint64_t>() + failed
+            + q["unfinished"].get<uint64_t>() == read);
+    CHECK(q["unfinished"].get<uint64_t>() <= read);
+    CHECK(s["invariants"]["violations"].get<uint64_t>() == 0);
+    fs::remove_all(out);
+  }
+}

@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <set>
+
 #include "property_support.hpp"
 
 using namespace cli_test;
@@ -150,15 +153,45 @@ TEST_CASE("property: in hit-rate mode a larger device or host never lowers the h
   }
 }
 
-// Known to fail (seeds 1, 3, 6): a device of 60,000 tokens doubled, with preemptions by the
-// hundred, loses more than the tolerance; requests running together hold a shared prefix that a
-// later admission finds, and how many run together depends on the device's size (docs/design.md,
-// "Hit ratio"). The host tier's own cause (a device as large as the host shut storage out) is
-// fixed and pinned by tests/e2e/hit_accounting_test.cpp. [!shouldfail] until that is settled.
+namespace {
+
+// A load the instance sustains serves every request of the trace (none rejected as longer than
+// the device, none unfinished) without a growing queue (docs/design.md, "Hit ratio"). A device
+// that rejects requests a larger one serves takes its ratio over fewer, different requests: the
+// two ratios are not comparable (see the next test).
+bool sustained(const json& s) {
+  return s["requests"]["rejected"].get<uint64_t>() == 0
+         && s["requests"]["unfinished"].get<uint64_t>() == 0
+         && !s["load"]["overloaded"].get<bool>();
+}
+
+// Hits at each finished request's first admission, and their prompts, over the requests `keep`
+// names (requests.csv's `seq`).
+std::pair<uint64_t, uint64_t> first_hits_over(const fs::path& csv,
+                                              const std::set<std::string>& keep) {
+  uint64_t hits = 0, prompt = 0;
+  for (const auto& row : read_requests(csv))
+    if (keep.count(row.at("seq"))) {
+      hits += u64_of(row, "first_hit_tokens");
+      prompt += u64_of(row, "input_tokens");
+    }
+  return {hits, prompt};
+}
+
+std::set<std::string> finished_seqs(const fs::path& csv) {
+  std::set<std::string> out;
+  for (const auto& row : read_requests(csv))
+    if (!row.at("finish_s").empty())
+      out.insert(row.at("seq"));
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("property: in full mode at a sustainable load a larger device or host lowers the hit "
-          "ratio by at most 0.005", "[cli][property][metamorphic][!shouldfail]") {
+          "ratio by at most 0.005", "[cli][property][metamorphic]") {
   const double tolerance = 0.005;  // absolute (docs/design.md, "Hit ratio")
-  size_t compared = 0;
+  size_t cases = 0, compared = 0;
   for (uint64_t seed : property_seeds(8)) {
     swarm_case c = draw_case(seed);
     INFO("seed " << seed);
@@ -170,8 +203,8 @@ TEST_CASE("property: in full mode at a sustainable load a larger device or host 
                                " --set cache.host_tokens=" + std::to_string(host * 2 + 100000)}) {
       property_run big = replay_run("mono-f-big", c.sets + larger);
       INFO("smaller: " << base.command << "\nlarger: " << big.command);
-      if (!base.summary["load"]["overloaded"].get<bool>()
-          && !big.summary["load"]["overloaded"].get<bool>()) {
+      ++cases;
+      if (sustained(base.summary) && sustained(big.summary)) {
         CHECK(ratio_of(big.summary) >= ratio_of(base.summary) - tolerance);
         ++compared;
       }
@@ -179,7 +212,37 @@ TEST_CASE("property: in full mode at a sustainable load a larger device or host 
     }
     fs::remove_all(base.out);
   }
-  CHECK(compared > 0);
+  INFO("compared " << compared << " of " << cases);
+  CHECK(compared * 2 >= cases);  // seeds 1-8: 10 of 16
+}
+
+// Seed 6 of the property: write_back, device 60,000 tokens, host 100,000. The device rejects 20
+// requests, 18 of which a device of 120,000 serves, at a hit ratio of 0.056 against the others'
+// 0.165: the larger device's ratio falls by 0.025 over what each finishes, but over the requests
+// both finish it falls by 0.002, the concurrency effect of docs/design.md ("Hit ratio").
+TEST_CASE("property: a device that rejects requests takes its ratio over fewer of them",
+          "[cli][property][metamorphic]") {
+  swarm_case c = draw_case(6);
+  property_run small = replay_run("rejects-small", c.sets);
+  property_run big = replay_run("rejects-big", c.sets + " --set cache.device_tokens=120000");
+  INFO("smaller: " << small.command << "\nlarger: " << big.command);
+  CHECK(small.summary["requests"]["rejected"].get<uint64_t>() == 20);
+  CHECK(big.summary["requests"]["rejected"].get<uint64_t>() == 2);
+  CHECK(ratio_of(big.summary) < ratio_of(small.summary) - 0.02);
+  std::set<std::string> both = finished_seqs(small.out / "requests.csv");
+  REQUIRE(both.size() == 480);
+  std::set<std::string> big_finished = finished_seqs(big.out / "requests.csv");
+  CHECK(std::includes(big_finished.begin(), big_finished.end(), both.begin(), both.end()));
+  auto [small_hits, prompt] = first_hits_over(small.out / "requests.csv", both);
+  auto [big_hits, same_prompt] = first_hits_over(big.out / "requests.csv", both);
+  REQUIRE(prompt == same_prompt);
+  double small_ratio = static_cast<double>(small_hits) / prompt;
+  double big_ratio = static_cast<double>(big_hits) / prompt;
+  CHECK(small_ratio == Approx(ratio_of(small.summary)).margin(1e-6));
+  CHECK(big_ratio < small_ratio);                  // requests running together miss each other
+  CHECK(big_ratio >= small_ratio - 0.005);         // by less than the tolerance
+  fs::remove_all(small.out);
+  fs::remove_all(big.out);
 }
 
 // Only full blocks are named, and a full hit's last block counts as computed (docs/design.md,

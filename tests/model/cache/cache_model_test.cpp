@@ -406,3 +406,28 @@ TEST_CASE("cache_model: a staged host copy that a swap-in reads stays until the 
   h.m.release(&a, 1);
   h.check(true);
 }
+
+// A host tier smaller than the device, write_through, stores on host eviction: once the host
+// holds only pinned copies of idle device blocks, a backup moves the least recently used of them
+// off the device, so that its host copy leaves the host tier (and reaches storage) and the new
+// block gets its copy. Before, the backup was skipped, the block dropped uncopied at its device
+// eviction and never stored, and a larger device, pinning more of the host tier, stored less:
+// a lower hit ratio (docs/design.md, "Write policies").
+TEST_CASE("cache_model: a backup into a host tier full of pinned copies frees the oldest",
+          "[model][write_policy][storage]") {
+  cache_options o = tiers(4, 2, write_policy::write_through);
+  o.storage_tier = true;
+  o.storage = storage_write::on_host_evict;
+  harness h(o);
+  h.serve({1});
+  h.serve({2});
+  CHECK(h.m.pool(tier::host).used_count() == 2);
+  h.serve({3});  // the host tier holds copies of 1 and 2, both still on the device
+  CHECK(h.m.counters().backups_skipped == 0);
+  CHECK(h.count(transfer_kind::backup) == 3);
+  CHECK(h.count(transfer_kind::store) == 1);  // 1, off the device, then out of the host tier
+  CHECK_FALSE(h.cached({1}));
+  CHECK(h.match({2}).device == 1);
+  CHECK(h.match({3}).device == 1);
+  h.check(true);
+}

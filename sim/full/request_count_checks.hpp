@@ -1,0 +1,17 @@
+#pragma once
+
+// What every drained full replay must hold at its end, one instance or a cluster: each request
+// the front end read has exactly one record, and ends once as finished, rejected or failed, or
+// stays unfinished, so that summary.json's `requests` adds up to `trace.requests`
+// (docs/outputs.md, "requests"). Each broken rule is one message; a sound run gives none.
+
+#include <string>
+#include <vector>
+
+#include "sim/full/full_replay.hpp"
+
+namespace kvtier {
+
+std::vector<std::string> request_count_problems(const full_result& r);
+
+}  // namespace kvtier
