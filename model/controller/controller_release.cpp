@@ -63,7 +63,11 @@ void controller_core::release_protected_if_idle() {
 // that copy is ready.
 void controller_core::count_marginal(const tree_node& x, bool copied, bool stored, bool named) {
   const write_decisions& policy = model_.decisions();
-  bool copy_added = copied && (named || !policy.wants_backup(x.hit_count));
+  // A block the policy backs up by itself, or stages through host memory to store when its
+  // request finishes (cache.storage_write=always), would cross D2H anyway: the save only moves
+  // that copy earlier (docs/preemption.md, "What saving costs").
+  bool copied_anyway = policy.wants_backup(x.hit_count) || policy.stores_at_finish(x.hit_count);
+  bool copy_added = copied && (named || !copied_anyway);
   preemption_.marginal_d2h_blocks += copy_added;
   preemption_.marginal_stored_blocks +=
     stored && (copy_added || !policy.stores_when_host_ready(x.hit_count));

@@ -360,12 +360,19 @@ TEST_CASE("preemption: the bytes a save adds are those the write policy would no
   // A request computes 2 prompt blocks and 2 full generated ones and is preempted in the same
   // commit: the save copies all four, its prompt blocks' backups queued by the commit among them.
   // Under write_through those two would have been copied (and, storage_write=always, stored)
-  // anyway: only the named generated blocks are the save's; under write_through_selective (one
-  // hit each, below the threshold) all four are (docs/preemption.md).
-  for (write_policy policy : {write_policy::write_through, write_policy::write_through_selective}) {
-    INFO(to_string(policy));
-    cache_options cache = small_cache(8, 8, policy);
-    cache.storage = storage_write::always;
+  // anyway; under write_through_selective (one hit each, below the threshold) with
+  // storage_write=always they would have been staged through host memory and stored when the
+  // request finishes: in both, only the named generated blocks are the save's. With
+  // storage_write=on_host_evict, selective would never have copied them: all four are the
+  // save's (docs/preemption.md, "What saving costs").
+  struct expected { write_policy policy; storage_write storage; uint32_t d2h, stored; };
+  for (expected e : {expected{write_policy::write_through, storage_write::always, 2, 2},
+                     expected{write_policy::write_through_selective, storage_write::always, 2, 2},
+                     expected{write_policy::write_through_selective, storage_write::on_host_evict,
+                              4, 4}}) {
+    INFO(to_string(e.policy) << " storage_write " << static_cast<int>(e.storage));
+    cache_options cache = small_cache(8, 8, e.policy);
+    cache.storage = e.storage;
     core_rig rig(cache, core_options(preemption_mode::save_to_storage));
     controller_core& core = rig.core;
     core.on_arrival(1, blocks_of({1, 2}));
@@ -375,9 +382,8 @@ TEST_CASE("preemption: the bytes a save adds are those the write policy would no
     const preemption_io& p = core.report().preemption;
     CHECK(p.named_blocks == 2);
     CHECK(p.d2h_blocks == 4);
-    bool selective = policy == write_policy::write_through_selective;
-    CHECK(p.marginal_d2h_blocks == (selective ? 4u : 2u));
-    CHECK(p.marginal_stored_blocks == (selective ? 4u : 2u));
+    CHECK(p.marginal_d2h_blocks == e.d2h);
+    CHECK(p.marginal_stored_blocks == e.stored);
   }
 }
 
