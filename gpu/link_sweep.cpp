@@ -67,6 +67,13 @@ std::string percent(double x) {
   return buf;
 }
 
+size_t used_count(const std::vector<sweep_point>& points) {
+  size_t n = 0;
+  for (const sweep_point& p : points)
+    n += p.used ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 std::vector<uint32_t> sweep_sizes(uint32_t blocks) {
@@ -79,7 +86,7 @@ std::vector<uint32_t> sweep_sizes(uint32_t blocks) {
 }
 
 link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_point> points,
-                     uint32_t layers) {
+                     uint32_t layers, size_t max_left_out) {
   link_sweep s;
   s.direction = d;
   s.points = std::move(points);
@@ -89,17 +96,21 @@ link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_
   }
   line l = fit_relative(s.points);
   size_t worst = apply(l, s.points, s.max_residual);
-  if (s.max_residual > sweep_residual_max && s.points.size() > 2) {
+  std::string left_out;
+  for (size_t n = 0; s.max_residual > sweep_residual_max && n < max_left_out; ++n) {
+    if (used_count(s.points) <= 2)
+      break;
     s.points[worst].used = false;
+    left_out += (left_out.empty() ? "" : ", ") + std::to_string(s.points[worst].blocks)
+                + "-block copies, " + percent(s.points[worst].residual());
     l = fit_relative(s.points);
-    size_t again = apply(l, s.points, s.max_residual);
-    if (s.max_residual > sweep_residual_max)
-      s.rejected = "the fit misses " + std::to_string(s.points[again].blocks) + "-block copies by "
-                   + percent(s.points[again].residual()) + " (with "
-                   + std::to_string(s.points[worst].blocks) + "-block copies, "
-                   + percent(s.points[worst].residual()) + ", left out); the limit is "
-                   + percent(sweep_residual_max);
+    worst = apply(l, s.points, s.max_residual);
   }
+  if (s.max_residual > sweep_residual_max && s.points.size() > 2)
+    s.rejected = "the fit misses " + std::to_string(s.points[worst].blocks) + "-block copies by "
+                 + percent(s.points[worst].residual())
+                 + (left_out.empty() ? "" : " (with " + left_out + ", left out)")
+                 + "; the limit is " + percent(sweep_residual_max);
   if (l.ns_per_byte <= 0 && s.rejected.empty())
     s.rejected = "the sweep's times do not grow with the bytes";
   s.fit.method = m;

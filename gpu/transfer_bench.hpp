@@ -103,11 +103,12 @@ std::vector<uint32_t> sweep_sizes(uint32_t blocks);
 
 /// Fits t = fixed + bytes / bandwidth through fitted_source_ns() by least relative error
 /// (weights 1 / t^2: a one-block copy counts as much as the full one; a negative fixed cost is
-/// fitted as 0). If a point misses by more than sweep_residual_max, the fit is redone without
-/// the worst one; if a point still misses, `rejected` names it. The fixed cost is the link_fit's
+/// fitted as 0). While a point misses by more than sweep_residual_max, the fit is redone without
+/// the worst one, up to `max_left_out` of them; if a point still misses, `rejected` names it and
+/// the ones left out. The fixed cost is the link_fit's
 /// latency; for H2D, which the model charges per layer, also layer_latency_us = fixed / layers.
 link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_point> points,
-                     uint32_t layers);
+                     uint32_t layers, size_t max_left_out = 1);
 
 struct method_figures {
   transfer_method method = transfer_method::automatic;

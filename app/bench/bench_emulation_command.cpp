@@ -3,7 +3,8 @@
 // (`kvtier bench transfer --emit-calibration`), and on the wall clock with real CUDA transfers
 // and emulated compute. Each request's swap-in time (its share of the step's swap-in, by blocks)
 // is compared, as a distribution, and each link's total; sim/report/emulation_check.hpp holds
-// the arithmetic and the targets.
+// the arithmetic and the targets. With --emit-calibration, the real run's own copies calibrate
+// the links (gpu/replay_copy_fit.hpp; docs/gpu.md says when to prefer that to the bench's).
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,8 @@
 
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
+#include "gpu/replay_copy_fit.hpp"
+#include "runtime/config/strict_json.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
 #include "sim/report/atomic_file.hpp"
@@ -83,6 +86,41 @@ void write_timeline(const std::string& path, const full_result& predicted,
   f.commit();
 }
 
+/// Fits the links to the real run's copies and writes the calibration file `args.calibration`
+/// with those rates; false (nothing written) if the fit is refused.
+bool emit_replay_calibration(const bench_emulation_args& args, const replay_config& rc,
+                             const full_result& measured) {
+  std::vector<gpu::measured_copy> copies;
+  for (const transfer_log& l : measured.engine.log) {
+    if (l.kind == transfer_kind::swap_in)
+      copies.push_back({gpu::transfer_direction::h2d, l.blocks, double(l.duration_ns)});
+    else if (is_d2h(l.kind))
+      copies.push_back({gpu::transfer_direction::d2h, l.blocks, double(l.duration_ns)});
+  }
+  gpu::replay_copy_fit fit = gpu::fit_replay_copies(copies, rc.block_bytes(), rc.model.layers);
+  std::printf("%s", gpu::format_replay_fit(fit).c_str());
+  std::string refused = gpu::replay_fit_refusal(fit);
+  if (!refused.empty()) {
+    std::fprintf(stderr, "kvtier: no calibration written: %s\n", refused.c_str());
+    return false;
+  }
+  size_t h2d = 0;
+  for (const gpu::measured_copy& c : copies)
+    h2d += c.direction == gpu::transfer_direction::h2d ? 1 : 0;
+  // Where the rates came from: the bench's file keeps the rest (duplex, the layer wait).
+  json source = {{"kind", "replay"},
+                 {"traces", args.traces},
+                 {"device", measured.engine.device},
+                 {"base_calibration", args.calibration},
+                 {"copies", {{"h2d", h2d}, {"d2h", copies.size() - h2d}}}};
+  json base = read_json_file(args.calibration, "calibration file");
+  atomic_file f(args.calibration_out);
+  f.out() << gpu::replay_calibration_json(base, fit, source).dump(2) << '\n';
+  f.commit();
+  std::printf("calibration (from this run's copies): %s\n", args.calibration_out.c_str());
+  return true;
+}
+
 json spread_json(const error_spread& s) {
   return {{"count", s.count}, {"p50", s.p50}, {"p90", s.p90}, {"max", s.max}};
 }
@@ -103,6 +141,9 @@ CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& arg
   cmd->add_option("--json", args.json_out, "also write the comparison to this JSON file");
   cmd->add_option("--timeline", args.timeline_out,
                   "also write every copy of both runs (start, duration, overlaps) to this CSV");
+  cmd->add_option("--emit-calibration", args.calibration_out,
+                  "also fit the links to the real run's copies and write that calibration "
+                  "(the format of `bench transfer --emit-calibration`); exit 1 if the fit misses");
   return cmd;
 }
 
@@ -192,6 +233,8 @@ int run_bench_emulation(const bench_emulation_args& args) {
     f.out() << out.dump(2) << '\n';
     f.commit();
   }
+  if (!args.calibration_out.empty() && !emit_replay_calibration(args, rc, measured))
+    return exit_failure;
   return exit_ok;
 }
 

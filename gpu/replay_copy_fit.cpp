@@ -1,0 +1,120 @@
+// Fits the links' calibration to a real replay's copies with the calibration sweep's fit
+// (gpu/link_sweep.cpp); see gpu/replay_copy_fit.hpp and docs/gpu.md.
+
+#include "gpu/replay_copy_fit.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace kvtier::gpu {
+
+namespace {
+
+const char* name_of(transfer_direction d) {
+  return d == transfer_direction::h2d ? "H2D" : "D2H";
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+link_sweep fit_direction(const std::vector<measured_copy>& copies, transfer_direction d,
+                         uint64_t block_bytes, uint32_t layers, std::vector<uint32_t>& counts) {
+  std::vector<sweep_point> points = copy_points(copies, d, block_bytes, &counts);
+  if (points.empty()) {
+    link_sweep none;
+    none.direction = d;
+    none.rejected = "the run made no copies";
+    return none;
+  }
+  size_t sizes = points.size();
+  return fit_sweep(d, default_method(d), std::move(points), layers,
+                   replay_left_out_max(sizes));
+}
+
+void rows(const link_sweep& w, const std::vector<uint32_t>& counts, std::string& out) {
+  char line[200];
+  out += std::string("replay copies ") + name_of(w.direction)
+         + ":\n   blocks   copies   median_ms      fit_ms  residual\n";
+  for (size_t i = 0; i < w.points.size(); ++i) {
+    const sweep_point& p = w.points[i];
+    std::snprintf(line, sizeof line, "  %7u %8u %11.4f %11.4f %+8.1f%%%s\n", p.blocks,
+                  i < counts.size() ? counts[i] : 0, p.median_ns / 1e6, p.fitted_ns / 1e6,
+                  100 * p.residual(), p.used ? "" : " (left out)");
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "  fit: %.2f GB/s, fixed %.1f us; largest residual %.1f%%",
+                w.fit.bandwidth_gbps, w.fit.latency_us, 100 * w.max_residual);
+  out += line;
+  out += w.rejected.empty() ? std::string("\n") : "; REFUSED: " + w.rejected + "\n";
+}
+
+}  // namespace
+
+std::vector<sweep_point> copy_points(const std::vector<measured_copy>& copies,
+                                     transfer_direction d, uint64_t block_bytes,
+                                     std::vector<uint32_t>* counts) {
+  std::map<uint32_t, std::vector<double>> by_blocks;
+  for (const measured_copy& c : copies)
+    if (c.direction == d && c.blocks > 0 && c.duration_ns > 0)
+      by_blocks[c.blocks].push_back(c.duration_ns);
+  std::vector<sweep_point> points;
+  if (counts)
+    counts->clear();
+  for (const auto& [blocks, ns] : by_blocks) {
+    sweep_point p;
+    p.blocks = blocks;
+    p.bytes = uint64_t{blocks} * block_bytes;
+    p.median_ns = median_of(ns);
+    points.push_back(p);
+    if (counts)
+      counts->push_back(static_cast<uint32_t>(ns.size()));
+  }
+  return points;
+}
+
+size_t replay_left_out_max(size_t sizes) {
+  return std::max<size_t>(1, sizes / 10);
+}
+
+replay_copy_fit fit_replay_copies(const std::vector<measured_copy>& copies, uint64_t block_bytes,
+                                  uint32_t layers) {
+  replay_copy_fit f;
+  f.h2d = fit_direction(copies, transfer_direction::h2d, block_bytes, layers, f.h2d_copies);
+  f.d2h = fit_direction(copies, transfer_direction::d2h, block_bytes, layers, f.d2h_copies);
+  return f;
+}
+
+std::string replay_fit_refusal(const replay_copy_fit& fit) {
+  for (const link_sweep* w : {&fit.h2d, &fit.d2h})
+    if (!w->rejected.empty())
+      return std::string("the ") + name_of(w->direction) + " fit to the replay's copies: "
+             + w->rejected;
+  return "";
+}
+
+nlohmann::json replay_calibration_json(nlohmann::json base, const replay_copy_fit& fit,
+                                       const nlohmann::json& source) {
+  base["h2d"]["bandwidth_gbps"] = fit.h2d.fit.bandwidth_gbps;
+  base["h2d"]["latency_us"] = fit.h2d.fit.latency_us;
+  base["h2d"]["layer_latency_us"] = fit.h2d.fit.layer_latency_us;
+  base["d2h"]["bandwidth_gbps"] = fit.d2h.fit.bandwidth_gbps;
+  base["d2h"]["latency_us"] = fit.d2h.fit.latency_us;
+  nlohmann::json src = source;
+  src["h2d_max_residual"] = fit.h2d.max_residual;
+  src["d2h_max_residual"] = fit.d2h.max_residual;
+  base["source"] = src;
+  return base;
+}
+
+std::string format_replay_fit(const replay_copy_fit& fit) {
+  std::string out;
+  rows(fit.h2d, fit.h2d_copies, out);
+  rows(fit.d2h, fit.d2h_copies, out);
+  return out;
+}
+
+}  // namespace kvtier::gpu
