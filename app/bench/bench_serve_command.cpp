@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "app/bench/bench_serve_calls.hpp"
 #include "serve/client.hpp"
 #include "app/bench/bench_serve_open.hpp"
 #include "app/commands.hpp"
@@ -32,6 +33,8 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 using namespace kvtier::serve;
+using bench_serve::pack_marks;
+using bench_serve::percentile_us;
 
 struct message_size {
   uint32_t out = 0;   // request bytes
@@ -107,17 +110,6 @@ class call_group {
   worker_log& log_;
   std::vector<out> sent_;
 };
-
-void pack_marks(map_writer& w, const char* key,
-                const std::vector<std::pair<uint64_t, uint32_t>>& marks) {
-  auto& pk = w.key(key);
-  pk.pack_array(static_cast<uint32_t>(marks.size()));
-  for (auto& [req, tokens] : marks) {
-    pk.pack_array(2);
-    pk.pack(req);
-    pk.pack(tokens);
-  }
-}
 
 // One engine: its requests, `per_step` at a time, are looked up, allocated (waited for when
 // pending), admitted in one step, then computed and finished in the next.
@@ -240,14 +232,6 @@ void echo_worker(zmq::context_t& ctx, const std::string& endpoint,
   }
 }
 
-double pct(std::vector<int64_t>& v, double p) {
-  if (v.empty())
-    return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return static_cast<double>(v[i]) / 1000.0;
-}
-
 // One phase: a thread per client, each running `body` until the same end.
 struct phase_result {
   std::vector<worker_log> logs;
@@ -357,7 +341,8 @@ void report_bench(const bench_serve_args& args, bench_totals& s, double serve_wa
               "p999 us");
   auto row = [&](const std::string& name, std::vector<int64_t>& v, double wall) {
     double rate = static_cast<double>(v.size()) / wall;
-    double p50 = pct(v, 0.5), p99 = pct(v, 0.99), p999 = pct(v, 0.999);
+    double p50 = percentile_us(v, 0.5), p99 = percentile_us(v, 0.99);
+    double p999 = percentile_us(v, 0.999);
     std::printf("%-10s %10zu %10.0f %9.1f %9.1f %9.1f\n", name.c_str(), v.size(), rate, p50, p99,
                 p999);
     j["rows"][name] = {{"count", v.size()}, {"per_s", rate}, {"p50_us", p50}, {"p99_us", p99},

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/build_info.hpp"
+#include "app/bench/bench_serve_calls.hpp"
 #include "serve/client.hpp"
 
 namespace kvtier {
@@ -29,6 +30,8 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 using namespace kvtier::serve;
+using bench_serve::pack_marks;
+using bench_serve::percentile_us;
 
 struct engine_log {
   std::map<std::string, std::vector<int64_t>> latency_ns;  // by message kind
@@ -93,17 +96,6 @@ class timed_group {
   int64_t lag_;
   std::vector<out> sent_;
 };
-
-void pack_marks(map_writer& w, const char* key,
-                const std::vector<std::pair<uint64_t, uint32_t>>& marks) {
-  auto& pk = w.key(key);
-  pk.pack_array(static_cast<uint32_t>(marks.size()));
-  for (auto& [req, tokens] : marks) {
-    pk.pack_array(2);
-    pk.pack(req);
-    pk.pack(tokens);
-  }
-}
 
 struct engine_plan {
   uint32_t index = 0;
@@ -221,14 +213,6 @@ void open_engine(zmq::context_t& ctx, const bench_serve_args& args, const replay
   }
 }
 
-double pct_us(std::vector<int64_t>& v, double p) {
-  if (v.empty())
-    return 0;
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return static_cast<double>(v[i]) / 1000.0;
-}
-
 // One offered load: every engine at `steps_per_s` for `args.seconds`.
 nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
                          const preloaded_trace& t, double steps_per_s) {
@@ -272,8 +256,9 @@ nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
   j["pending_allocations"] = all.pending;
   j["max_lag_ms"] = static_cast<double>(all.max_lag_ns) / 1e6;
   for (auto& [kind, v] : all.latency_ns)
-    j["rows"][kind] = {{"count", v.size()}, {"p50_us", pct_us(v, 0.5)},
-                       {"p99_us", pct_us(v, 0.99)}, {"p999_us", pct_us(v, 0.999)}};
+    j["rows"][kind] = {{"count", v.size()}, {"p50_us", percentile_us(v, 0.5)},
+                       {"p99_us", percentile_us(v, 0.99)},
+                       {"p999_us", percentile_us(v, 0.999)}};
   return j;
 }
 
