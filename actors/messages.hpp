@@ -120,7 +120,7 @@ typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   return f(caf::meta::type_name("grant"), x.step, x.admits, x.failed_grows, x.available_blocks,
-           x.layer_ready_ns, x.swap_in, x.dropped_key_counts, x.dropped_keys);
+           x.layer_ready_ns, x.reused_ready_ns, x.swap_in, x.dropped_key_counts, x.dropped_keys);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compute_request& x) {
@@ -190,6 +190,11 @@ typename Inspector::result_type inspect(Inspector& f, request_record& x) {
            x.first_hit_tokens, x.computed_tokens, x.preemptions, x.attempt, x.rejected, x.failed);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_record& x) {
+  return f(caf::meta::type_name("step_record"), x.step, x.start_ns, x.compute_ns, x.end_ns,
+           x.swap_in, x.layer_wait_ns, x.reuse_wait_ns);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
   return f(caf::meta::type_name("scheduler_report"), x.requests, x.steps, x.probes,
            x.preemptions, x.recomputed_tokens, x.layer_wait_ns, x.busy_ns, x.prefill_tokens,
@@ -199,7 +204,7 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_report& x) {
            x.handoff_read_failures, x.preallocations, x.preallocation_refusals,
            x.output_cache_writes, x.output_cache_blocks, x.decode_drops, x.decode_drop_writes,
            x.decode_drop_write_blocks, x.decode_drop_write_timeouts, x.decode_drop_write_wait_ns,
-           x.layer_gap_ns);
+           x.layer_gap_ns, x.reuse_wait_ns, x.step_log);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, controller_report& x) {
@@ -280,6 +285,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvtier, (kvtier::compute_done))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::transfer_log))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::swap_in_log))
+  CAF_ADD_TYPE_ID(kvtier, (kvtier::step_record))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::trace_request))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::request_arrival))
   CAF_ADD_TYPE_ID(kvtier, (kvtier::request_done))

@@ -132,6 +132,7 @@ struct bench_emulation_args {
   bool no_verify = false;
   std::string json_out;
   std::string timeline_out;
+  std::string steps_out;        ///< every compute step of both runs
   std::string calibration_out;  ///< the links' calibration fitted to the real run's copies
 };
 CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& args);

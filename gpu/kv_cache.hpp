@@ -130,10 +130,15 @@ struct compute_calibration {
   double scale = 1;
   double timer_tick_ns = 0;  ///< resolution of the device's global timer
   double max_error = 0;      ///< worst |measured - asked| / asked, calibrated, asked >= 20 us
-  /// A layer's wait on a copy stream's event that has already passed, as a pass after a swap-in
-  /// waits for each layer: the gap between the layer before and this one (the stall
-  /// compute_time() reports even when the data is in place; median).
+  /// A layer's wait on its copy event, as a pass after a swap-in waits for each layer: the gap
+  /// between the layer before and this one when the event has passed by the time the layer
+  /// runs, but was still pending when the wait was submitted, as a swap-in's events are when a
+  /// replay submits the step's compute (the stall compute_time() reports even when the data is
+  /// in place; median). What the model charges (links.h2d_layer_wait_us).
   double layer_wait_ns = 0;
+  /// The same wait on an event already complete when the wait is submitted (the driver may
+  /// then leave the wait out): what earlier calibrations measured; printed for comparison.
+  double layer_wait_passed_ns = 0;
 };
 
 /// A device block and the hash whose pattern it holds (or should hold).

@@ -48,12 +48,9 @@ void send_transfers(self_ptr self, std::vector<transfer>& out) {
 
 void deliver_grant(self_ptr self, pending_grant& p) {
   auto& g = p.g;
-  if (!p.layers.empty() || p.barrier_done > 0) {
-    g.layer_ready_ns.assign(self->state.core->options().layers, p.barrier_done);
-    KVTIER_ASSERT(p.layers.empty() || p.layers.size() == g.layer_ready_ns.size());
-    for (size_t i = 0; i < p.layers.size(); ++i)
-      g.layer_ready_ns[i] = std::max(g.layer_ready_ns[i], p.layers[i]);
-  }
+  KVTIER_ASSERT(p.layers.empty() || p.layers.size() == self->state.core->options().layers);
+  g.layer_ready_ns = p.layers;
+  g.reused_ready_ns = p.barrier_done;
   self->state.core->check_step_start(p.inputs);
   p.promise.deliver(std::move(g));
 }

@@ -86,6 +86,27 @@ void write_timeline(const std::string& path, const full_result& predicted,
   f.commit();
 }
 
+/// Every compute step of both runs: when it was committed, when its layers could begin, when it
+/// ended, and what it waited for (the per-step side of the stall comparison).
+void write_steps(const std::string& path, const full_result& predicted,
+                 const full_result& measured) {
+  atomic_file f(path);
+  f.out() << "run,step,start_ms,compute_ms,end_ms,swap_in,layer_wait_ms,reuse_wait_ms\n";
+  for (const auto* r : {&predicted, &measured}) {
+    const char* run = r == &predicted ? "predicted" : "measured";
+    for (const step_record& s : r->scheduler.step_log) {
+      char line[200];
+      std::snprintf(line, sizeof line, "%s,%llu,%.4f,%.4f,%.4f,%llu,%.4f,%.4f\n", run,
+                    static_cast<unsigned long long>(s.step), s.start_ns / 1e6,
+                    s.compute_ns / 1e6, s.end_ns / 1e6,
+                    static_cast<unsigned long long>(s.swap_in), s.layer_wait_ns / 1e6,
+                    s.reuse_wait_ns / 1e6);
+      f.out() << line;
+    }
+  }
+  f.commit();
+}
+
 /// Fits the links to the real run's copies and writes the calibration file `args.calibration`
 /// with those rates; false (nothing written) if the fit is refused.
 bool emit_replay_calibration(const bench_emulation_args& args, const replay_config& rc,
@@ -141,6 +162,8 @@ CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& arg
   cmd->add_option("--json", args.json_out, "also write the comparison to this JSON file");
   cmd->add_option("--timeline", args.timeline_out,
                   "also write every copy of both runs (start, duration, overlaps) to this CSV");
+  cmd->add_option("--steps", args.steps_out,
+                  "also write every compute step of both runs (start, end, waits) to this CSV");
   cmd->add_option("--emit-calibration", args.calibration_out,
                   "also fit the links to the real run's copies and write that calibration "
                   "(the format of `bench transfer --emit-calibration`); exit 1 if the fit misses");
@@ -155,11 +178,13 @@ int run_bench_emulation(const bench_emulation_args& args) {
 
   timed_config modelled = resolve_timed(cfg, rc);
   modelled.controller.log = true;
+  modelled.scheduler.log_steps = !args.steps_out.empty();
   full_result predicted = run_full_replay(modelled, feed_of(m), {});
   require_clean(predicted, "modelled");
 
   timed_config real = resolve_timed(cfg, rc);
   use_cuda_backend(real, rc, !args.no_verify);
+  real.scheduler.log_steps = !args.steps_out.empty();
   full_run_options wall;
   wall.mode = clock_mode::wall;
   full_result measured = run_full_replay(real, feed_of(m), wall);
@@ -195,7 +220,9 @@ int run_bench_emulation(const bench_emulation_args& args) {
     {"h2d", p.h2d_ns, q.h2d_ns},
     {"d2h", p.d2h_ns, q.d2h_ns},
     {"layer-wait stall", static_cast<double>(predicted.scheduler.layer_wait_ns),
-     static_cast<double>(measured.scheduler.layer_wait_ns), false}};
+     static_cast<double>(measured.scheduler.layer_wait_ns), false},
+    {"reuse wait", static_cast<double>(predicted.scheduler.reuse_wait_ns),
+     static_cast<double>(measured.scheduler.reuse_wait_ns), false}};
   std::vector<std::string> missed = missed_targets(err, spread, links);
   std::printf("total over %zu requests: predicted %.3f ms, measured %.3f ms, error %+.1f%%\n",
               rows.size(), total_p / 1e6, total_q / 1e6, err * 100);
@@ -220,6 +247,8 @@ int run_bench_emulation(const bench_emulation_args& args) {
     std::printf("  missed: %s\n", m.c_str());
   if (!args.timeline_out.empty())
     write_timeline(args.timeline_out, predicted, measured);
+  if (!args.steps_out.empty())
+    write_steps(args.steps_out, predicted, measured);
   if (!args.json_out.empty()) {
     json out = {{"device", measured.engine.device}, {"calibration", args.calibration},
                 {"requests", rows}, {"total_predicted_ms", total_p / 1e6},

@@ -49,22 +49,32 @@ std::vector<double> cuda_kv_cache::time_busy(const std::vector<uint64_t>& spins)
   return ns;
 }
 
-/// Layers queued behind a hold kernel, each first waiting for an event of the H2D kernel stream
-/// that has passed long before, as a pass after a swap-in waits: the median gap from one layer's
-/// end to the next one's start is what each waited layer loses.
-double cuda_kv_cache::time_layer_wait() {
+/// Layers queued behind a hold kernel, each first waiting for its own event of the H2D kernel
+/// stream, as a pass after a swap-in waits: the median gap from one layer's end to the next
+/// one's start is what each waited layer loses. `pending`: the events are recorded behind a
+/// kernel half as long as the hold, so they pass before the layers run but are still pending
+/// when the waits are submitted, as a swap-in's are when a replay submits its step; otherwise
+/// they have passed before the waits are submitted.
+double cuda_kv_cache::time_layer_wait(bool pending) {
   constexpr int layers = 33;
   constexpr uint64_t layer_ns = 50'000;
   cudaStream_t s = compute_.get();
-  cudaEvent_t copied = events_.take();
-  KVTIER_CUDA_CHECK(cudaEventRecord(copied, h2d_.kernel.get()));
-  KVTIER_CUDA_CHECK(cudaEventSynchronize(copied));
+  cudaStream_t copy = h2d_.kernel.get();
+  std::vector<cudaEvent_t> copied;
+  if (pending)
+    launch_busy(hold_ns / 2, copy);
+  for (int i = 0; i < layers; ++i) {
+    copied.push_back(events_.take());
+    KVTIER_CUDA_CHECK(cudaEventRecord(copied.back(), copy));
+  }
+  if (!pending)
+    KVTIER_CUDA_CHECK(cudaEventSynchronize(copied.back()));
   std::vector<cudaEvent_t> marks;
   for (int i = 0; i < 2 * layers; ++i)
     marks.push_back(events_.take());
   launch_busy(hold_ns, s);
   for (int i = 0; i < layers; ++i) {
-    KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, copied, 0));
+    KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, copied[i], 0));
     KVTIER_CUDA_CHECK(cudaEventRecord(marks[2 * i], s));
     launch_busy(spin_for(layer_ns), s);
     KVTIER_CUDA_CHECK(cudaEventRecord(marks[2 * i + 1], s));
@@ -75,7 +85,8 @@ double cuda_kv_cache::time_layer_wait() {
     gaps.push_back(elapsed_ns(marks[2 * i - 1], marks[2 * i]));
   for (cudaEvent_t e : marks)
     events_.give_back(e);
-  events_.give_back(copied);
+  for (cudaEvent_t e : copied)
+    events_.give_back(e);
   std::sort(gaps.begin(), gaps.end());
   return gaps[gaps.size() / 2];
 }
@@ -126,7 +137,8 @@ compute_calibration cuda_kv_cache::calibrate_compute() {
     c.max_error = std::max(c.max_error, err);
   }
   calibration_ = c;
-  c.layer_wait_ns = time_layer_wait();
+  c.layer_wait_ns = time_layer_wait(true);
+  c.layer_wait_passed_ns = time_layer_wait(false);
   calibration_ = c;
   return c;
 }

@@ -119,7 +119,7 @@ class cuda_kv_cache final : public kv_cache {
   op_id run_compute(const std::vector<uint64_t>& layer_ns, const std::vector<cudaEvent_t>& waits,
                     uint64_t lead_ns);
   std::vector<double> time_busy(const std::vector<uint64_t>& spins);
-  double time_layer_wait();
+  double time_layer_wait(bool pending);
 
   // -- transfers (cuda_transfers.cu) ----------------------------------------------------------
 

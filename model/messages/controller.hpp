@@ -123,9 +123,12 @@ struct grant {
   std::vector<admit_result> admits;
   std::vector<request_id> failed_grows;  ///< running requests that got no blocks this step
   uint32_t available_blocks = 0;         ///< after this commit
-  /// Per layer: when its swapped-in blocks (and every copy that still read reused blocks) were
-  /// in place. Empty: everything was in place at commit time.
+  /// Per layer: when its swapped-in blocks were in place. Empty: no swap-in waited for.
   std::vector<int64_t> layer_ready_ns;
+  /// When every copy that still read blocks this step reuses was done (0: none was waited for).
+  /// Kept apart from the layers: such a wait holds back the whole step, on either backend, and
+  /// is no swap-in's (docs/gpu.md, "The stall").
+  int64_t reused_ready_ns = 0;
   /// Real backend: the grant comes before the step's swap-in lands; the step's compute waits for
   /// this transfer layer by layer on the device (0: none).
   uint64_t swap_in = 0;

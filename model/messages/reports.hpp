@@ -67,6 +67,18 @@ struct front_end_report {
   uint64_t rerouted_saved = 0;  ///< of which its blocks were written to storage first
 };
 
+/// One compute step's timeline (kept with scheduler_core_options::log_steps): what
+/// `bench emulation --timeline` compares between the modelled and the real run.
+struct step_record {
+  uint64_t step = 0;
+  int64_t start_ns = 0;       ///< committed
+  int64_t compute_ns = 0;     ///< its layers could begin (overhead and reuse wait behind it)
+  int64_t end_ns = 0;         ///< its last layer ended
+  uint64_t swap_in = 0;       ///< the swap-in its layers waited for (0: none)
+  int64_t layer_wait_ns = 0;  ///< its layers' stall (scheduler_report::layer_wait_ns)
+  int64_t reuse_wait_ns = 0;  ///< its wait for copies reading reused blocks
+};
+
 struct scheduler_report {
   std::vector<request_record> requests;
   uint64_t steps = 0;
@@ -74,6 +86,8 @@ struct scheduler_report {
   uint64_t preemptions = 0;
   uint64_t recomputed_tokens = 0;
   int64_t layer_wait_ns = 0;   ///< compute time lost waiting for swapped-in layers
+  /// Compute time lost waiting for copies still reading reused blocks (layer_pipeline.hpp).
+  int64_t reuse_wait_ns = 0;
   int64_t busy_ns = 0;         ///< time spent computing steps
   uint64_t prefill_tokens = 0;
   uint64_t decode_tokens = 0;
@@ -86,6 +100,7 @@ struct scheduler_report {
   /// GPU compute: time between the layers of steps that follow no swap-in (launch gaps, not
   /// waits for copies; not modelled). 0 in virtual time.
   int64_t layer_gap_ns = 0;
+  std::vector<step_record> step_log;  ///< with scheduler_core_options::log_steps
   bool drained = false;        ///< every request finished
   /// Tokens preempted requests found cached at re-admission, by tier.
   per_tier<uint64_t> restored_tokens{};

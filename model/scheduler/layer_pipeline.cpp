@@ -9,11 +9,16 @@ namespace kvtier {
 
 pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
                              const std::vector<int64_t>& ready_ns,
-                             std::vector<int64_t>* layer_end_ns, int64_t layer_wait_ns) {
+                             std::vector<int64_t>* layer_end_ns, int64_t layer_wait_ns,
+                             int64_t reused_ready_ns) {
   KVTIER_ASSERT(layers > 0);
   KVTIER_ASSERT(ready_ns.empty() || ready_ns.size() == layers);
   pipeline_result r;
   int64_t t = time_add(start_ns, cost.overhead_ns);
+  if (reused_ready_ns > t) {
+    r.reuse_wait_ns = reused_ready_ns - t;
+    t = reused_ready_ns;
+  }
   for (uint32_t i = 0; i < layers; ++i) {
     if (!ready_ns.empty() && ready_ns[i] > t) {
       r.stall_ns += ready_ns[i] - t;

@@ -15,6 +15,14 @@
 // docs/gpu.md "Benchmark"); it counts as stall:
 //
 //   end_i   = max(end_{i-1}, ready_i) + layer_wait + layer_i
+//
+// A step whose blocks are reused while an earlier copy still reads them (a backup of the blocks
+// freed for it) starts its first layer only once that copy is done, at `reused_ready`:
+//
+//   end_-1  = max(start + overhead, reused_ready)
+//
+// That wait is the step's, not a swap-in's: it is reported apart (`reuse_wait_ns`), as the GPU
+// backend, which submits the step's compute only once those copies are done, measures it.
 
 #include <cstdint>
 #include <vector>
@@ -25,16 +33,18 @@ namespace kvtier {
 
 struct pipeline_result {
   int64_t end_ns = 0;
-  int64_t stall_ns = 0;
+  int64_t stall_ns = 0;       ///< waits for swapped-in layers, and the layer waits
+  int64_t reuse_wait_ns = 0;  ///< the wait for copies still reading reused blocks
 };
 
 /// `ready_ns` is empty (all inputs in place at `start_ns`) or has one time per layer.
 /// With `layer_end_ns`, also when each layer's compute ended (a PD prefill streams each layer's
 /// KV from then on).
 /// `layer_wait_ns` is charged per layer only when the step follows a swap-in.
+/// `reused_ready_ns`: when copies still reading reused blocks are done (0: none).
 pipeline_result run_pipeline(int64_t start_ns, const step_cost& cost, uint32_t layers,
                              const std::vector<int64_t>& ready_ns,
                              std::vector<int64_t>* layer_end_ns = nullptr,
-                             int64_t layer_wait_ns = 0);
+                             int64_t layer_wait_ns = 0, int64_t reused_ready_ns = 0);
 
 }  // namespace kvtier

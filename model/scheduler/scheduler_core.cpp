@@ -90,6 +90,11 @@ void scheduler_core::on_compute_done(uint64_t step, int64_t stall_ns, scheduler_
   // the gaps between the layers of the other steps are the host's (docs/gpu.md).
   (step_after_swap_in_ ? st_.report.layer_wait_ns : st_.report.layer_gap_ns) += stall_ns;
   st_.report.busy_ns += st_.now() - step_start_;
+  if (st_.options.log_steps) {
+    gpu_step_.end_ns = st_.now();
+    gpu_step_.layer_wait_ns = step_after_swap_in_ ? stall_ns : 0;
+    st_.report.step_log.push_back(gpu_step_);
+  }
   end_step(step, out);
 }
 
@@ -257,28 +262,46 @@ void scheduler_core::compute(const grant& g, scheduler_orders& out) {
   st_.reserve.after_step();
   ++st_.report.steps;
   if (compute_ == step_compute::gpu) {
-    // The same step as busy kernels on the GPU: the overhead first, then layer by layer, each
-    // layer waiting for its part of the swap-in (as layer_pipeline.hpp computes it).
-    compute_request c;
-    c.step = step_;
-    c.after_swap_in = g.swap_in;
-    step_after_swap_in_ = g.swap_in != 0;
-    c.lead_ns = cost.overhead_ns;
-    c.layer_ns.assign(profile.layers, cost.layer_ns);
-    c.layer_ns.back() = cost.last_layer_ns;
-    out.push_back(std::move(c));
+    compute_on_gpu(g, cost, out);
     return;
   }
   std::vector<int64_t>* layer_ends = prefill_.layer_end_sink();
   int64_t layer_wait = g.swap_in != 0 ? profile.layer_wait_ns : 0;
   pipeline_result p = run_pipeline(step_start_, cost, profile.layers, g.layer_ready_ns,
-                                   layer_ends, layer_wait);
+                                   layer_ends, layer_wait, g.reused_ready_ns);
   if (layer_ends)
     prefill_.step_computed(items_);
   step_due_ = p.end_ns;
   st_.report.layer_wait_ns += p.stall_ns;
+  st_.report.reuse_wait_ns += p.reuse_wait_ns;
   st_.report.busy_ns += p.end_ns - step_start_;
+  if (st_.options.log_steps)
+    st_.report.step_log.push_back(
+      {step_, step_start_, time_add(step_start_, cost.overhead_ns) + p.reuse_wait_ns, p.end_ns,
+       g.swap_in, p.stall_ns, p.reuse_wait_ns});
   out.push_back(timer_order{timer_kind::step_end, p.end_ns, step_});
+}
+
+// The same step as busy kernels on the GPU: the overhead first, then layer by layer, each layer
+// waiting for its part of the swap-in (as layer_pipeline.hpp computes it). The grant came once
+// the copies still reading reused blocks were done; the overhead overlaps that wait, as in the
+// model, so what of it has passed since the commit is not spun again.
+void scheduler_core::compute_on_gpu(const grant& g, const step_cost& cost,
+                                    scheduler_orders& out) {
+  const compute_profile& profile = st_.options.compute;
+  int64_t now = st_.now();
+  int64_t lead_end = time_add(step_start_, cost.overhead_ns);
+  int64_t reuse_wait = std::max<int64_t>(0, g.reused_ready_ns - lead_end);
+  st_.report.reuse_wait_ns += reuse_wait;
+  compute_request c;
+  c.step = step_;
+  c.after_swap_in = g.swap_in;
+  step_after_swap_in_ = g.swap_in != 0;
+  c.lead_ns = std::max<int64_t>(0, lead_end - now);
+  c.layer_ns.assign(profile.layers, cost.layer_ns);
+  c.layer_ns.back() = cost.last_layer_ns;
+  gpu_step_ = {step_, step_start_, std::max(now, lead_end), 0, g.swap_in, 0, reuse_wait};
+  out.push_back(std::move(c));
 }
 
 void scheduler_core::end_step(uint64_t step, scheduler_orders& out) {

@@ -69,6 +69,7 @@ class scheduler_core {
   void start_refetches(const probe_reply& reply, scheduler_orders& out);
   void note_restored(const grant& g);
   void compute(const grant& g, scheduler_orders& out);
+  void compute_on_gpu(const grant& g, const step_cost& cost, scheduler_orders& out);
   void end_step(uint64_t step, scheduler_orders& out);
   void note_lag(int64_t ns);
 
@@ -82,6 +83,7 @@ class scheduler_core {
   std::vector<work_item> items_;
   int64_t step_start_ = 0;
   bool step_after_swap_in_ = false;  // the step's layers wait for a swap-in (GPU compute)
+  step_record gpu_step_;             // the step on the GPU, logged when it is done
   int64_t plan_start_ = 0;  // when planning the step began
   int64_t step_due_ = -1;   // when the modelled step ends (-1: not granted yet, or GPU)
 };

@@ -36,6 +36,7 @@ struct scheduler_core_options {
   /// writes a finished request's prompt and output blocks to storage before freeing them.
   bool output_caching = false;
   uint64_t block_bytes = 0;
+  bool log_steps = false;  ///< keep every step's timeline (scheduler_report::step_log)
 };
 
 /// Where a step's compute runs: modelled (a timer at the end the cost model gives) or on the GPU

@@ -2,6 +2,8 @@
 // shorthands commit, save, free, preempt, finish) hands the controller one step's block work
 // after checking it against each request's state.
 
+#include <algorithm>
+
 #include "serve/codec/probe_reply.hpp"
 #include "serve/codec/step_reply.hpp"
 #include "serve/server_state.hpp"
@@ -81,7 +83,14 @@ void send_step_reply(self_ptr self, const ctx& x, uint64_t engine_step, const gr
     a.granted.failed_grows.push_back(o == st.owners.end() ? uint64_t{0} : o->second.req);
   }
   a.granted.available_blocks = g.available_blocks;
+  // The protocol's `layer_ready_ns` is when each layer's inputs were there: the swap-in's layers
+  // and the copies still reading reused blocks alike (docs/protocol.md).
   a.granted.layer_ready_ns = g.layer_ready_ns;
+  if (g.reused_ready_ns > 0) {
+    a.granted.layer_ready_ns.resize(st.settings.layers, 0);
+    for (int64_t& t : a.granted.layer_ready_ns)
+      t = std::max(t, g.reused_ready_ns);
+  }
   a.now_ns = now_ns(self);
   if (sig)
     a.swap_in = swap_in_slot{sig->slot, st.settings.layers, sig->blocks};

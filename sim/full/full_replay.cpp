@@ -68,6 +68,8 @@ void add_to(scheduler_report& sum, const scheduler_report& x) {
   sum.recomputed_tokens += x.recomputed_tokens;
   sum.layer_wait_ns += x.layer_wait_ns;
   sum.layer_gap_ns += x.layer_gap_ns;
+  sum.reuse_wait_ns += x.reuse_wait_ns;
+  sum.step_log.insert(sum.step_log.end(), x.step_log.begin(), x.step_log.end());
   sum.busy_ns += x.busy_ns;
   sum.prefill_tokens += x.prefill_tokens;
   sum.decode_tokens += x.decode_tokens;

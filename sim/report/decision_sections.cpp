@@ -70,6 +70,7 @@ json steps_section(const scheduler_report& s) {
   return {{"count", s.steps}, {"probes", s.probes},
           {"refused_admissions", s.refused_admissions}, {"busy_s", seconds6(s.busy_ns)},
           {"layer_wait_s", seconds6(s.layer_wait_ns)},
+          {"reuse_wait_s", seconds6(s.reuse_wait_ns)},
           {"prefill_tokens", s.prefill_tokens}, {"decode_tokens", s.decode_tokens}};
 }
 

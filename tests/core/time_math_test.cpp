@@ -102,3 +102,23 @@ TEST_CASE("time math: the wall clock's conversions saturate", "[time][clock]") {
   sim_clock fast(sys.clock().now() - std::chrono::hours(1), 1e300);
   CHECK(fast.now(sys.clock()) == time_limit_ns);
 }
+
+TEST_CASE("layer pipeline: a wait for copies reading reused blocks delays layer 0 and is counted "
+          "apart from the swap-in's stall",
+          "[core][pipeline]") {
+  step_cost c;
+  c.overhead_ns = 1000;
+  c.layer_ns = 100;
+  c.last_layer_ns = 100;
+  // Swap-in layers land at 1500 and 3000; the reused blocks' copy is done at 2000.
+  pipeline_result r = run_pipeline(0, c, 2, {1500, 3000}, nullptr, 0, 2000);
+  CHECK(r.reuse_wait_ns == 1000);  // 1000 (overhead end) -> 2000
+  CHECK(r.stall_ns == 3000 - 2100);  // layer 1 waits from 2100 to 3000
+  CHECK(r.end_ns == 3100);
+  // The same as charging the reuse as every layer's ready time (the old form), end for end.
+  pipeline_result merged = run_pipeline(0, c, 2, {2000, 3000});
+  CHECK(merged.end_ns == r.end_ns);
+  CHECK(merged.stall_ns == r.stall_ns + r.reuse_wait_ns);
+  // Overhead longer than the wait: nothing to wait for.
+  CHECK(run_pipeline(0, c, 2, {}, nullptr, 0, 900).reuse_wait_ns == 0);
+}

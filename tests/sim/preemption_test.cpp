@@ -85,7 +85,8 @@ TEST_CASE("preemption: the three modes, with exact virtual times", "[actors][rep
     CHECK(r.scheduler.recomputed_tokens == 0);
     CHECK(r.scheduler.restored_tokens == std::array<uint64_t, 3>{0, 32, 0});
     CHECK(y.finish_ns == x.finish_ns + 2298 + 18 * 2000);
-    CHECK(r.scheduler.layer_wait_ns == 1048 + 36 + 262);
+    CHECK(r.scheduler.layer_wait_ns == 36 + 262);
+    CHECK(r.scheduler.reuse_wait_ns == 1048);  // R0's decode behind the victims' copy
     CHECK(r.controller.preemption.stored_blocks
           == (mode == preemption_mode::save_to_storage ? 2u : 0u));
   }

@@ -176,5 +176,7 @@ TEST_CASE("replay: under write_back, a step reusing evicted blocks starts after 
   // R1's blocks are R0's, written back first: 2 x 1024 bytes at 1 byte/ns before layer 0.
   const request_record& b = record(r, 1);
   CHECK(b.first_token_ns == 1'000'000 + 2048 + 32 * 100);
-  CHECK(r.scheduler.layer_wait_ns == 2048);
+  // That wait is for reused blocks, not for a swap-in: a reuse wait (layer_pipeline.hpp).
+  CHECK(r.scheduler.reuse_wait_ns == 2048);
+  CHECK(r.scheduler.layer_wait_ns == 0);
 }

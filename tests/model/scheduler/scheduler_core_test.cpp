@@ -387,3 +387,63 @@ TEST_CASE("scheduler core, GPU compute: only a step after a swap-in counts its s
   CHECK(rep.layer_wait_ns == 700);
   CHECK(rep.layer_gap_ns == 40);
 }
+
+TEST_CASE("scheduler core, GPU compute: a wait for copies reading reused blocks is a reuse wait, "
+          "and the overhead it covered is not spun again",
+          "[scheduler][scheduler_core]") {
+  int64_t now = 0;
+  scheduler_core_options o = opts();
+  o.log_steps = true;
+  scheduler_core core(o, step_compute::gpu, [&] { return now; });
+  scheduler_orders out;
+  request_arrival a = arrival_of(1, {1, 2}, 3);
+  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
+  core.on_ready(ready{1, 0, 64}, out = {});
+  core.on_step_timer(0, out = {});
+  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
+  commit c = only<commit>(out);
+  // The grant comes 1600 ns after the commit, when a backup still reading a reused block is
+  // done: 600 ns past the 1000 ns overhead, which overlapped the wait, as in the model.
+  now = 1600;
+  grant g;
+  g.step = c.step;
+  g.admits.push_back(admitted(1));
+  g.available_blocks = 62;
+  g.reused_ready_ns = 1600;
+  core.on_grant(g, out = {});
+  CHECK(only<compute_request>(out).lead_ns == 0);
+  now = 5000;
+  core.on_compute_done(c.step, 30, out = {});
+  scheduler_report rep = core.report();
+  CHECK(rep.reuse_wait_ns == 600);
+  CHECK(rep.layer_wait_ns == 0);
+  CHECK(rep.layer_gap_ns == 30);
+  REQUIRE(rep.step_log.size() == 1);
+  const step_record& s = rep.step_log[0];
+  CHECK(s.start_ns == 0);
+  CHECK(s.compute_ns == 1600);
+  CHECK(s.end_ns == 5000);
+  CHECK(s.reuse_wait_ns == 600);
+  CHECK(s.swap_in == 0);
+}
+
+TEST_CASE("scheduler core, GPU compute: a grant before the overhead has passed spins the rest",
+          "[scheduler][scheduler_core]") {
+  int64_t now = 0;
+  scheduler_core core(opts(), step_compute::gpu, [&] { return now; });
+  scheduler_orders out;
+  request_arrival a = arrival_of(1, {1, 2}, 3);
+  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
+  core.on_ready(ready{1, 0, 64}, out = {});
+  core.on_step_timer(0, out = {});
+  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
+  commit c = only<commit>(out);
+  now = 250;  // the host took 250 ns from commit to grant
+  grant g;
+  g.step = c.step;
+  g.admits.push_back(admitted(1));
+  g.available_blocks = 62;
+  core.on_grant(g, out = {});
+  CHECK(only<compute_request>(out).lead_ns == 750);
+  CHECK(core.report().step_log.empty());  // not asked for
+}
