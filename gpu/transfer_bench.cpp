@@ -347,8 +347,12 @@ bench_report run_transfer_bench(const bench_options& o, std::ostream* progress) 
   r.transfer_bytes = o.transfer_bytes;
   r.repetitions = o.repetitions;
   r.verify = o.verify;
-  for (uint32_t block_size : o.block_sizes)
+  for (uint32_t block_size : o.block_sizes) {
     r.sizes.push_back(size_run(o, block_size, progress).measure());
+    // On caches of its own, once the size_run's memory is free again.
+    r.sizes.back().conditions = measure_copy_conditions(o, block_size, o.condition_sizes,
+                                                        progress);
+  }
   return r;
 }
 

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/copy_conditions.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/kv_cache.hpp"
 
@@ -46,6 +47,9 @@ struct bench_options {
   /// The sweep also times each size after this long with the link idle (0: it does not): a
   /// replay's copies are often isolated, the bench's back to back.
   uint32_t idle_gap_ms = 0;
+  /// Copy sizes (blocks) at which the copy-conditions probe runs (copy_conditions.hpp), per
+  /// block size after the rest; empty: it does not.
+  std::vector<uint32_t> condition_sizes;
 };
 
 /// t = latency + bytes / bandwidth, from a small and a large transfer.
@@ -141,6 +145,7 @@ struct block_size_figures {
   link_fit h2d_fit;  ///< of the default method: the calibration (from the sweep)
   link_fit d2h_fit;
   std::vector<link_sweep> sweeps;  ///< H2D then D2H
+  std::vector<condition_figure> conditions;  ///< empty unless condition_sizes was given
 };
 
 struct bench_report {

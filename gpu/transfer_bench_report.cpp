@@ -125,7 +125,8 @@ void table_rows(const block_size_figures& s, std::string& out) {
     out += std::string("  calibration ") + (h2d ? "H2D " : "D2H ") + to_string(f->method) + ": "
            + format("%.1f GB/s, fixed %.1f us per transfer", f->bandwidth_gbps, f->latency_us)
            + (h2d ? format(", %.2f us per layer", f->layer_latency_us) : "") + "\n";
-  }
+  }  if (!s.conditions.empty())
+    out += format_conditions_table(s.conditions, s.block_size);
 }
 
 }  // namespace
@@ -252,6 +253,8 @@ nlohmann::json bench_to_json(const bench_report& r) {
                      {"duplex", duplex},
                      {"sweeps", sweeps},
                      {"calibration", calibration_json(r, s.block_size)}});
+    if (!s.conditions.empty())
+      sizes.back()["conditions"] = conditions_json(s.conditions);
   }
   std::vector<std::string> misses = missed_targets(r);
   return {{"schema", "kvtier.transfer_bench/1"},
