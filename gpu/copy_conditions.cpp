@@ -18,6 +18,7 @@ const char* to_string(copy_condition c) {
     case copy_condition::scattered_host: return "scattered-host";
     case copy_condition::compute_thread: return "compute-thread";
     case copy_condition::device_runs: return "device-runs";
+    case copy_condition::callbacks_compute: return "callbacks+compute";
     case copy_condition::replay_like: return "replay-like";
   }
   return "?";
@@ -26,7 +27,8 @@ const char* to_string(copy_condition c) {
 std::vector<copy_condition> all_copy_conditions() {
   return {copy_condition::baseline,       copy_condition::callbacks,
           copy_condition::scattered_host, copy_condition::compute_thread,
-          copy_condition::device_runs,    copy_condition::replay_like};
+          copy_condition::device_runs,    copy_condition::callbacks_compute,
+          copy_condition::replay_like};
 }
 
 void rate_against_baseline(std::vector<condition_figure>& cells) {
@@ -86,7 +88,7 @@ std::string format_conditions_table(const std::vector<condition_figure>& cells,
   char buf[160];
   std::snprintf(buf, sizeof buf,
                 "copy rates under replay conditions (%u-token blocks, default method):\n"
-                "  %-15s %6s %9s %8s %9s %8s\n",
+                "  %-17s %6s %9s %8s %9s %8s\n",
                 block_size, "condition", "blocks", "H2D GB/s", "of base", "D2H GB/s", "of base");
   std::string out = buf;
   for (copy_condition c : all_copy_conditions())
@@ -95,7 +97,7 @@ std::string format_conditions_table(const std::vector<condition_figure>& cells,
       const condition_figure* d = cell_of(cells, c, blocks, transfer_direction::d2h);
       if (h == nullptr && d == nullptr)
         continue;
-      std::snprintf(buf, sizeof buf, "  %-15s %6u %9.2f %7.1f%% %9.2f %7.1f%%\n", to_string(c),
+      std::snprintf(buf, sizeof buf, "  %-17s %6u %9.2f %7.1f%% %9.2f %7.1f%%\n", to_string(c),
                     blocks, h ? h->gbps : 0.0, h ? 100 * h->of_baseline : 0.0,
                     d ? d->gbps : 0.0, d ? 100 * d->of_baseline : 0.0);
       out += buf;

@@ -23,9 +23,11 @@ enum class copy_condition : uint8_t {
   baseline,        ///< as the sweep: back to back, contiguous host ids, random device ids
   callbacks,       ///< on_complete set: a host function per op (and per H2D layer) that takes
                    ///< a mutex and queues the event for another thread, as the replay's does
-  scattered_host,  ///< host ids a seeded random choice with no two consecutive
+  scattered_host,  ///< host ids a seeded random choice with no two consecutive, over a pool 4x
+                   ///< the largest copy
   compute_thread,  ///< another thread submits emulated compute passes throughout
   device_runs,     ///< device ids in shuffled runs of 2..32 blocks
+  callbacks_compute,  ///< callbacks and the compute thread, sharing the submitters' lock
   replay_like,     ///< all of the above, the callback taking the lock the submitters take
 };
 
@@ -55,12 +57,13 @@ void rate_against_baseline(std::vector<condition_figure>& cells);
 /// host copies. Requires pool >= 2 * count - 1; throws gpu_error otherwise.
 std::vector<uint32_t> scattered_host_ids(uint64_t seed, uint32_t count, uint32_t pool);
 
-/// Measures every condition for each of `sizes` (blocks per copy) at `block_size`, both
+/// Measures `conditions` for each of `sizes` (blocks per copy) at `block_size`, both
 /// directions, on caches of its own (the size_run's is gone by then). Throws gpu_error without
 /// a device, or if a verified warm-up finds a wrong byte.
 std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
                                                       uint32_t block_size,
                                                       const std::vector<uint32_t>& sizes,
+                                                      const std::vector<copy_condition>& conditions,
                                                       std::ostream* progress);
 
 /// A table: per condition and size, each direction's GB/s and its share of the baseline.

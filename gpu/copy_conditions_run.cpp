@@ -27,6 +27,11 @@ using namespace bench;
 /// The emulated passes of the compute thread: a lead, then every layer busy this long.
 constexpr uint64_t pass_layer_ns = 20'000;
 constexpr uint64_t pass_lead_ns = 100'000;
+/// The host pool over the largest copy: scattered ids spread over pinned gigabytes, as a
+/// replay's host tier has them (1,024 blocks of 8 MiB in the emulation check).
+constexpr uint32_t host_pool_factor = 4;
+/// Timed copies per cell at least: single slow copies (H2D has some) must not set the median.
+constexpr uint32_t repetitions_min = 9;
 /// How often a waiter that has no callback asks whether its op is done.
 constexpr auto poll_interval = std::chrono::microseconds(20);
 
@@ -161,7 +166,9 @@ class compute_load {
 };
 
 bool has(copy_condition c, copy_condition part) {
-  return c == part || c == copy_condition::replay_like;
+  bool both = c == copy_condition::callbacks_compute
+              && (part == copy_condition::callbacks || part == copy_condition::compute_thread);
+  return c == part || both || c == copy_condition::replay_like;
 }
 
 /// The probe of one block size: two caches of the same shape, one with a completion callback.
@@ -177,7 +184,7 @@ class conditions_probe {
 
   const bench_options& o_;
   uint32_t block_size_;
-  uint32_t n_;  // the largest copy; device pool 3n, host pool 2n
+  uint32_t n_;  // the largest copy; device pool 3n, host pool host_pool_factor * n
   std::ostream* log_;
   probe_cache plain_, with_callback_;
   placement random_, runs_;
@@ -190,7 +197,7 @@ conditions_probe::conditions_probe(const bench_options& o, uint32_t block_size,
   cfg.shape = o.shape;
   cfg.shape.block_size = block_size;
   cfg.device_blocks = 3 * n_;
-  cfg.host_blocks = 2 * n_;
+  cfg.host_blocks = host_pool_factor * n_;
   cfg.calibrate_compute = true;  // the compute thread's layers take what they ask
   cfg.on_complete = nullptr;
   plain_.cache = make_kv_cache(cfg);
@@ -215,7 +222,8 @@ std::vector<block_pair> conditions_probe::pairs(copy_condition c, transfer_direc
   for (uint32_t i = 0; i < k; ++i)
     p[i].host = h2d ? i : n_ + i;
   if (has(c, copy_condition::scattered_host)) {
-    std::vector<uint32_t> ids = scattered_host_ids(o_.seed * 4 + k + (h2d ? 0 : 1), k, 2 * n_);
+    std::vector<uint32_t> ids = scattered_host_ids(o_.seed * 4 + k + (h2d ? 0 : 1), k,
+                                                  host_pool_factor * n_);
     for (uint32_t i = 0; i < k; ++i)
       p[i].host = ids[i];
   }
@@ -256,7 +264,7 @@ condition_figure conditions_probe::measure(copy_condition c, transfer_direction 
     load = std::make_unique<compute_load>(pc);
   pc.finish(pc.submit(d, p));  // the warm-up, under the condition
   std::vector<double> ns;
-  for (uint32_t i = 0; i < std::max(o_.repetitions, 5u); ++i)
+  for (uint32_t i = 0; i < std::max(o_.repetitions, repetitions_min); ++i)
     ns.push_back(pc.finish(pc.submit(d, p)).total_ns);
   load.reset();
   f.median_ns = median(ns);
@@ -272,6 +280,7 @@ condition_figure conditions_probe::measure(copy_condition c, transfer_direction 
 std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
                                                       uint32_t block_size,
                                                       const std::vector<uint32_t>& sizes,
+                                                      const std::vector<copy_condition>& conditions,
                                                       std::ostream* progress) {
   if (sizes.empty())
     return {};
@@ -284,7 +293,7 @@ std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
   // stays small against the differences measured.
   for (uint32_t blocks : sizes)
     for (transfer_direction d : {transfer_direction::h2d, transfer_direction::d2h})
-      for (copy_condition c : all_copy_conditions())
+      for (copy_condition c : conditions)
         cells.push_back(probe.measure(c, d, blocks));
   rate_against_baseline(cells);
   return cells;

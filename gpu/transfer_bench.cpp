@@ -324,6 +324,35 @@ block_size_figures size_run::measure() {
   return fig_;
 }
 
+/// Times the sweep's sizes again under the replay's conditions and refits both directions
+/// through them: the calibration then predicts a replay's copies, which run 5-7% slower than
+/// the bench's own (docs/gpu.md "Copy rates under replay conditions").
+void sweep_under_replay_conditions(const bench_options& o, block_size_figures& s,
+                                   std::ostream* log) {
+  if (s.sweeps.empty())
+    return;
+  std::vector<uint32_t> sizes;
+  for (const sweep_point& p : s.sweeps.front().points)
+    sizes.push_back(p.blocks);
+  std::vector<condition_figure> cells =
+    measure_copy_conditions(o, s.block_size, sizes, {copy_condition::replay_like}, log);
+  for (link_sweep& w : s.sweeps) {
+    std::vector<sweep_point> points = w.points;
+    for (sweep_point& p : points) {
+      p.used = true;
+      for (const condition_figure& c : cells)
+        if (c.direction == w.direction && c.blocks == p.blocks)
+          p.replay_like_ns = c.median_ns;
+    }
+    w = fit_sweep(w.direction, w.fit.method, points, o.shape.layers);
+    (w.direction == transfer_direction::h2d ? s.h2d_fit : s.d2h_fit) = w.fit;
+    if (log != nullptr)
+      *log << "block " << s.block_size << ": sweep " << to_string(w.direction)
+           << " under replay conditions " << gbps_text(w.fit.bandwidth_gbps)
+           << (w.rejected.empty() ? "" : " REFUSED: " + w.rejected) << std::endl;
+  }
+}
+
 std::string iso_utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -349,9 +378,11 @@ bench_report run_transfer_bench(const bench_options& o, std::ostream* progress) 
   r.verify = o.verify;
   for (uint32_t block_size : o.block_sizes) {
     r.sizes.push_back(size_run(o, block_size, progress).measure());
-    // On caches of its own, once the size_run's memory is free again.
+    // On caches of their own, once the size_run's memory is free again.
+    if (o.sweep == sweep_conditions::replay_like)
+      sweep_under_replay_conditions(o, r.sizes.back(), progress);
     r.sizes.back().conditions = measure_copy_conditions(o, block_size, o.condition_sizes,
-                                                        progress);
+                                                        all_copy_conditions(), progress);
   }
   return r;
 }

@@ -16,7 +16,9 @@
 //     (and for H2D the same per layer step);
 //   - the calibration sweep: the default method per direction at sizes from one block to the
 //     full transfer, as swap-ins and backups have them, fitted by least relative error, with
-//     each size's residual shown and a fit that misses rejected (docs/gpu.md).
+//     each size's residual shown and a fit that misses rejected (docs/gpu.md); by default each
+//     size is also timed under a replay's conditions (copy_conditions.hpp), and the fit goes
+//     through those times.
 
 #include <cstdint>
 #include <iosfwd>
@@ -30,6 +32,14 @@
 #include "gpu/kv_cache.hpp"
 
 namespace kvtier::gpu {
+
+/// What the calibration sweep's fit goes through.
+enum class sweep_conditions : uint8_t {
+  /// Each size also timed under the replay's conditions (copy_conditions.hpp, replay_like):
+  /// a replay's copies run that much slower than the bench's own (docs/gpu.md).
+  replay_like,
+  bench,  ///< the bench's own copies (the fresh-host column), as before
+};
 
 struct bench_options {
   std::vector<uint32_t> block_sizes{16, 64};
@@ -50,6 +60,7 @@ struct bench_options {
   /// Copy sizes (blocks) at which the copy-conditions probe runs (copy_conditions.hpp), per
   /// block size after the rest; empty: it does not.
   std::vector<uint32_t> condition_sizes;
+  sweep_conditions sweep = sweep_conditions::replay_like;
 };
 
 /// t = latency + bytes / bandwidth, from a small and a large transfer.
@@ -75,9 +86,13 @@ struct sweep_point {
   /// Each to (or from) host blocks no copy has touched before, as a replay's backups and
   /// swap-ins meet them: the GPU's host address translations are then cold.
   double fresh_host_ns = 0;
-  /// What the fit goes through: fresh_host_ns where measured, else beside_compute_ns, else
-  /// median_ns.
+  /// Each under the replay's conditions (copy_conditions.hpp, replay_like; 0: not measured).
+  double replay_like_ns = 0;
+  /// What the fit goes through: replay_like_ns where measured, else fresh_host_ns, else
+  /// beside_compute_ns, else median_ns.
   double fitted_source_ns() const {
+    if (replay_like_ns > 0)
+      return replay_like_ns;
     if (fresh_host_ns > 0)
       return fresh_host_ns;
     return beside_compute_ns > 0 ? beside_compute_ns : median_ns;

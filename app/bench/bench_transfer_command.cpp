@@ -42,6 +42,12 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
     ->delimiter(',')
     ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->check(finite_positive());
+  cmd->add_option("--sweep-conditions", args.sweep_conditions,
+                  "what the calibration sweep's fit goes through: 'replay' (each size also "
+                  "timed under a replay's conditions, as --conditions' replay-like row, which "
+                  "a replay's copies match) or 'bench' (the bench's own copies)")
+    ->check(CLI::IsMember({"replay", "bench"}))
+    ->capture_default_str();
   cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");
   cmd->add_option("--json", args.json_out, "also write every figure to this JSON file");
   cmd->add_option("--emit-calibration", args.calibration_out,
@@ -67,6 +73,8 @@ int run_bench_transfer(const bench_transfer_args& args) {
   o.verify = !args.no_verify;
   o.idle_gap_ms = args.idle_gap_ms;
   o.condition_sizes = args.condition_sizes;
+  o.sweep = args.sweep_conditions == "bench" ? gpu::sweep_conditions::bench
+                                             : gpu::sweep_conditions::replay_like;
   gpu::device_info device = gpu::query_device();
   if (!device.available) {
     std::cerr << "kvtier: skipped: no CUDA device (" << device.reason << ")\n";

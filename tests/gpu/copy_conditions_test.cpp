@@ -108,3 +108,29 @@ TEST_CASE("copy conditions: the bench's JSON carries them only when measured") {
   CHECK(j["conditions"][0]["condition"] == "baseline");
   CHECK(format_bench_table(r).find("copy rates under replay conditions") != std::string::npos);
 }
+
+TEST_CASE("copy conditions: the sweep fits through the replay-like column where measured") {
+  sweep_point p;
+  p.median_ns = 1.0e6;
+  p.fresh_host_ns = 1.1e6;
+  CHECK(p.fitted_source_ns() == 1.1e6);
+  p.replay_like_ns = 1.2e6;
+  CHECK(p.fitted_source_ns() == 1.2e6);
+  p.fitted_ns = 1.2e6;
+  CHECK(p.residual() == Approx(0));
+
+  link_sweep w;
+  w.direction = transfer_direction::d2h;
+  p.blocks = 8;
+  p.bytes = uint64_t{8} << 23;
+  w.points = {p};
+  bench_report r;
+  block_size_figures s;
+  s.block_size = 64;
+  s.sweeps = {w};
+  r.sizes.push_back(s);
+  nlohmann::json point = bench_to_json(r)["block_sizes"][0]["sweeps"][0]["points"][0];
+  CHECK(point["replay_like_ms"].get<double>() == Approx(1.2));
+  CHECK(point["fresh_host_ms"].get<double>() == Approx(1.1));
+  CHECK(format_bench_table(r).find("replay-like") != std::string::npos);
+}
