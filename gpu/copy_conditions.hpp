@@ -57,14 +57,14 @@ void rate_against_baseline(std::vector<condition_figure>& cells);
 /// host copies. Requires pool >= 2 * count - 1; throws gpu_error otherwise.
 std::vector<uint32_t> scattered_host_ids(uint64_t seed, uint32_t count, uint32_t pool);
 
-/// Measures `conditions` for each of `sizes` (blocks per copy) at `block_size`, both
-/// directions, on caches of its own (the size_run's is gone by then). Throws gpu_error without
-/// a device, or if a verified warm-up finds a wrong byte.
-std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
-                                                      uint32_t block_size,
-                                                      const std::vector<uint32_t>& sizes,
-                                                      const std::vector<copy_condition>& conditions,
-                                                      std::ostream* progress);
+/// Measures `conditions` for each of `sizes` (blocks per copy) at `block_size` in `directions`,
+/// on caches of its own (the size_run's is gone by then). Throws gpu_error without a device, or
+/// if a verified warm-up finds a wrong byte.
+std::vector<condition_figure> measure_copy_conditions(
+  const bench_options& o, uint32_t block_size, const std::vector<uint32_t>& sizes,
+  const std::vector<copy_condition>& conditions, std::ostream* progress,
+  const std::vector<transfer_direction>& directions = {transfer_direction::h2d,
+                                                       transfer_direction::d2h});
 
 /// A table: per condition and size, each direction's GB/s and its share of the baseline.
 std::string format_conditions_table(const std::vector<condition_figure>& cells,

@@ -277,11 +277,10 @@ condition_figure conditions_probe::measure(copy_condition c, transfer_direction 
 
 }  // namespace
 
-std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
-                                                      uint32_t block_size,
-                                                      const std::vector<uint32_t>& sizes,
-                                                      const std::vector<copy_condition>& conditions,
-                                                      std::ostream* progress) {
+std::vector<condition_figure> measure_copy_conditions(
+  const bench_options& o, uint32_t block_size, const std::vector<uint32_t>& sizes,
+  const std::vector<copy_condition>& conditions, std::ostream* progress,
+  const std::vector<transfer_direction>& directions) {
   if (sizes.empty())
     return {};
   uint32_t largest = *std::max_element(sizes.begin(), sizes.end());
@@ -292,7 +291,7 @@ std::vector<condition_figure> measure_copy_conditions(const bench_options& o,
   // Per size and direction every condition in a row, so that drift of the link between rows
   // stays small against the differences measured.
   for (uint32_t blocks : sizes)
-    for (transfer_direction d : {transfer_direction::h2d, transfer_direction::d2h})
+    for (transfer_direction d : directions)
       for (copy_condition c : conditions)
         cells.push_back(probe.measure(c, d, blocks));
   rate_against_baseline(cells);

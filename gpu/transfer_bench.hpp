@@ -17,8 +17,8 @@
 //   - the calibration sweep: the default method per direction at sizes from one block to the
 //     full transfer, as swap-ins and backups have them, fitted by least relative error, with
 //     each size's residual shown and a fit that misses rejected (docs/gpu.md); by default each
-//     size is also timed under a replay's conditions (copy_conditions.hpp), and the fit goes
-//     through those times.
+//     D2H size is also timed under a replay's conditions (copy_conditions.hpp), and the D2H
+//     fit goes through those times.
 
 #include <cstdint>
 #include <iosfwd>
@@ -35,8 +35,9 @@ namespace kvtier::gpu {
 
 /// What the calibration sweep's fit goes through.
 enum class sweep_conditions : uint8_t {
-  /// Each size also timed under the replay's conditions (copy_conditions.hpp, replay_like):
-  /// a replay's copies run that much slower than the bench's own (docs/gpu.md).
+  /// D2H: each size also timed under the replay's conditions (copy_conditions.hpp,
+  /// replay_like), as a replay's backups run; H2D: the bench's own copies, as a replay's
+  /// swap-ins run (docs/gpu.md "Copy rates under replay conditions").
   replay_like,
   bench,  ///< the bench's own copies (the fresh-host column), as before
 };
@@ -128,6 +129,13 @@ std::vector<uint32_t> sweep_sizes(uint32_t blocks);
 /// latency; for H2D, which the model charges per layer, also layer_latency_us = fixed / layers.
 link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_point> points,
                      uint32_t layers, size_t max_left_out = 1);
+
+struct block_size_figures;
+
+/// Puts the replay-like D2H cells (copy_conditions.hpp) into the D2H sweep's points of the same
+/// sizes and refits that sweep, and the D2H calibration, through them; H2D stays as it is.
+void refit_d2h_through(const std::vector<condition_figure>& replay_like, block_size_figures& s,
+                       uint32_t layers);
 
 struct method_figures {
   transfer_method method = transfer_method::automatic;

@@ -43,9 +43,10 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
     ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
     ->check(finite_positive());
   cmd->add_option("--sweep-conditions", args.sweep_conditions,
-                  "what the calibration sweep's fit goes through: 'replay' (each size also "
+                  "what the calibration sweep's fit goes through: 'replay' (D2H sizes also "
                   "timed under a replay's conditions, as --conditions' replay-like row, which "
-                  "a replay's copies match) or 'bench' (the bench's own copies)")
+                  "a replay's backups match; H2D the bench's own copies, which its swap-ins "
+                  "match) or 'bench' (the bench's own copies in both directions)")
     ->check(CLI::IsMember({"replay", "bench"}))
     ->capture_default_str();
   cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");

@@ -134,3 +134,41 @@ TEST_CASE("copy conditions: the sweep fits through the replay-like column where 
   CHECK(point["fresh_host_ms"].get<double>() == Approx(1.1));
   CHECK(format_bench_table(r).find("replay-like") != std::string::npos);
 }
+
+TEST_CASE("copy conditions: the D2H calibration refits through the replay-like copies") {
+  // The D2H sweep of an H200 (BENCHMARKS.md, "Copy rates under replay conditions"): blocks,
+  // ms on fresh host blocks, ms under the replay's conditions.
+  const double rows[][3] = {{1, 0.179, 0.177},    {2, 0.325, 0.335},    {4, 0.633, 0.694},
+                            {8, 1.250, 1.351},    {16, 2.483, 2.676},   {32, 4.936, 5.314},
+                            {64, 9.828, 10.558},  {128, 19.666, 21.103}, {256, 39.286, 42.412}};
+  std::vector<sweep_point> points;
+  std::vector<condition_figure> cells;
+  for (const auto& r : rows) {
+    sweep_point p;
+    p.blocks = static_cast<uint32_t>(r[0]);
+    p.bytes = uint64_t{p.blocks} << 23;
+    p.median_ns = p.fresh_host_ns = r[1] * 1e6;
+    points.push_back(p);
+    cells.push_back(cell(copy_condition::replay_like, transfer_direction::d2h, p.blocks, r[2]));
+  }
+  // A cell of another condition must not count.
+  cells.push_back(cell(copy_condition::baseline, transfer_direction::d2h, 256, 30.0));
+  block_size_figures s;
+  s.sweeps = {fit_sweep(transfer_direction::h2d, transfer_method::staging, points, 32),
+              fit_sweep(transfer_direction::d2h, transfer_method::staging, points, 32)};
+  s.h2d_fit = s.sweeps[0].fit;
+  s.d2h_fit = s.sweeps[1].fit;
+  CHECK(s.d2h_fit.bandwidth_gbps > 54);
+
+  refit_d2h_through(cells, s, 32);
+  CHECK(s.d2h_fit.bandwidth_gbps == Approx(50.5).margin(0.5));
+  CHECK(s.d2h_fit.bandwidth_gbps == s.sweeps[1].fit.bandwidth_gbps);
+  CHECK(s.sweeps[1].rejected.empty());
+  CHECK(s.sweeps[1].max_residual < sweep_residual_max);
+  for (size_t i = 0; i < points.size(); ++i) {
+    CHECK(s.sweeps[1].points[i].replay_like_ns == Approx(rows[i][2] * 1e6));
+    CHECK(s.sweeps[0].points[i].replay_like_ns == 0);
+  }
+  CHECK(s.h2d_fit.bandwidth_gbps > 54);
+  CHECK(s.h2d_fit.bandwidth_gbps == s.sweeps[0].fit.bandwidth_gbps);
+}
