@@ -101,18 +101,23 @@ struct probe_cache {
   std::unique_ptr<kv_cache> cache;
   std::atomic<bool> shared{false};  // another thread submits too
 
-  transfer_timing finish(op_id id) {
+  /// Returns once op `id` is done where another thread may use the cache meanwhile; else at
+  /// once (the caller's wait under the lock then blocks).
+  void await(op_id id) {
     if (queue) {
       queue->wait_done(id);
-    } else if (shared) {
-      for (bool done = false; !done;) {
-        std::this_thread::sleep_for(poll_interval);
-        std::lock_guard<std::mutex> g(lock);
-        done = cache->layer_done(id);
-      }
+      return;
     }
+    for (bool done = !shared; !done;) {
+      std::this_thread::sleep_for(poll_interval);
+      std::lock_guard<std::mutex> g(lock);
+      done = cache->layer_done(id);
+    }
+  }
+  transfer_timing finish(op_id id) {
+    await(id);
     std::lock_guard<std::mutex> g(lock);
-    cache->wait(id);  // returns at once unless nothing waited above
+    cache->wait(id);  // returns at once unless await() did not wait
     transfer_timing t = cache->transfer_time(id);
     cache->release(id);
     return t;
@@ -146,15 +151,7 @@ class compute_load {
         std::lock_guard<std::mutex> g(pc_.lock);
         id = pc_.cache->submit_compute(layers, 0, pass_lead_ns);
       }
-      if (pc_.queue) {
-        pc_.queue->wait_done(id);
-      } else {
-        for (bool done = false; !done;) {
-          std::this_thread::sleep_for(poll_interval);
-          std::lock_guard<std::mutex> g(pc_.lock);
-          done = pc_.cache->layer_done(id);
-        }
-      }
+      pc_.await(id);  // shared is set: it waits
       std::lock_guard<std::mutex> g(pc_.lock);
       pc_.cache->release(id);
     }
