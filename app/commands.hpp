@@ -117,6 +117,8 @@ struct bench_transfer_args {
   double gib = 2.0;
   uint32_t repetitions = 5;
   uint32_t idle_gap_ms = 0;  ///< the sweep also times each size after this long idle
+  std::vector<uint32_t> condition_sizes;  ///< copy sizes of the copy-conditions probe
+  std::string sweep_conditions = "replay";  ///< what the sweep's fit goes through
   bool no_verify = false;
   std::string json_out;
   std::string calibration_out;

@@ -121,4 +121,22 @@ link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_
   return s;
 }
 
+void refit_d2h_through(const std::vector<condition_figure>& replay_like, block_size_figures& s,
+                       uint32_t layers) {
+  for (link_sweep& w : s.sweeps) {
+    if (w.direction != transfer_direction::d2h)
+      continue;
+    std::vector<sweep_point> points = w.points;
+    for (sweep_point& p : points) {
+      p.used = true;
+      for (const condition_figure& c : replay_like)
+        if (c.condition == copy_condition::replay_like && c.direction == w.direction
+            && c.blocks == p.blocks)
+          p.replay_like_ns = c.median_ns;
+    }
+    w = fit_sweep(w.direction, w.fit.method, points, layers);
+    s.d2h_fit = w.fit;
+  }
+}
+
 }  // namespace kvtier::gpu

@@ -324,6 +324,27 @@ block_size_figures size_run::measure() {
   return fig_;
 }
 
+/// Times the D2H sweep's sizes again under the replay's conditions and refits D2H through
+/// them: a replay's backups run 5-7% slower than the bench's own copies, as copies under those
+/// conditions do. H2D stays the bench's: a replay's swap-ins run within 1-2% of it (a step waits
+/// for its swap-in, so little compute and few completions run beside one), while the probe's
+/// H2D under the same conditions runs 2-6% slower with fixed costs no line fits (docs/gpu.md
+/// "Copy rates under replay conditions").
+void sweep_under_replay_conditions(const bench_options& o, block_size_figures& s,
+                                   std::ostream* log) {
+  if (s.sweeps.empty())
+    return;
+  std::vector<uint32_t> sizes;
+  for (const sweep_point& p : s.sweeps.front().points)
+    sizes.push_back(p.blocks);
+  std::vector<condition_figure> cells = measure_copy_conditions(
+    o, s.block_size, sizes, {copy_condition::replay_like}, log, {transfer_direction::d2h});
+  refit_d2h_through(cells, s, o.shape.layers);
+  if (log != nullptr)
+    *log << "block " << s.block_size << ": sweep d2h under replay conditions "
+         << gbps_text(s.d2h_fit.bandwidth_gbps) << std::endl;
+}
+
 std::string iso_utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -347,8 +368,14 @@ bench_report run_transfer_bench(const bench_options& o, std::ostream* progress) 
   r.transfer_bytes = o.transfer_bytes;
   r.repetitions = o.repetitions;
   r.verify = o.verify;
-  for (uint32_t block_size : o.block_sizes)
+  for (uint32_t block_size : o.block_sizes) {
     r.sizes.push_back(size_run(o, block_size, progress).measure());
+    // On caches of their own, once the size_run's memory is free again.
+    if (o.sweep == sweep_conditions::replay_like)
+      sweep_under_replay_conditions(o, r.sizes.back(), progress);
+    r.sizes.back().conditions = measure_copy_conditions(o, block_size, o.condition_sizes,
+                                                        all_copy_conditions(), progress);
+  }
   return r;
 }
 

@@ -16,7 +16,9 @@
 //     (and for H2D the same per layer step);
 //   - the calibration sweep: the default method per direction at sizes from one block to the
 //     full transfer, as swap-ins and backups have them, fitted by least relative error, with
-//     each size's residual shown and a fit that misses rejected (docs/gpu.md).
+//     each size's residual shown and a fit that misses rejected (docs/gpu.md); by default each
+//     D2H size is also timed under a replay's conditions (copy_conditions.hpp), and the D2H
+//     fit goes through those times.
 
 #include <cstdint>
 #include <iosfwd>
@@ -25,10 +27,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/copy_conditions.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/kv_cache.hpp"
 
 namespace kvtier::gpu {
+
+/// What the calibration sweep's fit goes through.
+enum class sweep_conditions : uint8_t {
+  /// D2H: each size also timed under the replay's conditions (copy_conditions.hpp,
+  /// replay_like), as a replay's backups run; H2D: the bench's own copies, as a replay's
+  /// swap-ins run (docs/gpu.md "Copy rates under replay conditions").
+  replay_like,
+  bench,  ///< the bench's own copies (the fresh-host column), as before
+};
 
 struct bench_options {
   std::vector<uint32_t> block_sizes{16, 64};
@@ -46,6 +58,10 @@ struct bench_options {
   /// The sweep also times each size after this long with the link idle (0: it does not): a
   /// replay's copies are often isolated, the bench's back to back.
   uint32_t idle_gap_ms = 0;
+  /// Copy sizes (blocks) at which the copy-conditions probe runs (copy_conditions.hpp), per
+  /// block size after the rest; empty: it does not.
+  std::vector<uint32_t> condition_sizes;
+  sweep_conditions sweep = sweep_conditions::replay_like;
 };
 
 /// t = latency + bytes / bandwidth, from a small and a large transfer.
@@ -71,9 +87,13 @@ struct sweep_point {
   /// Each to (or from) host blocks no copy has touched before, as a replay's backups and
   /// swap-ins meet them: the GPU's host address translations are then cold.
   double fresh_host_ns = 0;
-  /// What the fit goes through: fresh_host_ns where measured, else beside_compute_ns, else
-  /// median_ns.
+  /// Each under the replay's conditions (copy_conditions.hpp, replay_like; 0: not measured).
+  double replay_like_ns = 0;
+  /// What the fit goes through: replay_like_ns where measured, else fresh_host_ns, else
+  /// beside_compute_ns, else median_ns.
   double fitted_source_ns() const {
+    if (replay_like_ns > 0)
+      return replay_like_ns;
     if (fresh_host_ns > 0)
       return fresh_host_ns;
     return beside_compute_ns > 0 ? beside_compute_ns : median_ns;
@@ -110,6 +130,13 @@ std::vector<uint32_t> sweep_sizes(uint32_t blocks);
 link_sweep fit_sweep(transfer_direction d, transfer_method m, std::vector<sweep_point> points,
                      uint32_t layers, size_t max_left_out = 1);
 
+struct block_size_figures;
+
+/// Puts the replay-like D2H cells (copy_conditions.hpp) into the D2H sweep's points of the same
+/// sizes and refits that sweep, and the D2H calibration, through them; H2D stays as it is.
+void refit_d2h_through(const std::vector<condition_figure>& replay_like, block_size_figures& s,
+                       uint32_t layers);
+
 struct method_figures {
   transfer_method method = transfer_method::automatic;
   transfer_direction direction = transfer_direction::h2d;
@@ -141,6 +168,7 @@ struct block_size_figures {
   link_fit h2d_fit;  ///< of the default method: the calibration (from the sweep)
   link_fit d2h_fit;
   std::vector<link_sweep> sweeps;  ///< H2D then D2H
+  std::vector<condition_figure> conditions;  ///< empty unless condition_sizes was given
 };
 
 struct bench_report {

@@ -63,14 +63,16 @@ nlohmann::json shape_json(const kv_shape& s) {
           {"block_size", s.block_size}};
 }
 
-/// One sweep: each size back to back, beside compute, on fresh host blocks (what the fit goes
-/// through) and after an idle gap if timed; the fit's value and residual.
+/// One sweep: each size back to back, beside compute, on fresh host blocks, under the replay's
+/// conditions if timed (the fit goes through the last of these measured) and after an idle gap
+/// if timed; the fit's value and residual.
 void sweep_rows(const link_sweep& w, std::string& out) {
   bool idle = !w.points.empty() && w.points.front().idle_median_ns > 0;
+  bool replay = !w.points.empty() && w.points.front().replay_like_ns > 0;
   out += std::string("  sweep ") + (w.direction == transfer_direction::h2d ? "H2D" : "D2H")
          + " " + to_string(w.fit.method) + " (ms, GB/s):\n"
          + "   blocks      MiB   back to back   beside compute     fresh host      fit  residual"
-         + (idle ? "   after idle" : "") + "\n";
+         + (idle ? "   after idle" : "") + (replay ? "    replay-like" : "") + "\n";
   for (const sweep_point& p : w.points) {
     char row[200];
     auto rate = [&](double ns) { return ns > 0 ? p.bytes / ns : 0.0; };
@@ -83,6 +85,8 @@ void sweep_rows(const link_sweep& w, std::string& out) {
     out += row;
     if (idle)
       out += format(" %8.3f %5.1f", p.idle_median_ns / 1e6, p.bytes / p.idle_median_ns);
+    if (replay)
+      out += format(" %8.3f %5.1f", p.replay_like_ns / 1e6, p.bytes / p.replay_like_ns);
     out += "\n";
   }
   out += format("  sweep fit: %.1f GB/s, fixed %.1f us; largest residual %.1f%%",
@@ -125,7 +129,8 @@ void table_rows(const block_size_figures& s, std::string& out) {
     out += std::string("  calibration ") + (h2d ? "H2D " : "D2H ") + to_string(f->method) + ": "
            + format("%.1f GB/s, fixed %.1f us per transfer", f->bandwidth_gbps, f->latency_us)
            + (h2d ? format(", %.2f us per layer", f->layer_latency_us) : "") + "\n";
-  }
+  }  if (!s.conditions.empty())
+    out += format_conditions_table(s.conditions, s.block_size);
 }
 
 }  // namespace
@@ -200,6 +205,7 @@ nlohmann::json sweep_json(const link_sweep& w) {
                       {"median_ms", p.median_ns / 1e6}, {"idle_median_ms", p.idle_median_ns / 1e6},
                       {"beside_compute_ms", p.beside_compute_ns / 1e6},
                       {"fresh_host_ms", p.fresh_host_ns / 1e6},
+                      {"replay_like_ms", p.replay_like_ns / 1e6},
                       {"fitted_ms", p.fitted_ns / 1e6}, {"residual", p.residual()},
                       {"used", p.used}});
   return {{"direction", to_string(w.direction)}, {"method", to_string(w.fit.method)},
@@ -252,6 +258,8 @@ nlohmann::json bench_to_json(const bench_report& r) {
                      {"duplex", duplex},
                      {"sweeps", sweeps},
                      {"calibration", calibration_json(r, s.block_size)}});
+    if (!s.conditions.empty())
+      sizes.back()["conditions"] = conditions_json(s.conditions);
   }
   std::vector<std::string> misses = missed_targets(r);
   return {{"schema", "kvtier.transfer_bench/1"},

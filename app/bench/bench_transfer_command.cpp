@@ -34,6 +34,21 @@ CLI::App* add_bench_transfer_command(CLI::App& bench, bench_transfer_args& args)
                   "idle, as a replay's isolated copies run (0: not)")
     ->check(unsigned_in_range(60'000))
     ->capture_default_str();
+  cmd->add_option("--conditions", args.condition_sizes,
+                  "also time the default method's copies of these sizes (blocks) under each "
+                  "condition a replay has and the sweep lacks: completion callbacks, scattered "
+                  "host ids, compute submitted from another thread, device ids in runs, and all "
+                  "together; each against a baseline copy as the sweep times it")
+    ->delimiter(',')
+    ->check(unsigned_in_range(std::numeric_limits<uint32_t>::max()))
+    ->check(finite_positive());
+  cmd->add_option("--sweep-conditions", args.sweep_conditions,
+                  "what the calibration sweep's fit goes through: 'replay' (D2H sizes also "
+                  "timed under a replay's conditions, as --conditions' replay-like row, which "
+                  "a replay's backups match; H2D the bench's own copies, which its swap-ins "
+                  "match) or 'bench' (the bench's own copies in both directions)")
+    ->check(CLI::IsMember({"replay", "bench"}))
+    ->capture_default_str();
   cmd->add_flag("--no-verify", args.no_verify, "skip the byte-for-byte check of each method");
   cmd->add_option("--json", args.json_out, "also write every figure to this JSON file");
   cmd->add_option("--emit-calibration", args.calibration_out,
@@ -58,6 +73,9 @@ int run_bench_transfer(const bench_transfer_args& args) {
   o.repetitions = args.repetitions;
   o.verify = !args.no_verify;
   o.idle_gap_ms = args.idle_gap_ms;
+  o.condition_sizes = args.condition_sizes;
+  o.sweep = args.sweep_conditions == "bench" ? gpu::sweep_conditions::bench
+                                             : gpu::sweep_conditions::replay_like;
   gpu::device_info device = gpu::query_device();
   if (!device.available) {
     std::cerr << "kvtier: skipped: no CUDA device (" << device.reason << ")\n";
