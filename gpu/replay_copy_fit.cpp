@@ -96,8 +96,26 @@ std::string replay_fit_refusal(const replay_copy_fit& fit) {
   return "";
 }
 
+std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint32_t layers,
+                                     size_t* used) {
+  constexpr double in_place_ns = 1000;
+  std::vector<double> per_layer;
+  for (const waited_step& s : steps)
+    if (layers > 0 && s.modelled_data_wait_ns < in_place_ns)
+      per_layer.push_back(s.measured_stall_ns / layers);
+  if (used != nullptr)
+    *used = per_layer.size();
+  if (per_layer.size() < layer_wait_steps_min)
+    return std::nullopt;
+  std::sort(per_layer.begin(), per_layer.end());
+  return per_layer[per_layer.size() / 2];
+}
+
 nlohmann::json replay_calibration_json(nlohmann::json base, const replay_copy_fit& fit,
-                                       const nlohmann::json& source) {
+                                       const nlohmann::json& source,
+                                       std::optional<double> layer_wait_ns) {
+  if (layer_wait_ns)
+    base["compute"]["layer_wait_us"] = *layer_wait_ns / 1e3;
   base["h2d"]["bandwidth_gbps"] = fit.h2d.fit.bandwidth_gbps;
   base["h2d"]["latency_us"] = fit.h2d.fit.latency_us;
   base["h2d"]["layer_latency_us"] = fit.h2d.fit.layer_latency_us;

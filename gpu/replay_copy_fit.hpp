@@ -7,6 +7,7 @@
 // + bytes / rate per direction) to the copies of a real run carries those costs into the model.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,10 +50,31 @@ replay_copy_fit fit_replay_copies(const std::vector<measured_copy>& copies, uint
 /// Why the fit cannot be written (a direction refused or without copies); empty: it can.
 std::string replay_fit_refusal(const replay_copy_fit& fit);
 
+/// A step that followed a swap-in, in both runs: how long the model had its layers wait for
+/// data still in flight (its stall less the per-layer waits it charged), and the stall the GPU
+/// measured.
+struct waited_step {
+  double modelled_data_wait_ns = 0;
+  double measured_stall_ns = 0;
+};
+
+/// Steps a per-layer wait is fitted from: fewer, and the bench's figure stays.
+inline constexpr size_t layer_wait_steps_min = 5;
+
+/// What each layer of a step after a swap-in loses on the GPU when its data is in place: the
+/// median of measured stall / layers over the steps whose modelled data wait is 0 (below 1 us).
+/// It covers the wait on the copy's event and the launch gap every layer has, as a replay's
+/// steps run them (the bench times the wait alone, behind a hold kernel: docs/gpu.md). None with
+/// fewer than layer_wait_steps_min such steps; `used` gets how many there were.
+std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint32_t layers,
+                                     size_t* used = nullptr);
+
 /// `base` (a "kvtier.calibration/1" file) with each direction's rate and fixed cost replaced by
-/// the fit, and `source` (where the copies came from) under "source".
+/// the fit (and the layer wait, when fitted), and `source` (where the copies came from) under
+/// "source".
 nlohmann::json replay_calibration_json(nlohmann::json base, const replay_copy_fit& fit,
-                                       const nlohmann::json& source);
+                                       const nlohmann::json& source,
+                                       std::optional<double> layer_wait_ns = std::nullopt);
 
 /// Each size with its copies, median, fit and residual, and each direction's fit.
 std::string format_replay_fit(const replay_copy_fit& fit);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
@@ -107,9 +108,31 @@ void write_steps(const std::string& path, const full_result& predicted,
   f.commit();
 }
 
-/// Fits the links to the real run's copies and writes the calibration file `args.calibration`
-/// with those rates; false (nothing written) if the fit is refused.
+/// The steps after a swap-in in both runs (matched by step number): what the model had each wait
+/// for data in flight, and the stall the GPU measured.
+std::vector<gpu::waited_step> waited_steps(const full_result& predicted,
+                                           const full_result& measured, int64_t layer_wait_ns,
+                                           uint32_t layers) {
+  std::map<uint64_t, const step_record*> real;
+  for (const step_record& s : measured.scheduler.step_log)
+    if (s.swap_in != 0)
+      real[s.step] = &s;
+  std::vector<gpu::waited_step> out;
+  for (const step_record& s : predicted.scheduler.step_log) {
+    auto it = real.find(s.step);
+    if (s.swap_in == 0 || it == real.end())
+      continue;
+    double charged = static_cast<double>(layer_wait_ns) * layers;
+    out.push_back({static_cast<double>(s.layer_wait_ns) - charged,
+                   static_cast<double>(it->second->layer_wait_ns)});
+  }
+  return out;
+}
+
+/// Fits the links to the real run's copies (and the layer wait to its steps) and writes the
+/// calibration file `args.calibration_out`; false (nothing written) if the fit is refused.
 bool emit_replay_calibration(const bench_emulation_args& args, const replay_config& rc,
+                             const timed_config& modelled, const full_result& predicted,
                              const full_result& measured) {
   std::vector<gpu::measured_copy> copies;
   for (const transfer_log& l : measured.engine.log) {
@@ -134,9 +157,20 @@ bool emit_replay_calibration(const bench_emulation_args& args, const replay_conf
                  {"device", measured.engine.device},
                  {"base_calibration", args.calibration},
                  {"copies", {{"h2d", h2d}, {"d2h", copies.size() - h2d}}}};
+  size_t wait_steps = 0;
+  std::optional<double> layer_wait = gpu::fit_layer_wait(
+    waited_steps(predicted, measured, modelled.scheduler.compute.layer_wait_ns, rc.model.layers),
+    rc.model.layers, &wait_steps);
+  source["layer_wait_steps"] = wait_steps;
+  if (layer_wait)
+    std::printf("layer wait: %.2f us per layer (median of %zu steps after a swap-in whose data "
+                "the model had in place)\n", *layer_wait / 1e3, wait_steps);
+  else
+    std::printf("layer wait: %zu steps after a swap-in with the data in place, fewer than %zu: "
+                "the base calibration's figure stays\n", wait_steps, gpu::layer_wait_steps_min);
   json base = read_json_file(args.calibration, "calibration file");
   atomic_file f(args.calibration_out);
-  f.out() << gpu::replay_calibration_json(base, fit, source).dump(2) << '\n';
+  f.out() << gpu::replay_calibration_json(base, fit, source, layer_wait).dump(2) << '\n';
   f.commit();
   std::printf("calibration (from this run's copies): %s\n", args.calibration_out.c_str());
   return true;
@@ -178,13 +212,14 @@ int run_bench_emulation(const bench_emulation_args& args) {
 
   timed_config modelled = resolve_timed(cfg, rc);
   modelled.controller.log = true;
-  modelled.scheduler.log_steps = !args.steps_out.empty();
+  bool log_steps = !args.steps_out.empty() || !args.calibration_out.empty();
+  modelled.scheduler.log_steps = log_steps;
   full_result predicted = run_full_replay(modelled, feed_of(m), {});
   require_clean(predicted, "modelled");
 
   timed_config real = resolve_timed(cfg, rc);
   use_cuda_backend(real, rc, !args.no_verify);
-  real.scheduler.log_steps = !args.steps_out.empty();
+  real.scheduler.log_steps = log_steps;
   full_run_options wall;
   wall.mode = clock_mode::wall;
   full_result measured = run_full_replay(real, feed_of(m), wall);
@@ -262,7 +297,8 @@ int run_bench_emulation(const bench_emulation_args& args) {
     f.out() << out.dump(2) << '\n';
     f.commit();
   }
-  if (!args.calibration_out.empty() && !emit_replay_calibration(args, rc, measured))
+  if (!args.calibration_out.empty()
+      && !emit_replay_calibration(args, rc, modelled, predicted, measured))
     return exit_failure;
   return exit_ok;
 }

@@ -124,3 +124,24 @@ TEST_CASE("replay copy fit: the bench's calibration with the run's rates, and it
   CHECK(j.at("source").at("traces")[0] == "traces/emulation_check.jsonl");
   CHECK(j.at("source").contains("d2h_max_residual"));
 }
+
+TEST_CASE("replay copy fit: the layer wait comes from steps whose data the model had in place",
+          "[gpu][bench]") {
+  // Four layers. Steps the model had waiting for data (10 us) do not count; of the rest the
+  // median measured stall per layer is what each layer loses.
+  std::vector<waited_step> steps = {{0, 14'000}, {0, 13'600}, {500, 14'400}, {0, 14'800},
+                                    {0, 14'000}, {10'000, 90'000}, {0, 13'200}};
+  size_t used = 0;
+  std::optional<double> w = fit_layer_wait(steps, 4, &used);
+  CHECK(used == 6);
+  REQUIRE(w);
+  CHECK(*w == Approx(3500));  // 14'000 / 4: the median of 3300 3400 3500 3500 3600 3700
+  // Too few such steps: no figure, and the calibration keeps the bench's.
+  steps.resize(4);
+  CHECK_FALSE(fit_layer_wait(steps, 4, &used));
+  CHECK(used == 4);
+  nlohmann::json base = {{"compute", {{"layer_wait_us", 1.9}}}, {"h2d", {}}, {"d2h", {}}};
+  replay_copy_fit fit;
+  CHECK(replay_calibration_json(base, fit, {})["compute"]["layer_wait_us"] == 1.9);
+  CHECK(replay_calibration_json(base, fit, {}, 3500.0)["compute"]["layer_wait_us"] == 3.5);
+}
