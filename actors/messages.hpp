@@ -120,7 +120,8 @@ typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   return f(caf::meta::type_name("grant"), x.step, x.admits, x.failed_grows, x.available_blocks,
-           x.layer_ready_ns, x.reused_ready_ns, x.swap_in, x.dropped_key_counts, x.dropped_keys);
+           x.layer_ready_ns, x.reused_ready_ns, x.swap_in, x.swap_in_blocks, x.dropped_key_counts,
+           x.dropped_keys);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compute_request& x) {

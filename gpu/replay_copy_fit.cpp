@@ -111,11 +111,33 @@ std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint
   return per_layer[per_layer.size() / 2];
 }
 
+std::optional<double> fit_submit_per_block(const std::vector<step_delay>& steps, size_t* used) {
+  std::vector<double> plain;
+  for (const step_delay& s : steps)
+    if (s.swap_in_blocks == 0)
+      plain.push_back(s.extra_ns);
+  std::vector<double> per_block;
+  if (!plain.empty()) {
+    std::sort(plain.begin(), plain.end());
+    double base = plain[plain.size() / 2];
+    for (const step_delay& s : steps)
+      if (s.swap_in_blocks > 0)
+        per_block.push_back(std::max(0.0, s.extra_ns - base) / s.swap_in_blocks);
+  }
+  if (used != nullptr)
+    *used = per_block.size();
+  if (per_block.size() < layer_wait_steps_min)
+    return std::nullopt;
+  std::sort(per_block.begin(), per_block.end());
+  return per_block[per_block.size() / 2];
+}
+
 nlohmann::json replay_calibration_json(nlohmann::json base, const replay_copy_fit& fit,
-                                       const nlohmann::json& source,
-                                       std::optional<double> layer_wait_ns) {
-  if (layer_wait_ns)
-    base["compute"]["layer_wait_us"] = *layer_wait_ns / 1e3;
+                                       const nlohmann::json& source, const step_fit& steps) {
+  if (steps.layer_wait_ns)
+    base["compute"]["layer_wait_us"] = *steps.layer_wait_ns / 1e3;
+  if (steps.submit_ns_per_block)
+    base["h2d"]["submit_us_per_block"] = *steps.submit_ns_per_block / 1e3;
   base["h2d"]["bandwidth_gbps"] = fit.h2d.fit.bandwidth_gbps;
   base["h2d"]["latency_us"] = fit.h2d.fit.latency_us;
   base["h2d"]["layer_latency_us"] = fit.h2d.fit.layer_latency_us;

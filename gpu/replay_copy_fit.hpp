@@ -69,12 +69,33 @@ inline constexpr size_t layer_wait_steps_min = 5;
 std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint32_t layers,
                                      size_t* used = nullptr);
 
+/// One step of a real run: the blocks of the swap-in it followed (0: none) and how much longer it
+/// took than its modelled busy time, waits and overhead account for (the host's time between
+/// the commit and the GPU).
+struct step_delay {
+  uint32_t swap_in_blocks = 0;
+  double extra_ns = 0;
+};
+
+/// The host's time per swapped-in block before a step's compute follows its swap-in: the median
+/// over steps after a swap-in of (extra - the median extra of steps without one) / blocks, not
+/// below 0. None with fewer than layer_wait_steps_min steps after a swap-in (`used` gets how
+/// many) or none without one.
+std::optional<double> fit_submit_per_block(const std::vector<step_delay>& steps,
+                                           size_t* used = nullptr);
+
+/// What the replay's steps give the calibration, where fitted.
+struct step_fit {
+  std::optional<double> layer_wait_ns;
+  std::optional<double> submit_ns_per_block;
+};
+
 /// `base` (a "kvtier.calibration/1" file) with each direction's rate and fixed cost replaced by
-/// the fit (and the layer wait, when fitted), and `source` (where the copies came from) under
-/// "source".
+/// the fit (and the layer wait and the swap-in's submission per block, when fitted), and
+/// `source` (where the copies came from) under "source".
 nlohmann::json replay_calibration_json(nlohmann::json base, const replay_copy_fit& fit,
                                        const nlohmann::json& source,
-                                       std::optional<double> layer_wait_ns = std::nullopt);
+                                       const step_fit& steps = {});
 
 /// Each size with its copies, median, fit and residual, and each direction's fit.
 std::string format_replay_fit(const replay_copy_fit& fit);

@@ -171,6 +171,7 @@ caf::result<grant> handle_commit(self_ptr self, commit& c) {
   // The step's swap-in: the GPU orders the step's compute after it; modelled, its layers wait
   // on it (layer_pipeline.hpp), once it landed.
   p.g.swap_in = p.inputs.swap_in;
+  p.g.swap_in_blocks = p.inputs.swap_in_blocks;
   if (!s.core->options().grant_early && p.inputs.swap_in != 0)
     p.waiting.push_back(p.inputs.swap_in);
   if (p.waiting.empty()) {

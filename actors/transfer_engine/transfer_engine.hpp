@@ -30,6 +30,9 @@ struct link_options {
   /// Compute side: each layer of a step that follows a swap-in waits this long on its copy
   /// event (links.h2d_layer_wait_us; the scheduler charges it, layer_pipeline.hpp).
   int64_t h2d_layer_wait_ns = 0;
+  /// Host time per swapped-in block before the step's compute follows the swap-in
+  /// (links.h2d_submit_us_per_block; the scheduler charges it, layer_pipeline.hpp).
+  int64_t h2d_submit_ns_per_block = 0;
 };
 
 struct transfer_engine_options {

@@ -129,6 +129,30 @@ std::vector<gpu::waited_step> waited_steps(const full_result& predicted,
   return out;
 }
 
+/// Per step of the real run (matched by step number, both or neither after a swap-in): the
+/// blocks of its swap-in and how much longer it took than the model's busy time and its own
+/// measured waits explain: the host's time between the commit and the GPU.
+std::vector<gpu::step_delay> step_delays(const full_result& predicted,
+                                         const full_result& measured) {
+  std::map<uint64_t, uint32_t> blocks;
+  for (const transfer_log& l : measured.engine.log)
+    blocks[l.id] = l.blocks;
+  std::map<uint64_t, const step_record*> modelled;
+  for (const step_record& s : predicted.scheduler.step_log)
+    modelled[s.step] = &s;
+  std::vector<gpu::step_delay> out;
+  for (const step_record& m : measured.scheduler.step_log) {
+    auto it = modelled.find(m.step);
+    if (it == modelled.end() || (m.swap_in == 0) != (it->second->swap_in == 0))
+      continue;
+    const step_record& p = *it->second;
+    double busy = static_cast<double>(p.end_ns - p.compute_ns - p.layer_wait_ns);
+    double extra = static_cast<double>(m.end_ns - m.compute_ns - m.layer_wait_ns) - busy;
+    out.push_back({m.swap_in != 0 ? blocks[m.swap_in] : 0u, extra});
+  }
+  return out;
+}
+
 /// Fits the links to the real run's copies (and the layer wait to its steps) and writes the
 /// calibration file `args.calibration_out`; false (nothing written) if the fit is refused.
 bool emit_replay_calibration(const bench_emulation_args& args, const replay_config& rc,
@@ -168,9 +192,20 @@ bool emit_replay_calibration(const bench_emulation_args& args, const replay_conf
   else
     std::printf("layer wait: %zu steps after a swap-in with the data in place, fewer than %zu: "
                 "the base calibration's figure stays\n", wait_steps, gpu::layer_wait_steps_min);
+  size_t submit_steps = 0;
+  std::optional<double> submit =
+    gpu::fit_submit_per_block(step_delays(predicted, measured), &submit_steps);
+  source["submit_steps"] = submit_steps;
+  if (submit)
+    std::printf("swap-in submission: %.2f us per block before the step's compute (median of %zu "
+                "steps after a swap-in)\n", *submit / 1e3, submit_steps);
+  else
+    std::printf("swap-in submission: %zu steps after a swap-in, fewer than %zu: the base "
+                "calibration's figure stays\n", submit_steps, gpu::layer_wait_steps_min);
   json base = read_json_file(args.calibration, "calibration file");
   atomic_file f(args.calibration_out);
-  f.out() << gpu::replay_calibration_json(base, fit, source, layer_wait).dump(2) << '\n';
+  f.out() << gpu::replay_calibration_json(base, fit, source, {layer_wait, submit}).dump(2)
+          << '\n';
   f.commit();
   std::printf("calibration (from this run's copies): %s\n", args.calibration_out.c_str());
   return true;

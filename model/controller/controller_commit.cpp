@@ -113,8 +113,10 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   tracker_.batch(orders, out);
   to_engine_blocks(out, 0);
   for (size_t i = first; i < out.size(); ++i)
-    if (out[i].kind == transfer_kind::swap_in)
+    if (out[i].kind == transfer_kind::swap_in) {
       inputs.swap_in = out[i].id;
+      inputs.swap_in_blocks = static_cast<uint32_t>(out[i].blocks.size());
+    }
   if (options_.log && inputs.swap_in != 0)
     for (const admit_result& a : g.admits)
       if (a.admitted && a.host_blocks + a.storage_blocks > 0)

@@ -70,6 +70,7 @@ struct controller_options {
 /// What a commit needs from transfers before the step may compute.
 struct step_inputs {
   uint64_t swap_in = 0;                 ///< the step's swap-in transfer, 0 if none
+  uint32_t swap_in_blocks = 0;          ///< the blocks it moves
   std::vector<uint64_t> barriers;       ///< transfers still touching blocks the step writes
   std::vector<block_id> written;        ///< device blocks the step computes into
 };

@@ -132,6 +132,7 @@ struct grant {
   /// Real backend: the grant comes before the step's swap-in lands; the step's compute waits for
   /// this transfer layer by layer on the device (0: none).
   uint64_t swap_in = 0;
+  uint32_t swap_in_blocks = 0;  ///< how many blocks `swap_in` moves
   /// With commit::drop_preempted: per victim, in the commit's order, how many storage keys its
   /// save writes (`dropped_keys`, in block order), so the decode instance can wait until they
   /// are visible before the request goes back to the router.

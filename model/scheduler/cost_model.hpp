@@ -40,6 +40,9 @@ struct compute_profile {
   /// Each layer of a step that follows a swap-in waits this long on its copy event, even when
   /// its data is in place (links.h2d_layer_wait_us; layer_pipeline.hpp).
   int64_t layer_wait_ns = 0;
+  /// Host time per block of the step's swap-in before its compute can follow the copy
+  /// (links.h2d_submit_us_per_block; layer_pipeline.hpp).
+  int64_t swap_in_submit_ns_per_block = 0;
 };
 
 /// Accumulates the work of one step.

@@ -23,6 +23,11 @@
 //
 // That wait is the step's, not a swap-in's: it is reported apart (`reuse_wait_ns`), as the GPU
 // backend, which submits the step's compute only once those copies are done, measures it.
+//
+// The host submits a step's swap-in before the step's compute, which waits on the copy's layer
+// events and can be submitted only once they exist: the step starts `submit_per_block` x the
+// swap-in's blocks after its commit (links.h2d_submit_us_per_block, fitted from a replay's steps;
+// docs/gpu.md "The stall"). The scheduler passes that later start as `start_ns`.
 
 #include <cstdint>
 #include <vector>

@@ -267,7 +267,11 @@ void scheduler_core::compute(const grant& g, scheduler_orders& out) {
   }
   std::vector<int64_t>* layer_ends = prefill_.layer_end_sink();
   int64_t layer_wait = g.swap_in != 0 ? profile.layer_wait_ns : 0;
-  pipeline_result p = run_pipeline(step_start_, cost, profile.layers, g.layer_ready_ns,
+  int64_t submitted = time_add(step_start_, g.swap_in != 0
+                                              ? profile.swap_in_submit_ns_per_block
+                                                  * static_cast<int64_t>(g.swap_in_blocks)
+                                              : 0);
+  pipeline_result p = run_pipeline(submitted, cost, profile.layers, g.layer_ready_ns,
                                    layer_ends, layer_wait, g.reused_ready_ns);
   if (layer_ends)
     prefill_.step_computed(items_);
@@ -277,7 +281,7 @@ void scheduler_core::compute(const grant& g, scheduler_orders& out) {
   st_.report.busy_ns += p.end_ns - step_start_;
   if (st_.options.log_steps)
     st_.report.step_log.push_back(
-      {step_, step_start_, time_add(step_start_, cost.overhead_ns) + p.reuse_wait_ns, p.end_ns,
+      {step_, step_start_, time_add(submitted, cost.overhead_ns) + p.reuse_wait_ns, p.end_ns,
        g.swap_in, p.stall_ns, p.reuse_wait_ns});
   out.push_back(timer_order{timer_kind::step_end, p.end_ns, step_});
 }

@@ -14,6 +14,10 @@ std::vector<option_spec> links_key_specs() {
      "what each layer of a step that follows a swap-in loses to the wait on its copy event, even "
      "when its data is in place (an event wait between the GPU's copy and compute streams), "
      "microseconds; the calibration file's compute.layer_wait_us"},
+    {keys::links::h2d_submit_us_per_block, 0, 1e6, {}, false,
+     "host time per block of a swap-in before the step's compute can follow it (the compute "
+     "waits on the copy's layer events, which exist once the copy is submitted), microseconds; "
+     "the calibration file's h2d.submit_us_per_block"},
     {keys::links::d2h_latency_us, 0, 1e9, {}, false,
      "fixed cost of each device-to-host transfer, microseconds"},
     {keys::links::calibration, 0, 0, {}, true,

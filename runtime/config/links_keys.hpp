@@ -18,6 +18,7 @@ inline constexpr number_key d2h_gbps{"links.d2h_gbps"};
 inline constexpr number_key duplex_gbps{"links.duplex_gbps"};
 inline constexpr number_key h2d_layer_latency_us{"links.h2d_layer_latency_us"};
 inline constexpr number_key h2d_layer_wait_us{"links.h2d_layer_wait_us"};
+inline constexpr number_key h2d_submit_us_per_block{"links.h2d_submit_us_per_block"};
 inline constexpr number_key d2h_latency_us{"links.d2h_latency_us"};
 inline constexpr text_key calibration{"links.calibration"};
 inline constexpr number_key nic_gbps{"links.nic_gbps"};

@@ -57,6 +57,11 @@ void apply_calibration(const std::string& path, link_options& links) {
   if (j.contains("compute"))
     links.h2d_layer_wait_ns =
       us_to_ns(number("compute", "layer_wait_us", keys::links::h2d_layer_wait_us));
+  // Measured only from a replay's steps (bench emulation --emit-calibration): the key's value
+  // stays where the file has none.
+  if (j["h2d"].contains("submit_us_per_block"))
+    links.h2d_submit_ns_per_block =
+      us_to_ns(number("h2d", "submit_us_per_block", keys::links::h2d_submit_us_per_block));
 }
 
 // storage.redis_cluster: at least one seed, each host:port.
@@ -174,9 +179,11 @@ timed_config resolve_one(const config& c, const replay_config& rc) {
   lo.h2d_layer_latency_ns = us_to_ns(c.number(keys::links::h2d_layer_latency_us));
   lo.d2h_latency_ns = us_to_ns(c.number(keys::links::d2h_latency_us));
   lo.h2d_layer_wait_ns = us_to_ns(c.number(keys::links::h2d_layer_wait_us));
+  lo.h2d_submit_ns_per_block = us_to_ns(c.number(keys::links::h2d_submit_us_per_block));
   if (c.is_set(keys::links::calibration))
     apply_calibration(c.text(keys::links::calibration), lo);
   t.scheduler.compute.layer_wait_ns = lo.h2d_layer_wait_ns;
+  t.scheduler.compute.swap_in_submit_ns_per_block = lo.h2d_submit_ns_per_block;
   lo.nic_gbps = c.number(keys::links::nic_gbps);
   lo.nic_latency_ns = us_to_ns(c.number(keys::links::nic_latency_us));
   t.engine.layers = rc.model.layers;

@@ -143,5 +143,31 @@ TEST_CASE("replay copy fit: the layer wait comes from steps whose data the model
   nlohmann::json base = {{"compute", {{"layer_wait_us", 1.9}}}, {"h2d", {}}, {"d2h", {}}};
   replay_copy_fit fit;
   CHECK(replay_calibration_json(base, fit, {})["compute"]["layer_wait_us"] == 1.9);
-  CHECK(replay_calibration_json(base, fit, {}, 3500.0)["compute"]["layer_wait_us"] == 3.5);
+  CHECK(replay_calibration_json(base, fit, {}, {3500.0, {}})["compute"]["layer_wait_us"] == 3.5);
+  CHECK_FALSE(replay_calibration_json(base, fit, {})["h2d"].contains("submit_us_per_block"));
+  CHECK(replay_calibration_json(base, fit, {}, {{}, 50'000.0})["h2d"]["submit_us_per_block"]
+        == 50.0);
+}
+
+TEST_CASE("replay copy fit: the host's time per swapped-in block, past every step's own",
+          "[gpu][bench]") {
+  // Steps without a swap-in run 300 us past the model (the median); steps after one 300 us plus
+  // about 50 us per block.
+  std::vector<step_delay> steps = {{0, 280'000}, {0, 300'000}, {0, 320'000}, {32, 1'900'000},
+                                   {48, 2'700'000}, {112, 6'000'000}, {705, 35'300'000},
+                                   {16, 1'200'000}};
+  size_t used = 0;
+  std::optional<double> k = fit_submit_per_block(steps, &used);
+  CHECK(used == 5);
+  REQUIRE(k);
+  // (1.6 ms / 32, 2.4 / 48, 5.7 / 112, 35 / 705, 0.9 / 16): 50, 50, 50.9, 49.6, 56.25 us
+  CHECK(*k == Approx(50'000));
+  // Steps after a swap-in faster than the others' median count as 0, not less.
+  std::vector<step_delay> quick = {{0, 300'000}, {8, 100'000}, {8, 100'000}, {8, 100'000},
+                                   {8, 100'000}, {8, 100'000}};
+  REQUIRE(fit_submit_per_block(quick));
+  CHECK(*fit_submit_per_block(quick) == 0);
+  // Fewer than 5 steps after a swap-in, or none without one: no figure.
+  CHECK_FALSE(fit_submit_per_block({{0, 1}, {4, 100}, {4, 100}}));
+  CHECK_FALSE(fit_submit_per_block({{4, 100}, {4, 100}, {4, 100}, {4, 100}, {4, 100}}));
 }

@@ -156,3 +156,28 @@ TEST_CASE("config: a calibration's layer wait reaches the modelled pipeline, che
   CHECK(e.find("compute.layer_wait_us") != std::string::npos);
   CHECK(e.find("links.h2d_layer_wait_us") != std::string::npos);
 }
+
+TEST_CASE("config: a calibration's swap-in submission per block reaches the modelled pipeline, "
+          "checked",
+          "[config][hostile]") {
+  nlohmann::json j = nlohmann::json::parse(calibration(20, 7));
+  temp_file plain(j.dump());  // a file with no submission figure: the key's value stays
+  config none;
+  none.set("links.calibration=" + plain.path);
+  CHECK(resolve_timed(none, resolve(none)).scheduler.compute.swap_in_submit_ns_per_block == 0);
+  j["h2d"]["submit_us_per_block"] = 52.5;
+  temp_file good(j.dump());
+  config c;
+  c.set("links.calibration=" + good.path);
+  timed_config t = resolve_timed(c, resolve(c));
+  CHECK(t.engine.links.h2d_submit_ns_per_block == 52500);
+  CHECK(t.scheduler.compute.swap_in_submit_ns_per_block == 52500);
+  config k;
+  k.set("links.h2d_submit_us_per_block=4");
+  CHECK(resolve_timed(k, resolve(k)).scheduler.compute.swap_in_submit_ns_per_block == 4000);
+  j["h2d"]["submit_us_per_block"] = -1;
+  temp_file bad(j.dump());
+  std::string e = timed_error(bad.path);
+  CHECK(e.find("h2d.submit_us_per_block") != std::string::npos);
+  CHECK(e.find("links.h2d_submit_us_per_block") != std::string::npos);
+}

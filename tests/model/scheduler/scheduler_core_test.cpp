@@ -447,3 +447,34 @@ TEST_CASE("scheduler core, GPU compute: a grant before the overhead has passed s
   CHECK(only<compute_request>(out).lead_ns == 750);
   CHECK(core.report().step_log.empty());  // not asked for
 }
+
+TEST_CASE("scheduler core, modelled: a step after a swap-in starts once the host has submitted "
+          "its blocks",
+          "[scheduler][scheduler_core]") {
+  // Two steps alike but for the swap-in's submission charge: 100 ns per block of a 10-block
+  // swap-in whose layers are all in place (no stall beyond it).
+  auto step_end = [](int64_t per_block, uint32_t blocks) {
+    scheduler_core_options o = opts();
+    o.compute.swap_in_submit_ns_per_block = per_block;
+    o.log_steps = true;
+    driver d(o);
+    d.arrive(arrival_of(1, {1, 2}, 3), 64);
+    d.core.on_step_timer(0, d.out = {});
+    d.core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, d.out = {});
+    commit c = only<commit>(d.out);
+    grant g;
+    g.step = c.step;
+    g.admits.push_back(admitted(1));
+    g.available_blocks = 62;
+    g.swap_in = 7;
+    g.swap_in_blocks = blocks;
+    d.core.on_grant(g, d.out = {});
+    int64_t end = only<timer_order>(d.out).at_ns;
+    step_record s = d.core.report().step_log.at(0);  // report() returns a copy
+    CHECK(s.compute_ns == s.start_ns + per_block * blocks + 1000);  // then the 1000 ns overhead
+    CHECK(s.end_ns == end);
+    return end;
+  };
+  CHECK(step_end(100, 10) - step_end(0, 10) == 1000);
+  CHECK(step_end(100, 0) == step_end(0, 0));
+}
