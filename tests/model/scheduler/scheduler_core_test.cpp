@@ -63,6 +63,26 @@ admit_result admitted(request_id id) {
   return a;
 }
 
+// Request 1 (two blocks, three output tokens) arrives, is ready with 64 blocks free and is
+// committed alone: the commit of its first step.
+commit commit_one(scheduler_core& core, scheduler_orders& out) {
+  request_arrival a = arrival_of(1, {1, 2}, 3);
+  REQUIRE_FALSE(core.on_arrival(a, out = {}).has_value());
+  core.on_ready(ready{1, 0, 64}, out = {});
+  core.on_step_timer(0, out = {});
+  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
+  return only<commit>(out);
+}
+
+// The grant of commit_one's step: request 1 admitted, 62 blocks left.
+grant grant_one(const commit& c) {
+  grant g;
+  g.step = c.step;
+  g.admits.push_back(admitted(1));
+  g.available_blocks = 62;
+  return g;
+}
+
 // Drives the core from its clock, recording the orders of the last call.
 struct driver {
   int64_t now = 0;
@@ -365,16 +385,8 @@ TEST_CASE("scheduler core, GPU compute: only a step after a swap-in counts its s
   int64_t now = 0;
   scheduler_core core(opts(), step_compute::gpu, [&] { return now; });
   scheduler_orders out;
-  request_arrival a = arrival_of(1, {1, 2}, 3);
-  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
-  core.on_ready(ready{1, 0, 64}, out = {});
-  core.on_step_timer(0, out = {});
-  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
-  commit c = only<commit>(out);
-  grant g;
-  g.step = c.step;
-  g.admits.push_back(admitted(1));
-  g.available_blocks = 62;
+  commit c = commit_one(core, out);
+  grant g = grant_one(c);
   g.swap_in = 5;  // the prompt's blocks come in from the host tier
   core.on_grant(g, out = {});
   CHECK(only<compute_request>(out).after_swap_in == 5);
@@ -396,19 +408,11 @@ TEST_CASE("scheduler core, GPU compute: a wait for copies reading reused blocks 
   o.log_steps = true;
   scheduler_core core(o, step_compute::gpu, [&] { return now; });
   scheduler_orders out;
-  request_arrival a = arrival_of(1, {1, 2}, 3);
-  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
-  core.on_ready(ready{1, 0, 64}, out = {});
-  core.on_step_timer(0, out = {});
-  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
-  commit c = only<commit>(out);
+  commit c = commit_one(core, out);
   // The grant comes 1600 ns after the commit, when a backup still reading a reused block is
   // done: 600 ns past the 1000 ns overhead, which overlapped the wait, as in the model.
   now = 1600;
-  grant g;
-  g.step = c.step;
-  g.admits.push_back(admitted(1));
-  g.available_blocks = 62;
+  grant g = grant_one(c);
   g.reused_ready_ns = 1600;
   core.on_grant(g, out = {});
   CHECK(only<compute_request>(out).lead_ns == 0);
@@ -432,18 +436,9 @@ TEST_CASE("scheduler core, GPU compute: a grant before the overhead has passed s
   int64_t now = 0;
   scheduler_core core(opts(), step_compute::gpu, [&] { return now; });
   scheduler_orders out;
-  request_arrival a = arrival_of(1, {1, 2}, 3);
-  REQUIRE_FALSE(core.on_arrival(a, out).has_value());
-  core.on_ready(ready{1, 0, 64}, out = {});
-  core.on_step_timer(0, out = {});
-  core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, out = {});
-  commit c = only<commit>(out);
+  commit c = commit_one(core, out);
   now = 250;  // the host took 250 ns from commit to grant
-  grant g;
-  g.step = c.step;
-  g.admits.push_back(admitted(1));
-  g.available_blocks = 62;
-  core.on_grant(g, out = {});
+  core.on_grant(grant_one(c), out = {});
   CHECK(only<compute_request>(out).lead_ns == 750);
   CHECK(core.report().step_log.empty());  // not asked for
 }
@@ -458,14 +453,8 @@ TEST_CASE("scheduler core, modelled: a step after a swap-in starts once the host
     o.compute.swap_in_submit_ns_per_block = per_block;
     o.log_steps = true;
     driver d(o);
-    d.arrive(arrival_of(1, {1, 2}, 3), 64);
-    d.core.on_step_timer(0, d.out = {});
-    d.core.on_probe_reply(probe_reply{1, 64, {{1, 0, 0, 0, 0, 0}}, {}}, d.out = {});
-    commit c = only<commit>(d.out);
-    grant g;
-    g.step = c.step;
-    g.admits.push_back(admitted(1));
-    g.available_blocks = 62;
+    commit c = commit_one(d.core, d.out);
+    grant g = grant_one(c);
     g.swap_in = 7;
     g.swap_in_blocks = blocks;
     d.core.on_grant(g, d.out = {});
