@@ -105,7 +105,7 @@ std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint
       per_layer.push_back(s.measured_stall_ns / layers);
   if (used != nullptr)
     *used = per_layer.size();
-  if (per_layer.size() < layer_wait_steps_min)
+  if (per_layer.size() < step_fit_steps_min)
     return std::nullopt;
   std::sort(per_layer.begin(), per_layer.end());
   return per_layer[per_layer.size() / 2];
@@ -126,7 +126,7 @@ std::optional<double> fit_submit_per_block(const std::vector<step_delay>& steps,
   }
   if (used != nullptr)
     *used = per_block.size();
-  if (per_block.size() < layer_wait_steps_min)
+  if (per_block.size() < step_fit_steps_min)
     return std::nullopt;
   std::sort(per_block.begin(), per_block.end());
   return per_block[per_block.size() / 2];

@@ -58,14 +58,15 @@ struct waited_step {
   double measured_stall_ns = 0;
 };
 
-/// Steps a per-layer wait is fitted from: fewer, and the bench's figure stays.
-inline constexpr size_t layer_wait_steps_min = 5;
+/// Steps a figure is fitted from (the layer wait, the submission per block): with fewer, the base
+/// calibration's figure stays.
+inline constexpr size_t step_fit_steps_min = 5;
 
 /// What each layer of a step after a swap-in loses on the GPU when its data is in place: the
 /// median of measured stall / layers over the steps whose modelled data wait is 0 (below 1 us).
 /// It covers the wait on the copy's event and the launch gap every layer has, as a replay's
 /// steps run them (the bench times the wait alone, behind a hold kernel: docs/gpu.md). None with
-/// fewer than layer_wait_steps_min such steps; `used` gets how many there were.
+/// fewer than step_fit_steps_min such steps; `used` gets how many there were.
 std::optional<double> fit_layer_wait(const std::vector<waited_step>& steps, uint32_t layers,
                                      size_t* used = nullptr);
 
@@ -79,7 +80,7 @@ struct step_delay {
 
 /// The host's time per swapped-in block before a step's compute follows its swap-in: the median
 /// over steps after a swap-in of (extra - the median extra of steps without one) / blocks, not
-/// below 0. None with fewer than layer_wait_steps_min steps after a swap-in (`used` gets how
+/// below 0. None with fewer than step_fit_steps_min steps after a swap-in (`used` gets how
 /// many) or none without one.
 std::optional<double> fit_submit_per_block(const std::vector<step_delay>& steps,
                                            size_t* used = nullptr);

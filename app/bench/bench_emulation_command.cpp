@@ -191,7 +191,7 @@ bool emit_replay_calibration(const bench_emulation_args& args, const replay_conf
                 "the model had in place)\n", *layer_wait / 1e3, wait_steps);
   else
     std::printf("layer wait: %zu steps after a swap-in with the data in place, fewer than %zu: "
-                "the base calibration's figure stays\n", wait_steps, gpu::layer_wait_steps_min);
+                "the base calibration's figure stays\n", wait_steps, gpu::step_fit_steps_min);
   size_t submit_steps = 0;
   std::optional<double> submit =
     gpu::fit_submit_per_block(step_delays(predicted, measured), &submit_steps);
@@ -201,7 +201,7 @@ bool emit_replay_calibration(const bench_emulation_args& args, const replay_conf
                 "steps after a swap-in)\n", *submit / 1e3, submit_steps);
   else
     std::printf("swap-in submission: %zu steps after a swap-in, fewer than %zu: the base "
-                "calibration's figure stays\n", submit_steps, gpu::layer_wait_steps_min);
+                "calibration's figure stays\n", submit_steps, gpu::step_fit_steps_min);
   json base = read_json_file(args.calibration, "calibration file");
   atomic_file f(args.calibration_out);
   f.out() << gpu::replay_calibration_json(base, fit, source, {layer_wait, submit}).dump(2)

@@ -68,7 +68,7 @@ struct front_end_report {
 };
 
 /// One compute step's timeline (kept with scheduler_core_options::log_steps): what
-/// `bench emulation --timeline` compares between the modelled and the real run.
+/// `bench emulation --steps` writes for the modelled and the real run.
 struct step_record {
   uint64_t step = 0;
   int64_t start_ns = 0;       ///< committed
