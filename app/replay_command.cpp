@@ -5,7 +5,7 @@
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/driver/replay_driver.hpp"
 
 namespace kvtier {

@@ -15,7 +15,7 @@
 #include "actors/front_end/front_end.hpp"
 #include "actors/instance.hpp"
 #include "actors/storage/storage.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 namespace kvtier {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <ostream>
 
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 namespace kvtier {
 

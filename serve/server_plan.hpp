@@ -1,7 +1,7 @@
 #pragma once
 
 // What `kvtier serve` settles before any actor runs: the job's settings checked, the deployment
-// planned from the same keys a replay reads (runtime/deployment_plan.hpp: one instance, which
+// planned from the same keys a replay reads (runtime/config/deployment_plan.hpp: one instance, which
 // the engine schedules), the GPU opened in real mode and the storage backend made. Every refusal
 // is a config_error naming what to change.
 
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "actors/device/cuda_device.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "serve/server.hpp"
 
 namespace kvtier::serve {

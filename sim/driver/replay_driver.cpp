@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "runtime/config/keys.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"

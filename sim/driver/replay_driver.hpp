@@ -18,13 +18,13 @@
 
 #include "core/run_modes.hpp"
 #include "runtime/config/options.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
 
 /// The run's choices (mode, clock, backend, verify, check_every, seed, a remote controller: the
-/// deployment plan's, runtime/deployment_plan.hpp), and what the job reads and writes. The seed
+/// deployment plan's, runtime/config/deployment_plan.hpp), and what the job reads and writes. The seed
 /// draws the faults (faults.*, pd.failure_rate) and the workload variant (trace.sample_fraction,
 /// arrival_jitter_s, session_shift_s); nothing else is random.
 struct replay_job : run_choices {

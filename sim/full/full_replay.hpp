@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "model/front_end/request_feed.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/full/full_result.hpp"
 #include "sim/full/tier_occupancy.hpp"
 

@@ -5,7 +5,7 @@
 #include "storage/payload_pattern.hpp"
 #include "actors/storage/storage.hpp"
 #include "model/storage/storage_index.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 namespace fs = std::filesystem;

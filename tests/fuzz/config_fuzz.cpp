@@ -11,7 +11,7 @@
 
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "tests/fuzz/memory_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

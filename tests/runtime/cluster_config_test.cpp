@@ -4,7 +4,7 @@
 
 #include "runtime/config/cluster_config.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 

@@ -1,7 +1,7 @@
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "runtime/config/storage_calibration.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 #include <cstdio>
 #include <fstream>

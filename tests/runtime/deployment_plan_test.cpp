@@ -1,10 +1,10 @@
-// The deployment plan (runtime/deployment_plan.hpp): always a list of instances, every key with
+// The deployment plan (runtime/config/deployment_plan.hpp): always a list of instances, every key with
 // where it came from, the storage backend's kind and payload in one place, and the run's choices
 // checked where they meet the config. Runs in well under a second.
 
 #include <catch2/catch.hpp>
 
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 

@@ -13,7 +13,7 @@
 
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 namespace fs = std::filesystem;

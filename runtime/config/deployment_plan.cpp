@@ -1,4 +1,4 @@
-#include "runtime/deployment_plan.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 #include "runtime/config/cluster_config.hpp"
 #include "runtime/config/compute_config.hpp"
