@@ -4,7 +4,7 @@
 // and emulated compute. Each request's swap-in time (its share of the step's swap-in, by blocks)
 // is compared, as a distribution, and each link's total; sim/report/emulation_check.hpp holds
 // the arithmetic and the targets. With --emit-calibration, the real run's own copies calibrate
-// the links (gpu/replay_copy_fit.hpp; docs/gpu.md says when to prefer that to the bench's).
+// the links (gpu/bench/replay_copy_fit.hpp; docs/gpu.md says when to prefer that to the bench's).
 
 #include <cmath>
 #include <cstdio>
@@ -15,7 +15,7 @@
 
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
-#include "gpu/replay_copy_fit.hpp"
+#include "gpu/bench/replay_copy_fit.hpp"
 #include "runtime/config/strict_json.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "gpu/bench_blocks.hpp"
+#include "gpu/bench/bench_blocks.hpp"
 #include "serve/codec/step_reply.hpp"
 #include "serve/server_state.hpp"
 
