@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "serve/call.hpp"
+#include "serve/wire/call.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvtier::serve;

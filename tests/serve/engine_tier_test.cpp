@@ -7,9 +7,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "serve/client.hpp"
-#include "serve/encode.hpp"
-#include "serve/engine_block_allocator.hpp"
+#include "serve/client/client.hpp"
+#include "serve/wire/map_writer.hpp"
+#include "serve/client/engine_block_allocator.hpp"
 #include "tests/serve/serve_process.hpp"
 
 using namespace kvtier;
