@@ -1,5 +1,7 @@
 #include "serve/client/engine_block_allocator.hpp"
 
+#include "core/check.hpp"
+
 namespace kvtier::serve {
 
 namespace {
@@ -27,12 +29,14 @@ std::optional<uint32_t> engine_block_allocator::take_fresh() {
   if (!free_.empty()) {
     uint32_t id = free_.back();
     free_.pop_back();
+    KVTIER_ASSERT(blocks_[id].refs == 0);  // a free block belongs to no request
     return id;
   }
   if (lru_.empty())
     return std::nullopt;
   uint32_t id = lru_.front();  // evict the least recently released cached block
   lru_.pop_front();
+  KVTIER_ASSERT(blocks_[id].refs == 0 && blocks_[id].key);  // cached: released, named
   by_key_.erase(*blocks_[id].key);
   blocks_[id].key.reset();
   evicted_.push_back(id);
@@ -41,6 +45,7 @@ std::optional<uint32_t> engine_block_allocator::take_fresh() {
 
 void engine_block_allocator::drop_ref(uint32_t id) {
   block& b = blocks_[id];
+  KVTIER_ASSERT(b.refs > 0);  // each table holding the block counts once
   if (--b.refs > 0)
     return;
   if (b.key) {

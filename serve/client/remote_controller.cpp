@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/check.hpp"
+
 #include "serve/client/engine_block_allocator.hpp"
 #include "serve/client/remote_link.hpp"
 #include "serve/wire/call.hpp"
@@ -245,6 +247,7 @@ caf::result<grant> on_commit(self_ptr self, const commit& c) {
   }
   return ask<grant>(self, std::move(out), [self, step, finished, c, tables](const reply& r) {
     auto& s = self->state;
+    KVTIER_ASSERT(s.live >= finished);  // the scheduler finishes only requests that arrived
     s.live -= finished;
     step_answer a = decode_step_reply(r.root());
     if (s.blocks)

@@ -110,7 +110,8 @@ void on_swap_in_submitted(self_ptr self, swap_in_signal sig) {
     s.parked.erase(p);
     return reply(sig);
   }
-  s.signals.emplace(sig.transfer, std::move(sig));
+  bool fresh = s.signals.emplace(sig.transfer, std::move(sig)).second;
+  KVTIER_ASSERT(fresh);  // a transfer's swap-in is submitted once
 }
 
 }  // namespace kvtier::serve

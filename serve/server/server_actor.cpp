@@ -61,7 +61,10 @@ namespace {
 uint64_t release_engine(self_ptr self, engine_state& e) {
   auto& st = self->state;
   session::released_requests r = e.session.release_all();
-  st.orphans.insert(r.loading.begin(), r.loading.end());
+  for (request_id global : r.loading) {
+    bool fresh = st.orphans.insert(global).second;
+    KVTIER_ASSERT(fresh);  // a controller id is one request's, of one engine
+  }
   uint64_t released = r.finished.size() + r.loading.size();
   st.counters.requests_released += released;
   if (!r.finished.empty()) {

@@ -18,6 +18,7 @@
 
 #include "caf/all.hpp"
 
+#include "core/check.hpp"
 #include "model/session/engine_session.hpp"
 #include "serve/server/server_actor.hpp"
 #include "serve/wire/map_writer.hpp"

@@ -101,9 +101,10 @@ void on_granted(self_ptr self, const reply_to& to, uint64_t engine, uint64_t num
     st.signals.erase(sg);
     return send_step_reply(self, to, std::move(a), &sig);
   }
-  st.parked.emplace(g.swap_in, [self, to, a](const swap_in_signal& sig) {
+  bool fresh = st.parked.emplace(g.swap_in, [self, to, a](const swap_in_signal& sig) {
     send_step_reply(self, to, a, &sig);
-  });
+  }).second;
+  KVTIER_ASSERT(fresh);  // one step's grant names its swap-in
 }
 
 }  // namespace
