@@ -386,97 +386,99 @@ std::vector<token_mark> marks(uint32_t n, uint64_t from) {
 
 }  // namespace
 
-TEST_CASE("every call round-trips through the encoder and the decoder", "[serve][codec]") {
-  SECTION("hello, plain and with tensors and tiers") {
-    call c = call_of(verb::hello);
+TEST_CASE("calls round-trip: hello, plain and with tensors and tiers", "[serve][codec]") {
+  call c = call_of(verb::hello);
+  c.engine.reset();
+  c.token = "sekrit";
+  c.versions = {1, 2, 3};
+  c.name = "engine \xc3\xa9";
+  c.model = {"llama3-8b", 32, 8, 128, "bf16"};
+  c.block_size = 64;
+  check_same(decoded(c), c);
+  c.tiers = {"device", "host"};
+  c.tensors = some_tensors(80);
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: lookup and allocate, in each prompt form", "[serve][codec]") {
+  for (verb op : {verb::lookup, verb::allocate}) {
+    call c = call_of(op);
+    if (op == verb::allocate)
+      c.req = UINT64_MAX;
+    c.text.kind = prompt::form::tokens;
+    for (int32_t t = -5; t < 5000; ++t)
+      c.text.tokens.push_back(t * 100000);
+    c.text.extra_keys = {1, UINT64_MAX};
+    if (op == verb::lookup)
+      c.computed_tokens = 4096;
+    check_same(decoded(c), c);
+    c.text = {};
+    c.text.kind = prompt::form::hashes;
+    for (uint64_t h = 0; h < 3000; ++h)
+      c.text.blocks.push_back({h * 0x9e3779b97f4a7c15ull, 0});
+    check_same(decoded(c), c);
+    c.text.kind = prompt::form::blocks;
+    for (cache_block& b : c.text.blocks)
+      b.tokens = 64;
+    c.text.blocks.back().tokens = 3;
+    check_same(decoded(c), c);
+  }
+  call again = call_of(verb::allocate);  // a request asked again, without a prompt
+  again.req = 9;
+  check_same(decoded(again), again);
+}
+
+TEST_CASE("calls round-trip: the one-request verbs, the shorthands and probe",
+          "[serve][codec]") {
+  for (verb op : {verb::wait, verb::free, verb::finish, verb::commit, verb::save,
+                  verb::preempt}) {
+    call c = call_of(op);
+    c.req = 1ull << 50;
+    if (op == verb::commit || op == verb::save || op == verb::preempt)
+      c.tokens = UINT32_MAX;
+    check_same(decoded(c), c);
+  }
+  call c = call_of(verb::probe);
+  c.probe.step = c.step.step = 1ull << 40;  // the decoder reads `step` into both
+  for (uint64_t r = 0; r < 5000; ++r)
+    c.probe.candidates.push_back(r);
+  c.probe.grow_blocks = UINT32_MAX;
+  c.probe.victims = {7, 8, 9};
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: step, empty, large, with the engine's device block ids",
+          "[serve][codec]") {
+  call c = call_of(verb::step);
+  c.step.step = c.probe.step = 1;
+  check_same(decoded(c), c);
+  c.step.step = c.probe.step = UINT64_MAX;
+  c.step.computed = marks(4000, 1);
+  for (uint64_t r = 0; r < 1000; ++r)
+    c.step.finished.push_back(r * 3);
+  c.step.preempted = marks(100, 9000);
+  c.step.grows = marks(2000, 1);
+  c.step.admits = marks(500, 20000);
+  check_same(decoded(c), c);
+  c.step.grow_blocks.assign(c.step.grows.size(), {});
+  c.step.grow_blocks[1999] = {1, UINT32_MAX};
+  for (size_t i = 0; i < c.step.admits.size(); ++i)
+    c.step.admit_blocks.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1)});
+  c.evicted = {0, 5, UINT32_MAX};
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: stats, ping, bye, bench_swap", "[serve][codec]") {
+  for (verb op : {verb::stats, verb::ping, verb::bye}) {
+    call c = call_of(op, 0);
+    check_same(decoded(c), c);
     c.engine.reset();
-    c.token = "sekrit";
-    c.versions = {1, 2, 3};
-    c.name = "engine \xc3\xa9";
-    c.model = {"llama3-8b", 32, 8, 128, "bf16"};
-    c.block_size = 64;
-    check_same(decoded(c), c);
-    c.tiers = {"device", "host"};
-    c.tensors = some_tensors(80);
     check_same(decoded(c), c);
   }
-  SECTION("lookup and allocate, in each prompt form") {
-    for (verb op : {verb::lookup, verb::allocate}) {
-      call c = call_of(op);
-      if (op == verb::allocate)
-        c.req = UINT64_MAX;
-      c.text.kind = prompt::form::tokens;
-      for (int32_t t = -5; t < 5000; ++t)
-        c.text.tokens.push_back(t * 100000);
-      c.text.extra_keys = {1, UINT64_MAX};
-      if (op == verb::lookup)
-        c.computed_tokens = 4096;
-      check_same(decoded(c), c);
-      c.text = {};
-      c.text.kind = prompt::form::hashes;
-      for (uint64_t h = 0; h < 3000; ++h)
-        c.text.blocks.push_back({h * 0x9e3779b97f4a7c15ull, 0});
-      check_same(decoded(c), c);
-      c.text.kind = prompt::form::blocks;
-      for (cache_block& b : c.text.blocks)
-        b.tokens = 64;
-      c.text.blocks.back().tokens = 3;
-      check_same(decoded(c), c);
-    }
-    call again = call_of(verb::allocate);  // a request asked again, without a prompt
-    again.req = 9;
-    check_same(decoded(again), again);
-  }
-  SECTION("the one-request verbs and the shorthands") {
-    for (verb op : {verb::wait, verb::free, verb::finish, verb::commit, verb::save,
-                    verb::preempt}) {
-      call c = call_of(op);
-      c.req = 1ull << 50;
-      if (op == verb::commit || op == verb::save || op == verb::preempt)
-        c.tokens = UINT32_MAX;
-      check_same(decoded(c), c);
-    }
-  }
-  SECTION("probe") {
-    call c = call_of(verb::probe);
-    c.probe.step = c.step.step = 1ull << 40;  // the decoder reads `step` into both
-    for (uint64_t r = 0; r < 5000; ++r)
-      c.probe.candidates.push_back(r);
-    c.probe.grow_blocks = UINT32_MAX;
-    c.probe.victims = {7, 8, 9};
-    check_same(decoded(c), c);
-  }
-  SECTION("step: empty, large, with the engine's device block ids") {
-    call c = call_of(verb::step);
-    c.step.step = c.probe.step = 1;
-    check_same(decoded(c), c);
-    c.step.step = c.probe.step = UINT64_MAX;
-    c.step.computed = marks(4000, 1);
-    for (uint64_t r = 0; r < 1000; ++r)
-      c.step.finished.push_back(r * 3);
-    c.step.preempted = marks(100, 9000);
-    c.step.grows = marks(2000, 1);
-    c.step.admits = marks(500, 20000);
-    check_same(decoded(c), c);
-    c.step.grow_blocks.assign(c.step.grows.size(), {});
-    c.step.grow_blocks[1999] = {1, UINT32_MAX};
-    for (size_t i = 0; i < c.step.admits.size(); ++i)
-      c.step.admit_blocks.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1)});
-    c.evicted = {0, 5, UINT32_MAX};
-    check_same(decoded(c), c);
-  }
-  SECTION("stats, ping, bye, bench_swap") {
-    for (verb op : {verb::stats, verb::ping, verb::bye}) {
-      call c = call_of(op, 0);
-      check_same(decoded(c), c);
-      c.engine.reset();
-      check_same(decoded(c), c);
-    }
-    call b = call_of(verb::bench_swap);
-    b.blocks = 4096;
-    b.repeats = 1000;
-    check_same(decoded(b), b);
-  }
+  call b = call_of(verb::bench_swap);
+  b.blocks = 4096;
+  b.repeats = 1000;
+  check_same(decoded(b), b);
 }
 
 // -- session replies --------------------------------------------------------------------------------
