@@ -131,7 +131,7 @@ void end_before_prefill(self_ptr self, request_id id, bool rejected) {
   st.route->answered(h.prefill, h.key.input_tokens);
   ++(rejected ? st.report.rejected : st.report.failed);
   // No instance records it: the front end does, so that the replay counts every request it
-  // read once (docs/outputs.md, "requests").
+  // read once (docs/outputs.md, "--mode full").
   request_record r;
   r.req = id;
   r.file = h.key.file;
