@@ -59,3 +59,4 @@ function(kvtier_unity_alone)
                     "compiles: ${unmatched}")
   endif()
 endfunction()
+
