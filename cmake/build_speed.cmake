@@ -59,4 +59,3 @@ function(kvtier_unity_alone)
                     "compiles: ${unmatched}")
   endif()
 endfunction()
-
