@@ -14,11 +14,13 @@ set(KVTIER_UNITY_ALONE
   # `bench_serve`)
   transfer_bench.cpp bench_storage_runs.cpp bench_serve_open.cpp redis_cluster_router.cpp
   redis_cluster_backend.cpp native_reader.cpp azure_reader.cpp
-  # tests: fixtures and helpers of the same name in two files of one test binary
+  # tests: fixtures and helpers of the same name in two files of one test binary, or in one
+  # file and a test header (cache_harness.hpp, serve_calls.hpp) another file includes
   storage_pool_actor_test.cpp transfer_engine_test.cpp hit_accounting_test.cpp
   limits_cli_test.cpp report_test.cpp verify_pattern_test.cpp hostile_config_test.cpp
   preset_test.cpp engine_tier_test.cpp off_actor_lookup_test.cpp cluster_replay_test.cpp
   fault_replay_test.cpp preemption_test.cpp storage_pressure_test.cpp native_test.cpp
+  scheduler_core_test.cpp engine_isolation_test.cpp
 )
 
 function(kvtier_targets_in dir out)
