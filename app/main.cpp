@@ -29,11 +29,7 @@ std::string source_file(const std::string& relative) {
   return std::string(KVTIER_SOURCE_DIR) + "/" + relative;
 }
 
-}  // namespace kvtier
-
 namespace {
-
-using namespace kvtier;
 
 /// One subcommand: what CLI11 parsed it into, and what runs it when it was chosen.
 struct command {
@@ -95,17 +91,18 @@ int run_chosen(const std::vector<command>& commands) {
 }
 
 }  // namespace
+}  // namespace kvtier
 
 int main(int argc, char** argv) {
   CLI::App app{"kvtier: hierarchical KV-cache simulator and controller "
                "(GPU memory -> pinned host memory -> storage)"};
   app.set_version_flag("--version", kvtier::build_line());
   app.require_subcommand(1);
-  const auto commands = add_commands(app);
+  const auto commands = kvtier::add_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? exit_ok : exit_bad_input;
+    return app.exit(e) == 0 ? kvtier::exit_ok : kvtier::exit_bad_input;
   }
-  return run_chosen(commands);
+  return kvtier::run_chosen(commands);
 }

@@ -14,6 +14,8 @@ set(KVTIER_UNITY_ALONE
   # `bench_serve`)
   transfer_bench.cpp bench_storage_runs.cpp bench_serve_open.cpp redis_cluster_router.cpp
   redis_cluster_backend.cpp native_reader.cpp azure_reader.cpp
+  # a `using namespace` that would reach the files after it in a batch
+  decode_call.cpp
   # tests: fixtures and helpers of the same name in two files of one test binary, or in one
   # file and a test header (cache_harness.hpp, serve_calls.hpp) another file includes
   storage_pool_actor_test.cpp transfer_engine_test.cpp hit_accounting_test.cpp
