@@ -3,7 +3,7 @@
 // Running a deployment plan (deployment_plan.hpp): what every front end does to run kvtier's
 // actors. The GPU and the storage backend are made before the clock starts; then the storage
 // pool, every instance and, when kvtier schedules, the front end are spawned. Replays in virtual
-// and wall-clock time (sim/full/full_replay.cpp) and `kvtier serve` (serve/server.cpp) run
+// and wall-clock time (sim/full/full_replay.cpp) and `kvtier serve` (serve/server/server.cpp) run
 // their deployments through here.
 
 #include <cstddef>

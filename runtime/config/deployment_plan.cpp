@@ -107,11 +107,8 @@ void plan_gpu(bool one_instance, const run_choices& choices, deployment_plan& p)
   }
   p.backend = copy_backend_kind::cuda;
   cuda_device_options& o = p.cuda;
-  o.shape.layers = p.run.model.layers;
-  o.shape.kv_heads = p.run.model.kv_heads;
-  o.shape.head_dim = p.run.model.head_dim;
-  o.shape.block_size = p.run.block_size;
-  o.shape.dtype_bytes = p.run.model.dtype_bytes;
+  o.shape = p.run.model;
+  o.block_size = p.run.block_size;
   o.device_blocks = p.run.cache.device_blocks;
   o.host_blocks = p.run.cache.host_blocks;
   o.verify = choices.verify;

@@ -2,8 +2,8 @@
 
 // The replay driver as a library call: a config and a trace list in, a result out. `kvtier
 // replay` is a thin command over it; `kvtier sweep` runs one call per cell, and `kvtier
-// engine-sim` runs one with a remote controller. `kvtier serve` does not use it: the server
-// assembles its own actors (serve/server.cpp).
+// engine-sim` runs one with a remote controller. `kvtier serve` does not use it: it spawns the
+// same deployment plan with an engine scheduling (serve/server/server.cpp).
 //
 // Bad input (config, trace) throws config_error / trace_error before any output is touched; a
 // replay that ran but failed (invariant violations, requests left unfinished) returns with

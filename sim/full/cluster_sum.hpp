@@ -3,7 +3,7 @@
 // A cluster's figures: every instance's reports summed (model/messages/report_sum.hpp), each
 // invariant message named by its instance, and, for prefill/decode, one record per request.
 
-#include "sim/full/full_result.hpp"
+#include "sim/report/full_result.hpp"
 
 namespace kvtier {
 

@@ -13,8 +13,8 @@
 
 #include "model/front_end/request_feed.hpp"
 #include "runtime/config/deployment_plan.hpp"
-#include "sim/full/full_result.hpp"
-#include "sim/full/tier_occupancy.hpp"
+#include "sim/report/full_result.hpp"
+#include "sim/report/tier_occupancy.hpp"
 
 namespace kvtier {
 

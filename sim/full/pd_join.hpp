@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "sim/full/full_result.hpp"
+#include "sim/report/full_result.hpp"
 
 namespace kvtier {
 

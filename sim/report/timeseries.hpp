@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/tier.hpp"
-#include "sim/full/full_result.hpp"
-#include "sim/full/tier_occupancy.hpp"
+#include "sim/report/full_result.hpp"
+#include "sim/report/tier_occupancy.hpp"
 
 namespace kvtier {
 
