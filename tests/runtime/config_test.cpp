@@ -169,7 +169,7 @@ TEST_CASE("config: preemption modes and prefetch policies resolve, and need thei
   CHECK(e.find("best_effort") != std::string::npos);
 }
 
-TEST_CASE("config: storage.read_op_latency_us gives gets their own latency; null follows the "
+TEST_CASE("config: storage.read_op_latency_us gives gets their own latency, and null follows the "
           "op latency", "[config][storage]") {
   config c;
   CHECK_FALSE(c.is_set(keys::storage::read_op_latency_us));
