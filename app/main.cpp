@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   auto* config_cmd = add_config_command(app, config_only);
   model_info_args model_info;
   auto* model_info_cmd = add_model_info_command(app, model_info);
+  model_fit_args model_fit;
+  auto* model_fit_cmd = add_model_fit_command(app, model_fit);
   sweep_args sweep;
   auto* sweep_cmd = add_sweep_command(app, sweep);
   report_args report;
@@ -78,6 +80,8 @@ int main(int argc, char** argv) {
       return run_config(config_only);
     if (*model_info_cmd)
       return run_model_info(model_info);
+    if (*model_fit_cmd)
+      return run_model_fit(model_fit);
     if (*sweep_cmd)
       return run_sweep(sweep);
     if (*report_cmd)
