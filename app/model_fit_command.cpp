@@ -45,7 +45,7 @@ std::string percent(double e) { return fmt("%+.1f%%", 100.0 * e); }
 // One point of the file, with the text the tables show.
 struct point {
   step_measurement m;
-  std::string model, engine, weights, kv, kind_text, shape_text, measured_text, unit;
+  std::string model, weights, kv, kind_text, shape_text, measured_text, unit;
   uint32_t tp = 1;
 
   /// `seconds` of this point in its measured unit, as the table shows it.
@@ -171,8 +171,9 @@ point read_point(const json& j, const json& sources, size_t index, const std::st
   if (!sources.contains(p.m.source))
     bad(where, "field 'source': '" + p.m.source + "' is not in 'sources'");
   const json& src = sources.at(p.m.source);
-  p.engine = text_field(src, "engine", file + ": sources." + p.m.source) + " " +
-             text_field(src, "engine_version", file + ": sources." + p.m.source);
+  text_field(src, "engine", file + ": sources." + p.m.source);
+  text_field(src, "engine_version", file + ": sources." + p.m.source);
+  text_field(src, "url", file + ": sources." + p.m.source);
   p.model = text_field(j, "model", where);
   p.m.gpu = text_field(j, "gpu", where);
   p.weights = text_field(j, "weights", where);
@@ -314,15 +315,15 @@ void factors_table(std::ostream& o, const step_factors& f) {
 
 void sources_table(std::ostream& o, const std::vector<point>& pts, const fit_results& r,
                    const json& sources) {
-  o << "| source | engine | points | held-out RMS | leave-one-source-out RMS | its largest |\n"
-       "|---|---|---|---|---|---|\n";
+  o << "| source | engine | version | points | held-out RMS | leave-one-source-out RMS | its "
+       "largest |\n|---|---|---|---|---|---|---|\n";
   for (const auto& [name, factors] : r.loso) {
     auto mine = [&](size_t i) { return pts[i].m.source == name; };
     summary held = summarize(pts, r.half_error, mine);
     summary lo = summarize(pts, r.loso_error, mine);
     const json& s = sources.at(name);
     o << "| [" << name << "](" << s.at("url").get<std::string>() << ") | "
-      << s.at("engine").get<std::string>() << " " << s.at("engine_version").get<std::string>()
+      << s.at("engine").get<std::string>() << " | " << s.at("engine_version").get<std::string>()
       << " | " << lo.n << " | " << fmt("%.1f%%", 100 * held.rms) << " | "
       << fmt("%.1f%%", 100 * lo.rms) << " | " << percent(lo.worst) << " |\n";
   }
@@ -438,7 +439,8 @@ std::string tables(const data_set& d, const fit_results& r) {
     << "half 1 predicts half 2 with " << summary_text(summarize(pts, r.half_error, second))
     << "; a fit on half 2 predicts half 1 with "
     << summary_text(summarize(pts, r.half_error, first)) << "; every point held out once: "
-    << summary_text(summarize(pts, r.half_error, all)) << ".\n\n**Leave one source out.** Each source predicted by a fit on all the others: "
+    << summary_text(summarize(pts, r.half_error, all)) << ".\n\n**Leave one source out.** "
+    << "Each source predicted by a fit on all the others: "
     << summary_text(summarize(pts, r.loso_error, all)) << ".\n\n**All points.** The fit "
     << "the presets carry, on every point: " << summary_text(summarize(pts, r.all_error, all))
     << ".\n\n";
