@@ -166,6 +166,15 @@ struct model_info_args {
 CLI::App* add_model_info_command(CLI::App& app, model_info_args& args);
 int run_model_info(const model_info_args& args);
 
+struct model_fit_args {
+  std::string data = "measurements/step_times.json";
+  std::string write_doc;
+  std::string check;
+  std::string json_out;
+};
+CLI::App* add_model_fit_command(CLI::App& app, model_fit_args& args);
+int run_model_fit(const model_fit_args& args);
+
 struct sweep_args {
   config_args config;
   std::vector<std::string> traces;

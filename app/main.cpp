@@ -52,6 +52,7 @@ std::vector<command> add_commands(CLI::App& app) {
       add_command(app, add_replay_command, run_replay),
       add_command(app, add_config_command, run_config),
       add_command(app, add_model_info_command, run_model_info),
+      add_command(app, add_model_fit_command, run_model_fit),
       add_command(app, add_sweep_command, run_sweep),
       add_command(app, add_report_command, run_report),
       add_command(app, add_study_command, run_study),
