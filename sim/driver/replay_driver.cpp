@@ -309,7 +309,7 @@ replay_result replay_full(const replay_job& job) {
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.summary["kvtier"] = build_info_json();
-  result.text = full_text(result.summary, job.out_dir);
+  result.text = full_text(result.summary, job.out_dir, series);
   add_end_checks(fr, result);
   result.summary["faults"] = faults_summary(fr, timed.storage.faults);
   result.summary["storage"]["pool"] = pool_summary(fr, timed.storage.pool);
