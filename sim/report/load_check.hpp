@@ -1,7 +1,7 @@
 #pragma once
 
-// What shaped a timed replay's figures besides the cache (docs/outputs.md, "load"), each named
-// with advice that fits its cause:
+// What shaped a timed replay's figures besides the cache (docs/outputs.md, "--mode full", its
+// load.* rows), each named with advice that fits its cause:
 // - overloaded: arrivals outpaced the instance, so the queue grew through the run and latency,
 //   even hit ratios, measure queueing rather than caching. The test: requests in arrival order,
 //   split in quarters; the median queue wait (arrival to first admission) of the last quarter

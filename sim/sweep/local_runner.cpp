@@ -168,6 +168,35 @@ namespace {
   ::_exit(128 + sig);
 }
 
+// Kills the workers past the per-cell time limit (their rows say so once they are reaped).
+void kill_over_time(std::map<pid_t, running_cell>& running, double limit_s) {
+  if (limit_s <= 0)
+    return;
+  for (auto& [pid, c] : running)
+    if (!c.timed_out
+        && std::chrono::duration<double>(clock_type::now() - c.started).count() > limit_s) {
+      c.timed_out = true;
+      ::kill(pid, SIGKILL);
+    }
+}
+
+// A worker that ended: whether its cell is done, and if not, its row says why.
+bool reaped_ok(const std::string& dir, const local_run_options& options, const running_cell& c,
+               int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && cell_done(dir, c.cell->id))
+    return true;
+  if (c.timed_out && !cell_status(dir, c.cell->id)) {
+    char limit[64];
+    std::snprintf(limit, sizeof(limit), "%g", options.cell_time_limit_s);
+    record_cell_failure(dir, c.cell->id,
+                        std::string("killed after the per-cell time limit of ") + limit
+                          + " s (--cell-time-limit)");
+  }
+  std::cerr << "sweep: cell " << c.cell->id << " failed: " << why_failed(dir, c.cell->id, status)
+            << '\n';
+  return false;
+}
+
 }  // namespace
 
 local_run_result run_local(const std::string& dir, const sweep_plan& plan,
@@ -200,11 +229,6 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
       std::cerr << ", ~" << duration_text(elapsed / r.ran * left) << " left";
     std::cerr << '\n';
   };
-  auto over_time = [&](const running_cell& c) {
-    return options.cell_time_limit_s > 0
-           && std::chrono::duration<double>(clock_type::now() - c.started).count()
-                > options.cell_time_limit_s;
-  };
   bool finished_one = false;  // report once the freed worker slot is filled again
   while (next < todo.size() || !running.empty()) {
     if (stop_signal != 0)
@@ -220,11 +244,7 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid == 0) {
-      for (auto& [p, c] : running)
-        if (!c.timed_out && over_time(c)) {
-          c.timed_out = true;
-          ::kill(p, SIGKILL);
-        }
+      kill_over_time(running, options.cell_time_limit_s);
       ::usleep(20000);  // a signal cuts it short
       continue;
     }
@@ -239,19 +259,7 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
     running_cell c = it->second;
     running.erase(it);
     ++r.ran;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && cell_done(dir, c.cell->id);
-    if (!ok) {
-      ++r.failed;
-      if (c.timed_out && !cell_status(dir, c.cell->id)) {
-        char limit[64];
-        std::snprintf(limit, sizeof(limit), "%g", options.cell_time_limit_s);
-        record_cell_failure(dir, c.cell->id,
-                            std::string("killed after the per-cell time limit of ") + limit
-                              + " s (--cell-time-limit)");
-      }
-      std::cerr << "sweep: cell " << c.cell->id << " failed: "
-                << why_failed(dir, c.cell->id, status) << '\n';
-    }
+    r.failed += reaped_ok(dir, options, c, status) ? 0 : 1;
     finished_one = true;
   }
   if (finished_one)

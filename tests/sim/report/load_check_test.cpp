@@ -1,4 +1,4 @@
-// The load check (sim/report/load_check.hpp; docs/outputs.md, "load"): overload, clock lag and
+// The load check (sim/report/load_check.hpp; docs/outputs.md, "--mode full"): overload, clock lag and
 // L3 backpressure each named, and an overloaded run blamed on arrivals (and told to stretch the
 // trace) only when neither clock lag nor backpressure explains its queue.
 
