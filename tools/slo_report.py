@@ -16,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_figures as rf  # noqa: E402  (the reports' fonts, Type 42 in PDFs, and palette)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 plt = rf.plt
 GIB = 1024.0 ** 3
@@ -55,6 +56,10 @@ def trace_names(folder, data):
         files = [os.path.basename(t) for t in c.get("traces", [])]
         text = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
         out.setdefault(c.get("trace_set", "traces"), text)
+    if len(out) == 1:  # one trace set: its rows carry no "traces" column
+        name, text = next(iter(out.items()))
+        out["traces"] = (f"{rf.value_text('traces', name)} ({text})" if name != "traces"
+                         else text)
     return out
 
 
@@ -130,14 +135,15 @@ def plot_pareto(out_base, data, args, folder):
         panel.margins(x=0.25, y=0.25)
         panel.set_title(names.get(name, name) if name == "traces"
                         else f"{rf.value_text('traces', name)} ({names.get(name, name)})")
+        panel.xaxis.set_major_locator(MaxNLocator(4))
         panel.set_xlabel("sustained load under the SLO (req/s)")
         panel.set_ylabel("host + storage cost ($)")
         panel.grid(alpha=0.3)
     slo = data["slo"]
-    fig.suptitle("Which configuration sustains the most load for its cost?\n"
-                 f"SLO: TTFT p99 <= {slo['ttft_p99_ms'] / 1000:g} s, TPOT p99 <= "
-                 f"{slo['tpot_p99_ms']:g} ms; loads within {precision * 100:g}% (the search's "
-                 "precision) tie", fontweight="bold")
+    fig.suptitle("Which configuration sustains the most load for its cost?\n" + rf.title_text(
+        fig, f"SLO: TTFT p99 <= {slo['ttft_p99_ms'] / 1000:g} s, TPOT p99 <= "
+             f"{slo['tpot_p99_ms']:g} ms; loads within {precision * 100:g}% (the search's "
+             "precision) tie"), fontweight="bold")
     for ext in ("svg", "pdf", "png"):
         fig.savefig(f"{out_base}.{ext}", dpi=rf.DPI, bbox_inches="tight", pad_inches=0.03)
     plt.close(fig)
