@@ -375,6 +375,7 @@ std::map<std::string, std::string> slurm_cell_notes(const std::string& dir_in,
   auto placed = latest_placements(arrays);
   array_states states;
   try {
+    recover_job_ids(arrays);
     states = states_of(arrays);
   } catch (const std::runtime_error& e) {
     for (const auto& c : plan.cells)

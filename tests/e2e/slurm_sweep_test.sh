@@ -7,8 +7,9 @@
 #  3. scancel of the array: every cell is reported with how its task ended, results.csv is
 #     written, the cells stay failed on a re-run and run again with --retry-failed; a per-cell
 #     time limit becomes the tasks' --time;
-#  4. the runner killed (SIGKILL, before it even recorded the job id): a re-run finds the array
-#     still queued, waits for it and submits nothing again;
+#  4. the runner killed (SIGKILL, before it even recorded the job id): --collect names the task
+#     each cell waits in, and a re-run finds the array still queued, waits for it and submits
+#     nothing again;
 #  5. a lost node (DOWN) and a task cancelled while their cells ran: each row names its cause.
 # Cost: about 40 s on 2 cores (most of it the runner's 2 s polls and Slurm's scheduling).
 # Needs root and Debian's slurm-wlm and munge (tools/setup). Without them it skips LOUDLY
@@ -131,6 +132,13 @@ kill -9 "$runner"
 wait "$runner" 2>/dev/null
 job=$(cat "$tmp/killed/slurm/tasks-1.job")
 rm "$tmp/killed/slurm/tasks-1.job"
+# --collect meanwhile names where each cell waits.
+"$kvtier" sweep --out "$tmp/killed" --collect --quiet && fail "--collect with cells queued must exit 1"
+n=$(grep -c "queued or running in Slurm job $job task [01] (log [^)]*) (PENDING)" \
+  "$tmp/killed/results.csv")
+[ "$n" -eq 6 ] || fail "--collect should name the queued task of 6 cells, $n:
+$(cat "$tmp/killed/results.csv")"
+rm "$tmp/killed/slurm/tasks-1.job"  # recovered by --collect: the re-run must recover it too
 # shellcheck disable=SC2086
 "$kvtier" sweep --runner slurm --out "$tmp/killed" ${grid/--quiet/} >"$tmp/rerun.log" 2>&1 &
 runner=$!
@@ -150,8 +158,8 @@ cmp "$tmp/local/results.csv" "$tmp/killed/results.csv" \
 echo "ok: a re-run after the runner's death waits for the queued array and submits nothing"
 
 # 5. While their cells run: task 1 cancelled, then the node lost under task 0. The cells take
-# seconds (16 copies of the sample's sessions, full mode).
-slow="--trace $sample --set trace.session_copies=16 --grid cache.host_tokens=100000,200000
+# seconds (32 copies of the sample's sessions, full mode: they are stopped long before).
+slow="--trace $sample --set trace.session_copies=32 --grid cache.host_tokens=100000,200000
   --deterministic --cells-per-task 1"
 # shellcheck disable=SC2086
 "$kvtier" sweep --runner slurm --out "$tmp/lost" $slow >"$tmp/lost.log" 2>&1 &
