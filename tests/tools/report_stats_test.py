@@ -146,5 +146,35 @@ class TimeSeries(unittest.TestCase):
             self.assertTrue(60 <= points <= 400, (seconds, points))
 
 
+class Warnings(unittest.TestCase):
+    """report.md's warnings: each cause named with its own advice, never another's."""
+    def row(self, cause, overloaded, advice):
+        return {"load.overloaded": "true" if overloaded else "false", "load.cause": cause,
+                "load.clock_lag": "true" if cause == "clock_lag" else "false",
+                "load.l3_backpressure": "true" if cause == "l3_backpressure" else "false",
+                "load.advice": advice, "load.queue_wait_s_by_quarter": "1.0 | 2.0 | 3.0 | 9.5"}
+
+    def test_each_cause_with_its_advice(self):
+        rows = [self.row("arrivals", True, "stretch the trace"),
+                self.row("clock_lag", True, "lower --speed"),
+                self.row("l3_backpressure", False, "a faster storage backend"),
+                {"load.overloaded": "false"}]
+        md = "\n".join(sweep_report.warnings_section(rows))
+        arrivals, lag, l3 = (next(line for line in md.split("\n") if head in line) for head in
+                             ("OVERLOADED**", "CLOCK LAG", "L3 BACKPRESSURE"))
+        self.assertIn("1 of 4 cells", arrivals)
+        self.assertIn("stretch the trace", arrivals)
+        self.assertIn("1.0-1.0 s in the first quarter", arrivals)
+        self.assertIn("lower --speed", lag)
+        self.assertNotIn("stretch the trace", lag)
+        self.assertIn("did not keep up with the wall clock", lag)
+        self.assertIn("a faster storage backend", l3)
+        self.assertNotIn("stretch the trace", l3)
+        self.assertNotIn("queue grew", l3)  # not overloaded: the queue held
+
+    def test_nothing_flagged_says_nothing(self):
+        self.assertEqual(sweep_report.warnings_section([{"load.overloaded": "false"}]), [])
+
+
 if __name__ == "__main__":
     unittest.main()
