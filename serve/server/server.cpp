@@ -71,6 +71,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.model = {rc.model.name, rc.model.layers, rc.model.kv_heads, rc.model.head_dim,
               rc.model.kv_dtype};
   ss.block_size = rc.block_size;
+  ss.shared = shared_config(job.cfg, rc);
   ss.layers = rc.model.layers;
   ss.device_blocks = p.timed.cache.device_blocks;
   ss.host_blocks = p.timed.cache.host_blocks;
