@@ -3,7 +3,7 @@ v0.11.0 and the newest commits read; docs/vllm.md), both roles, against a live `
 a request's whole life driven in each generation's call order (vllm_harness.py), every step
 checked (``vllm_harness.Checker``). Each case is also run with a connector broken the way that
 case guards against, and must fail: a harness that passes a broken connector proves nothing.
-Runs under unittest (ctest) and pytest alike; about 25 s."""
+Runs under unittest (ctest) and pytest alike; about 5 s."""
 
 import time
 import unittest
