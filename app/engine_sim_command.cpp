@@ -179,8 +179,8 @@ serve::remote_options remote_options_of(const engine_sim_args& args, const confi
 std::shared_ptr<engine_device> open_engine_device(const engine_sim_args& args,
                                                   const replay_config& rc) {
   engine_device_options eo;
-  eo.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
-              rc.model.dtype_bytes};
+  eo.shape = rc.model;
+  eo.block_size = rc.block_size;
   eo.device_blocks = rc.cache.device_blocks;
   eo.event_slots = args.event_slots;
   eo.verify = args.verify;

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "gpu/bench_blocks.hpp"
+#include "gpu/bench/bench_blocks.hpp"
 #include "serve/server/server_state.hpp"
 #include "serve/wire/session_replies.hpp"
 

@@ -68,8 +68,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.token = job.token;
   ss.client_timeout_s = p.client_timeout_s;
   ss.max_message_bytes = p.max_message_bytes;
-  ss.model = {rc.model.name, rc.model.layers, rc.model.kv_heads, rc.model.head_dim,
-              rc.model.kv_dtype};
+  ss.model = rc.model;
   ss.block_size = rc.block_size;
   ss.shared = shared_config(job.cfg, rc);
   ss.layers = rc.model.layers;

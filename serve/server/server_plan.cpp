@@ -35,8 +35,8 @@ void check_job(const serve_job& job, const timed_config& t, const replay_config&
 std::shared_ptr<cuda_device> open_gpu(const serve_job& job, const replay_config& rc,
                                       timed_config& t) {
   cuda_device_options o;
-  o.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
-             rc.model.dtype_bytes};
+  o.shape = rc.model;
+  o.block_size = rc.block_size;
   o.device_blocks = rc.cache.device_blocks;
   o.host_blocks = rc.cache.host_blocks;
   o.verify = job.verify;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gpu/kv_cache.hpp"
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu::bench {
 

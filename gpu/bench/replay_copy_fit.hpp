@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu {
 

@@ -1,7 +1,7 @@
 // The benchmark runner. It drives the backend through the kv_cache interface alone, as the
 // transfer engine does, so what it measures is what kvtier gets.
 
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <ostream>
 #include <thread>
 
-#include "gpu/bench_blocks.hpp"
+#include "gpu/bench/bench_blocks.hpp"
 
 namespace kvtier::gpu {
 
@@ -96,8 +96,8 @@ size_run::size_run(const bench_options& o, uint32_t block_size, std::ostream* lo
     : o_(o), log_(log) {
   kv_cache_config cfg = o.tuning;
   cfg.shape = o.shape;
-  cfg.shape.block_size = block_size;
-  uint64_t block_bytes = cfg.shape.host_block_bytes();
+  cfg.block_size = block_size;
+  uint64_t block_bytes = kv_layout{cfg.shape, block_size}.host_block_bytes();
   uint32_t n = static_cast<uint32_t>(std::max<uint64_t>(1, o.transfer_bytes / block_bytes));
   cfg.device_blocks = 3 * n;
   // Past the 2n blocks of the placement, host blocks that each sweep copy of the fresh-host
@@ -212,7 +212,7 @@ link_fit size_run::fit(transfer_method m, transfer_direction d, double large_ns)
   const std::vector<block_pair>& all = pairs(d);
   std::vector<block_pair> small(all.begin(), all.begin() + std::min<size_t>(o_.small_blocks,
                                                                             all.size() - 1));
-  uint64_t small_bytes = small.size() * cache_->layout().shape.host_block_bytes();
+  uint64_t small_bytes = small.size() * cache_->layout().host_block_bytes();
   finish(*cache_, submit(*cache_, d, small, m));
   std::vector<double> ns, layer_gaps;
   for (uint32_t i = 0; i < o_.repetitions; ++i) {
@@ -276,7 +276,7 @@ double size_run::time_copies(transfer_direction d, const std::vector<block_pair>
 /// after a warm-up copy of its own.
 link_sweep size_run::sweep(transfer_direction d) {
   const std::vector<block_pair>& all = pairs(d);
-  uint64_t block_bytes = cache_->layout().shape.host_block_bytes();
+  uint64_t block_bytes = cache_->layout().host_block_bytes();
   std::vector<sweep_point> points;
   for (uint32_t k : sweep_sizes(static_cast<uint32_t>(all.size()))) {
     std::vector<block_pair> some(all.begin(), all.begin() + k);

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu {
 
@@ -57,10 +57,13 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0) {
   return buf;
 }
 
-nlohmann::json shape_json(const kv_shape& s) {
-  return {{"layers", s.layers},           {"kv_heads", s.kv_heads},
-          {"head_dim", s.head_dim},       {"dtype_bytes", s.dtype_bytes},
-          {"block_size", s.block_size}};
+/// The model's KV dimensions; the calibration file adds the block size it describes (the
+/// bench's report lists its block sizes apart).
+nlohmann::json shape_json(const model_shape& s) {
+  return {{"layers", s.layers},
+          {"kv_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
+          {"dtype_bytes", s.dtype_bytes}};
 }
 
 /// One sweep: each size back to back, beside compute, on fresh host blocks, under the replay's
@@ -174,7 +177,7 @@ std::vector<std::string> missed_targets(const bench_report& report) {
 }
 
 std::string format_bench_table(const bench_report& r) {
-  const kv_shape& sh = r.shape;
+  const model_shape& sh = r.shape;
   std::string out = "transfer bench: " + describe(r.device) + "\n  measured " + r.measured_at
                     + "; " + std::to_string(sh.layers) + " layers x " + std::to_string(sh.kv_heads)
                     + " kv heads x " + std::to_string(sh.head_dim) + " head dim, "
@@ -275,8 +278,8 @@ nlohmann::json bench_to_json(const bench_report& r) {
 
 nlohmann::json calibration_json(const bench_report& r, uint32_t block_size) {
   const block_size_figures& s = size_of(r, block_size);
-  kv_shape shape = r.shape;
-  shape.block_size = block_size;
+  nlohmann::json shape = shape_json(r.shape);
+  shape["block_size"] = block_size;
   double duplex = 0;
   for (const duplex_figures& x : s.duplex)
     if (x.method == s.h2d_fit.method && x.method == s.d2h_fit.method)
@@ -284,7 +287,7 @@ nlohmann::json calibration_json(const bench_report& r, uint32_t block_size) {
   nlohmann::json out = {{"schema", "kvtier.calibration/1"},
           {"device", r.device.name},
           {"measured_at", r.measured_at},
-          {"shape", shape_json(shape)},
+          {"shape", shape},
           {"block_size", block_size},
           {"h2d", {{"method", to_string(s.h2d_fit.method)},
                    {"bandwidth_gbps", s.h2d_fit.bandwidth_gbps},

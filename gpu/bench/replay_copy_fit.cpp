@@ -1,7 +1,7 @@
 // Fits the links' calibration to a real replay's copies with the calibration sweep's fit
-// (gpu/link_sweep.cpp); see gpu/replay_copy_fit.hpp and docs/gpu.md.
+// (gpu/bench/link_sweep.cpp); see gpu/bench/replay_copy_fit.hpp and docs/gpu.md.
 
-#include "gpu/replay_copy_fit.hpp"
+#include "gpu/bench/replay_copy_fit.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "gpu/bench_blocks.hpp"
+#include "gpu/bench/bench_blocks.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -88,14 +88,14 @@ placement place_blocks(uint32_t n, uint32_t pool, const bench_options& o) {
 
 void fill_host_sources(kv_cache& c, const std::vector<block_pair>& pairs) {
   parallel_for(pairs.size(), [&](size_t i) {
-    fill_host_block(c.host_block(pairs[i].host), c.layout().shape,
+    fill_host_block(c.host_block(pairs[i].host), c.layout(),
                     content_hash(host_tag, pairs[i].host));
   });
 }
 
 void poison_host_targets(kv_cache& c, const std::vector<block_pair>& pairs) {
   parallel_for(pairs.size(), [&](size_t i) {
-    std::memset(c.host_block(pairs[i].host), poison_byte, c.layout().shape.host_block_bytes());
+    std::memset(c.host_block(pairs[i].host), poison_byte, c.layout().host_block_bytes());
   });
 }
 
@@ -104,7 +104,7 @@ std::optional<verify_mismatch> check_host_targets(kv_cache& c,
   std::mutex m;
   std::optional<verify_mismatch> first;
   parallel_for(pairs.size(), [&](size_t i) {
-    auto bad = check_host_block(c.host_block(pairs[i].host), c.layout().shape,
+    auto bad = check_host_block(c.host_block(pairs[i].host), c.layout(),
                                 content_hash(device_tag, pairs[i].device), pairs[i].host);
     std::lock_guard<std::mutex> lock(m);
     if (bad && (!first || bad->block < first->block))

@@ -1,4 +1,4 @@
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -26,6 +26,7 @@ bench_report sample_report() {
   r.device.available = true;
   r.device.name = "NVIDIA H200";
   r.measured_at = "2026-11-21T10:00:00Z";
+  r.shape = llama3_8b_kv();
   r.transfer_bytes = 2ull << 30;
   r.repetitions = 5;
   r.verify = true;
@@ -137,6 +138,8 @@ TEST_CASE("bench table and JSON carry every figure", "[gpu][bench]") {
   CHECK(table.find("targets: all met") != std::string::npos);
   nlohmann::json j = bench_to_json(r);
   CHECK(j.at("schema") == "kvtier.transfer_bench/1");
+  CHECK(j.at("shape").at("layers") == 32);
+  CHECK_FALSE(j.at("shape").contains("block_size"));  // each block size has its own row
   CHECK(j.at("block_sizes").size() == 2);
   CHECK(j.at("block_sizes")[1].at("methods").size() == 6);
   CHECK(j.at("block_sizes")[1].at("calibration") == calibration_json(r, 64));

@@ -1,4 +1,4 @@
-#include "gpu/copy_conditions.hpp"
+#include "gpu/bench/copy_conditions.hpp"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/gpu_error.hpp"
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 using namespace kvtier::gpu;
 

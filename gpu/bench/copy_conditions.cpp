@@ -1,7 +1,7 @@
 // The copy-conditions probe's pure parts: the host-id scattering, the ratios, the table and the
 // JSON. Tested without a device.
 
-#include "gpu/copy_conditions.hpp"
+#include "gpu/bench/copy_conditions.hpp"
 
 #include <algorithm>
 #include <cstdio>

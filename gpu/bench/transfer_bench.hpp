@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/copy_conditions.hpp"
+#include "gpu/bench/copy_conditions.hpp"
 #include "gpu/device_info.hpp"
 #include "gpu/kv_cache.hpp"
 
@@ -44,7 +44,7 @@ enum class sweep_conditions : uint8_t {
 
 struct bench_options {
   std::vector<uint32_t> block_sizes{16, 64};
-  kv_shape shape;                        ///< Llama-3-8B-like; block_size comes from block_sizes
+  model_shape shape = llama3_8b_kv();    ///< per block size of block_sizes
   uint64_t transfer_bytes = 2ull << 30;  ///< per transfer, rounded down to whole blocks
   uint32_t repetitions = 5;
   bool verify = true;
@@ -174,7 +174,7 @@ struct block_size_figures {
 struct bench_report {
   device_info device;
   std::string measured_at;  ///< ISO 8601, UTC
-  kv_shape shape;
+  model_shape shape;
   uint64_t transfer_bytes = 0;
   uint32_t repetitions = 0;
   bool verify = false;

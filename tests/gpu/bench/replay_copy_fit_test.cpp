@@ -1,4 +1,4 @@
-#include "gpu/replay_copy_fit.hpp"
+#include "gpu/bench/replay_copy_fit.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -14,9 +14,9 @@
 #include <set>
 #include <thread>
 
-#include "gpu/bench_blocks.hpp"
-#include "gpu/copy_conditions.hpp"
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/bench_blocks.hpp"
+#include "gpu/bench/copy_conditions.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu {
 
@@ -192,7 +192,7 @@ conditions_probe::conditions_probe(const bench_options& o, uint32_t block_size,
     : o_(o), block_size_(block_size), n_(largest), log_(log) {
   kv_cache_config cfg = o.tuning;
   cfg.shape = o.shape;
-  cfg.shape.block_size = block_size;
+  cfg.block_size = block_size;
   cfg.device_blocks = 3 * n_;
   cfg.host_blocks = host_pool_factor * n_;
   cfg.calibrate_compute = true;  // the compute thread's layers take what they ask
@@ -254,7 +254,7 @@ condition_figure conditions_probe::measure(copy_condition c, transfer_direction 
   f.condition = c;
   f.direction = d;
   f.blocks = blocks;
-  f.bytes = blocks * pc.cache->layout().shape.host_block_bytes();
+  f.bytes = blocks * pc.cache->layout().host_block_bytes();
   f.verified = o_.verify && verify(pc, d, p);
   std::unique_ptr<compute_load> load;
   if (has(c, copy_condition::compute_thread))
