@@ -82,6 +82,10 @@ static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bo
 class radix_tree {
  public:
   explicit radix_tree(eviction_policy policy = eviction_policy::lru);
+  /// Makes room for `nodes` nodes up front (the tiers' capacity bounds the live nodes), so that
+  /// neither the node array nor the hash map grows while requests run. Changes no result: node
+  /// ids come from the free list and the array's end as before.
+  void reserve(uint32_t nodes);
 
   // -- observers ------------------------------------------------------------------------------
 

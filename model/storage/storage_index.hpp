@@ -72,6 +72,9 @@ class storage_index {
   uint64_t capacity() const { return capacity_; }
   uint32_t nodes() const { return static_cast<uint32_t>(nodes_.size()); }
   uint64_t size() const { return map_.size(); }
+  /// Makes room for `blocks` keys up front (at most the capacity), so that a replay timed from
+  /// its first request does not rehash the index as it fills. Changes no result.
+  void reserve(uint64_t blocks);
   uint32_t node_of(storage_key key) const;
   uint64_t evictions() const { return evictions_; }
 

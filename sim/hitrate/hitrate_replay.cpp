@@ -6,11 +6,20 @@
 
 namespace kvtier {
 
+namespace {
+// Room made up front for the indexes (blocks): tiers larger than this grow as they fill.
+constexpr uint64_t reserve_limit = uint64_t{1} << 21;
+}  // namespace
+
 hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every)
   : config_(config), check_every_(check_every), model_(config.cache) {
-  if (config.storage_blocks > 0)
+  model_.reserve_nodes(static_cast<uint32_t>(std::min<uint64_t>(
+    uint64_t{config.cache.device_blocks} + config.cache.host_blocks, reserve_limit)));
+  if (config.storage_blocks > 0) {
     storage_ = std::make_unique<storage_index>(config.storage_blocks, config.storage_nodes,
                                                config.storage_pool);
+    storage_->reserve(std::min<uint64_t>(config.storage_blocks, reserve_limit));
+  }
 }
 
 void hitrate_replay::drain() {
@@ -97,10 +106,22 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   const uint32_t in_tree = match_.device + match_.host;
   uint32_t stored = 0;
   if (storage_ && model_.options().caching == prefix_caching::on) {
+    // A storage hit runs on over many blocks, each a probe of an index far beyond the CPU
+    // caches: each block's key is made once and probed a few blocks ahead.
+    constexpr uint32_t ahead = 8;
+    keys_.resize(n);
+    for (uint32_t i = in_tree; i < std::min(n, in_tree + ahead); ++i) {
+      keys_[i] = key_of(blocks[i].hash);
+      storage_->prefetch(keys_[i]);
+    }
     for (uint32_t i = in_tree; i < n; ++i, ++stored) {
+      if (i + ahead < n) {
+        keys_[i + ahead] = key_of(blocks[i + ahead].hash);
+        storage_->prefetch(keys_[i + ahead]);
+        model_.tree().prefetch(blocks[i + ahead].hash);
+      }
       ++totals_.lookups;
-      if (!storage_->contains(key_of(blocks[i].hash))
-          || model_.tree().find(blocks[i].hash) != root_node)
+      if (!storage_->contains(keys_[i]) || model_.tree().find(blocks[i].hash) != root_node)
         break;
     }
   }

@@ -92,6 +92,7 @@ class hitrate_replay {
   std::vector<transfer_order> orders_;
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
+  std::vector<storage_key> keys_;  // the request's storage keys, made as the probe reaches them
 };
 
 }  // namespace kvtier
