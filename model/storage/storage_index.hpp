@@ -35,6 +35,8 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/huge_page_allocator.hpp"
+
 namespace kvtier {
 
 using storage_key = uint64_t;
@@ -144,7 +146,7 @@ class storage_index {
     uint64_t capacity = 0;
     uint64_t size = 0;
     uint64_t writing = 0;  // puts in flight that count against capacity (`accepted`)
-    std::vector<use> uses;  // in stamp order from `head`: the least recently used first
+    std::vector<use, huge_page_allocator<use>> uses;  // in stamp order from `head`: the least recently used first
     size_t head = 0;
     bool down = false;
   };
@@ -157,7 +159,10 @@ class storage_index {
   uint64_t capacity_;
   storage_pool_policy policy_;
   std::vector<node_state> nodes_;
-  absl::flat_hash_map<storage_key, uint64_t> map_;      // key -> stamp of its latest use
+  // key -> stamp of its latest use
+  absl::flat_hash_map<storage_key, uint64_t, absl::Hash<storage_key>, std::equal_to<storage_key>,
+                      huge_page_allocator<std::pair<const storage_key, uint64_t>>>
+    map_;
   absl::flat_hash_map<storage_key, uint32_t> leases_;  // keys being read -> readers
   absl::flat_hash_map<storage_key, int64_t> exists_leases_;  // key -> end of its lease
   absl::flat_hash_map<storage_key, uint32_t> writing_;       // puts in flight -> 1
