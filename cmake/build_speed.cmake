@@ -22,7 +22,7 @@ set(KVTIER_UNITY_ALONE
   limits_cli_test.cpp report_test.cpp verify_pattern_test.cpp hostile_config_test.cpp
   preset_test.cpp cluster_replay_test.cpp
   fault_replay_test.cpp preemption_test.cpp storage_pressure_test.cpp native_test.cpp
-  scheduler_core_test.cpp
+  scheduler_core_test.cpp storage_traffic_test.cpp
 )
 
 # Targets compiled file by file: their sources open namespaces with `using namespace` at file
