@@ -2,18 +2,17 @@
 
 // An allocator for the cache indexes (the radix tree's nodes and hash map, the storage index):
 // tables of many megabytes probed at random, one cache miss per block, and with 4 KiB pages one
-// TLB miss on top of it (a page walk through cold memory). Allocations of 1 MiB or more are
-// rounded up to whole 2 MiB pages, 2 MiB-aligned and advised to the kernel as transparent huge
-// pages (madvise, the mode Debian ships: /sys/kernel/mm/transparent_hugepage/enabled = madvise):
-// at most twice the memory asked, for tables that each cover hundreds of 4 KiB pages. Smaller
-// ones come from the ordinary heap. Where the kernel gives no huge page the advice is ignored:
-// nothing else changes.
-// BENCHMARKS.md, "Replay speed", has what it saves.
+// TLB miss on top of it (a page walk through cold memory). An allocation of 1 MiB or more gets
+// a mapping of its own, rounded up to whole 2 MiB pages (at most twice what was asked),
+// 2 MiB-aligned and advised to the kernel as transparent huge pages (madvise, the mode Debian
+// ships: /sys/kernel/mm/transparent_hugepage/enabled = madvise). Smaller ones come from the
+// ordinary heap. Where the kernel gives no huge page the advice is ignored: nothing else
+// changes. BENCHMARKS.md, "Replay speed", has what it saves.
 
 #include <sys/mman.h>
 
 #include <cstddef>
-#include <cstdlib>
+#include <cstdint>
 #include <new>
 
 namespace kvtier {
@@ -35,19 +34,30 @@ class huge_page_allocator {
     size_t bytes = n * sizeof(T);
     if (bytes < huge_page_threshold)
       return static_cast<T*>(::operator new(bytes));
-    size_t rounded = (bytes + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
-    void* p = std::aligned_alloc(huge_page_bytes, rounded);
-    if (!p)
+    // A fresh mapping, not the heap's: memory the heap hands back was mapped in 4 KiB pages by
+    // its earlier owner, and the advice does not remap pages already there. Mapped one huge
+    // page longer than asked, then trimmed to a 2 MiB-aligned start.
+    size_t rounded = rounded_size(bytes);
+    void* m = ::mmap(nullptr, rounded + huge_page_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
       throw std::bad_alloc();
-    ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without it the pages stay 4 KiB
-    return static_cast<T*>(p);
+    auto start = reinterpret_cast<uintptr_t>(m);
+    uintptr_t aligned = (start + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+    if (aligned > start)
+      ::munmap(m, aligned - start);
+    if (size_t tail = huge_page_bytes - (aligned - start); tail > 0)
+      ::munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+    ::madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // advice only
+    return reinterpret_cast<T*>(aligned);
   }
 
   void deallocate(T* p, size_t n) noexcept {
-    if (n * sizeof(T) < huge_page_threshold)
+    size_t bytes = n * sizeof(T);
+    if (bytes < huge_page_threshold)
       ::operator delete(p);
     else
-      std::free(p);
+      ::munmap(p, rounded_size(bytes));
   }
 
   template <class U>
@@ -57,6 +67,11 @@ class huge_page_allocator {
   template <class U>
   bool operator!=(const huge_page_allocator<U>&) const noexcept {
     return false;
+  }
+
+ private:
+  static size_t rounded_size(size_t bytes) {
+    return (bytes + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
   }
 };
 
