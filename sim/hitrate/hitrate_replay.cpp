@@ -89,6 +89,31 @@ void hitrate_replay::allocate_in_host_sized_chunks(uint32_t n) {
   }
 }
 
+// The blocks from `from` on that storage holds and the tree does not, up to the first that
+// fails. A storage hit runs on over many blocks, each a probe of an index far beyond the CPU
+// caches: each block's key is made once and probed a few blocks ahead.
+uint32_t hitrate_replay::storage_run(const std::vector<cache_block>& blocks, uint32_t from) {
+  constexpr uint32_t ahead = 8;
+  const uint32_t n = static_cast<uint32_t>(blocks.size());
+  keys_.resize(n);
+  for (uint32_t i = from; i < std::min(n, from + ahead); ++i) {
+    keys_[i] = key_of(blocks[i].hash);
+    storage_->prefetch(keys_[i]);
+  }
+  uint32_t stored = 0;
+  for (uint32_t i = from; i < n; ++i, ++stored) {
+    if (i + ahead < n) {
+      keys_[i + ahead] = key_of(blocks[i + ahead].hash);
+      storage_->prefetch(keys_[i + ahead]);
+      model_.tree().prefetch(blocks[i + ahead].hash);
+    }
+    ++totals_.lookups;
+    if (!storage_->contains(keys_[i]) || model_.tree().find(blocks[i].hash) != root_node)
+      break;
+  }
+  return stored;
+}
+
 void hitrate_replay::process(const trace_request& r, const std::vector<cache_block>& blocks,
                              request_outcome& out) {
   const uint32_t n = static_cast<uint32_t>(blocks.size());
@@ -104,27 +129,9 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   totals_.lookups += std::min<uint64_t>(n, match_.nodes.size() + 1);
   model_.acquire_matched(match_.nodes.data(), match_.nodes.size());
   const uint32_t in_tree = match_.device + match_.host;
-  uint32_t stored = 0;
-  if (storage_ && model_.options().caching == prefix_caching::on) {
-    // A storage hit runs on over many blocks, each a probe of an index far beyond the CPU
-    // caches: each block's key is made once and probed a few blocks ahead.
-    constexpr uint32_t ahead = 8;
-    keys_.resize(n);
-    for (uint32_t i = in_tree; i < std::min(n, in_tree + ahead); ++i) {
-      keys_[i] = key_of(blocks[i].hash);
-      storage_->prefetch(keys_[i]);
-    }
-    for (uint32_t i = in_tree; i < n; ++i, ++stored) {
-      if (i + ahead < n) {
-        keys_[i + ahead] = key_of(blocks[i + ahead].hash);
-        storage_->prefetch(keys_[i + ahead]);
-        model_.tree().prefetch(blocks[i + ahead].hash);
-      }
-      ++totals_.lookups;
-      if (!storage_->contains(keys_[i]) || model_.tree().find(blocks[i].hash) != root_node)
-        break;
-    }
-  }
+  const uint32_t stored = storage_ && model_.options().caching == prefix_caching::on
+                            ? storage_run(blocks, in_tree)
+                            : 0;
   out.hit_blocks = {match_.device, match_.host, stored};
   at(out.hit_tokens, tier::device) = match_.device_tokens;
   at(out.hit_tokens, tier::host) = match_.host_tokens;
