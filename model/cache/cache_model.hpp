@@ -96,6 +96,7 @@ struct commit_result {
 struct cache_counters {
   uint64_t device_evictions = 0;
   uint64_t host_evictions = 0;
+  uint64_t host_copies_evicted = 0;  ///< of those, copies of device blocks the device kept
   uint64_t dropped = 0;           ///< blocks that left every tier through eviction
   uint64_t backups = 0;
   uint64_t backups_skipped = 0;   ///< wanted, but the host tier had no room
@@ -126,6 +127,9 @@ class cache_model {
   const outstanding_orders<transfer_order>& outstanding() const { return outstanding_; }
   /// Device blocks allocate_device() could hand out now.
   uint32_t device_available() const;
+  /// Host blocks allocate_host could hand out now: free, retired, host-only leaves' and the
+  /// copies of idle device blocks (T6).
+  uint64_t host_room() const;
 
   // -- matching and holding -------------------------------------------------------------------
 
@@ -222,13 +226,12 @@ class cache_model {
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,
                      std::vector<transfer_order>& orders);
-  bool allocate_host_past_pinned_copies(std::vector<block_id>& out,
-                                        std::vector<transfer_order>& orders);
   void evict_device_node(node_id id, bool may_write_back, std::vector<transfer_order>& orders);
   void plan_write_backs();
   void issue_store(node_id id, block_id host_block, std::vector<transfer_order>& orders);
   void free_staged_copy(const transfer_order& store);
   void evict_host_node(node_id id, std::vector<transfer_order>& orders);
+  void evict_host_copy(node_id id, std::vector<transfer_order>& orders);
   void drop_subtree(node_id id);
   void maybe_queue_backup(node_id id);
   transfer_order& issue(transfer_kind kind, node_id node, block_id device_block,
