@@ -13,6 +13,7 @@
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"
 #include "sim/full/request_count_checks.hpp"
+#include "model/scheduler/recompute_balance.hpp"
 #include "sim/full/trace_feed.hpp"
 #include "runtime/config/time_limits.hpp"
 #include "sim/full/time_checks.hpp"
@@ -172,6 +173,7 @@ replay_result replay_hitrate(const replay_job& job) {
   auto start = clock_type::now();
   replay_config rc = resolve(job.cfg);
   check_calibrations(job.cfg);
+  refuse_unreplayed_keys(job.cfg);
   if (resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks).any())
     throw config_error("faults.*: faults need timing: --mode full (hit-rate replays have no "
                        "clock to inject them on)");
@@ -267,6 +269,10 @@ void add_end_checks(const full_result& fr, replay_result& result) {
     pool.push_back(std::move(m));  // reported with the pool's: both are end-of-run checks
   for (std::string& m : request_count_problems(fr))
     pool.push_back(std::move(m));  // every request read counted once (docs/outputs.md)
+  if (!fr.disaggregated)  // every prompt token hit or computed, every recomputation counted
+    for (std::string& m : recompute_balance_problems(fr.scheduler.requests,
+                                                     fr.scheduler.recomputed_tokens))
+      pool.push_back(std::move(m));
   result.invariant_violations += pool.size();
   if (!pool.empty() && result.first_violation.empty())
     result.first_violation = pool.front();

@@ -116,6 +116,8 @@ std::vector<request_record> join_handoffs(const std::vector<instance_result>& in
         if (q.attempt == 0 || it == joined.end())
           continue;
         it->second.computed_tokens += q.computed_tokens;
+        it->second.recomputed_tokens += q.recomputed_tokens;
+        it->second.late_hit_tokens += q.late_hit_tokens;
         it->second.preemptions += q.preemptions;
       }
   std::map<request_id, uint32_t> last_pass;
@@ -141,6 +143,8 @@ std::vector<request_record> join_handoffs(const std::vector<instance_result>& in
       }
       r.preemptions += q.preemptions;
       r.computed_tokens += q.computed_tokens;  // a failed handoff D recomputed
+      r.recomputed_tokens += q.recomputed_tokens;
+      r.late_hit_tokens += q.late_hit_tokens;
     }
   }
   for (const request_record& q : front.never_prefilled) {

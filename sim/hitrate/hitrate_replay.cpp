@@ -3,8 +3,20 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "runtime/config/cluster_config.hpp"
+#include "runtime/config/keys.hpp"
 
 namespace kvtier {
+
+void refuse_unreplayed_keys(const config& c) {
+  if (!single_instance(c))
+    throw config_error("cluster.instances: --mode hitrate replays one instance's tiers; several "
+                       "instances, roles or per-instance overrides need --mode full (or set "
+                       "the cache keys themselves)");
+  if (c.boolean(keys::cache::output_caching))
+    throw config_error("cache.output_caching: --mode hitrate generates no output tokens to "
+                       "cache; use --mode full");
+}
 
 hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every)
   : config_(config), check_every_(check_every), model_(config.cache) {
@@ -68,11 +80,9 @@ void hitrate_replay::uncount_recomputed_hit(const trace_request& r,
 void hitrate_replay::allocate_in_host_sized_chunks(uint32_t n) {
   const write_decisions& policy = model_.decisions();
   const bool write_back = policy.host_tier && policy.policy == write_policy::write_back;
-  const block_pool& host = model_.pool(tier::host);
   for (uint32_t left = n; left > 0;) {
-    uint32_t room =
-      host.free_count() + host.retired_count() + model_.tree().reclaimable(tier::host);
-    uint32_t chunk = write_back ? std::clamp<uint32_t>(room, 1, left) : left;
+    uint64_t room = model_.host_room();
+    auto chunk = write_back ? static_cast<uint32_t>(std::clamp<uint64_t>(room, 1, left)) : left;
     bool allocated = model_.allocate_device(chunk, fresh_, orders_);
     KVTIER_ASSERT(allocated);
     drain();
@@ -82,15 +92,26 @@ void hitrate_replay::allocate_in_host_sized_chunks(uint32_t n) {
 
 void hitrate_replay::process(const trace_request& r, const std::vector<cache_block>& blocks,
                              request_outcome& out) {
-  const uint32_t n = static_cast<uint32_t>(blocks.size());
+  const auto n = static_cast<uint32_t>(blocks.size());
   out = request_outcome{};
   out.blocks = n;
   ++totals_.requests;
   totals_.blocks += n;
   totals_.input_tokens += r.input_tokens;
   totals_.output_tokens += r.output_tokens;
+  const uint32_t stored = match_at_arrival(r, blocks, out);
+  const uint32_t end = place_on_device(blocks, stored, out);
+  pass_through_device(blocks, end);
+  finish_request();
+}
 
-  // -- at arrival: the longest cached prefix over device, host, then storage -------------------
+// The longest cached prefix over device, host, then storage (the longest leading run of the
+// blocks after the tree's match that storage holds), held and counted per tier. Returns the
+// storage run to load.
+uint32_t hitrate_replay::match_at_arrival(const trace_request& r,
+                                          const std::vector<cache_block>& blocks,
+                                          request_outcome& out) {
+  const auto n = static_cast<uint32_t>(blocks.size());
   model_.match(blocks.data(), n, match_);
   totals_.lookups += std::min<uint64_t>(n, match_.nodes.size() + 1);
   model_.acquire_matched(match_.nodes.data(), match_.nodes.size());
@@ -104,6 +125,16 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
         break;
     }
   }
+  // A full hit's last block is computed (uncount_recomputed_hit): one that only storage holds is
+  // not loaded for nothing, as the timed replay's storage lookup does not ask for it, nor is a
+  // host copy swapped in (docs/design.md, "Hit ratio").
+  uint64_t listed = 0;
+  for (const cache_block& b : blocks)
+    listed += b.tokens;
+  const bool full_hit = n > 0 && in_tree + stored == n && listed >= r.input_tokens;
+  if (full_hit && stored > 0)
+    --stored;
+  host_last_computed_ = full_hit && stored == 0 && match_.host > 0;
   out.hit_blocks = {match_.device, match_.host, stored};
   at(out.hit_tokens, tier::device) = match_.device_tokens;
   at(out.hit_tokens, tier::host) = match_.host_tokens;
@@ -114,8 +145,15 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
     at(totals_.hit_blocks, t) += at(out.hit_blocks, t);
     at(totals_.hit_tokens, t) += at(out.hit_tokens, t);
   }
+  return stored;
+}
 
-  // -- then every block goes to the device, as far as it fits ----------------------------------
+// Every block goes to the device, as far as it fits: host hits swapped in, storage hits loaded
+// through host, the rest computed. Returns the end of what was placed.
+uint32_t hitrate_replay::place_on_device(const std::vector<cache_block>& blocks, uint32_t stored,
+                                         request_outcome& out) {
+  const auto n = static_cast<uint32_t>(blocks.size());
+  const uint32_t in_tree = match_.device + match_.host;
   const uint32_t need = n - match_.device;
   const uint32_t placed = std::min(need, model_.device_available());
   out.uncached_blocks = need - placed;
@@ -124,15 +162,22 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   allocate_in_host_sized_chunks(placed);
   path_.assign(match_.nodes.begin(), match_.nodes.end());
   const uint32_t end = match_.device + placed;
+  const uint32_t swapped = in_tree - (host_last_computed_ ? 1 : 0);
   size_t next = 0;
   for (uint32_t i = match_.device; i < end; ++i) {
     if (i + 8 < end)
       model_.tree().prefetch(blocks[i + 8].hash);
-    if (i < in_tree) {
+    if (i < swapped) {
       model_.swap_in(path_[i], fresh_[next++], orders_);
       continue;
     }
     node_id parent = i == 0 ? root_node : path_[i - 1];
+    if (i < in_tree) {  // a full hit's last block: computed into a device block of its own
+      commit_result c = model_.commit(parent, blocks[i], fresh_[next++], orders_);
+      KVTIER_ASSERT(c.adopted && c.node == path_[i]);
+      model_.release(&c.node, 1);  // held once, as a match
+      continue;
+    }
     if (i < in_tree + stored) {
       if (auto loaded = model_.begin_load(parent, blocks[i], orders_)) {
         drain();
@@ -140,6 +185,10 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
         model_.swap_in(*loaded, fresh_[next++], orders_);
         continue;
       }
+    }
+    if (model_.options().caching == prefix_caching::off) {
+      model_.free_device(fresh_[next++]);  // no block joins the tree (docs/design.md)
+      continue;
     }
     commit_result c = model_.commit(parent, blocks[i], fresh_[next], orders_);
     if (!c.adopted)
@@ -150,7 +199,12 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   KVTIER_ASSERT(next == fresh_.size());
   drain();
   totals_.inserts += end;
-  // What did not fit on the device still leaves it as any computed block does (write policy).
+  return end;
+}
+
+// What did not fit on the device still leaves it as any computed block does (write policy).
+void hitrate_replay::pass_through_device(const std::vector<cache_block>& blocks, uint32_t end) {
+  const auto n = static_cast<uint32_t>(blocks.size());
   for (uint32_t i = end; i < n && path_.size() == i; ++i) {
     node_id parent = i == 0 ? root_node : path_[i - 1];
     auto kept = model_.pass_through_device(parent, blocks[i], orders_);
@@ -160,13 +214,16 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
     ++totals_.host_inserts;
     drain();
   }
-  // The request finishes: backups due since its commit first, as the timed replay's steps do,
-  // then the storage decision (write_policy.hpp).
+}
+
+// The request finishes: backups due since its commit first, as the timed replay's steps do,
+// then the storage decision (write_policy.hpp), then its blocks are released, tail first.
+void hitrate_replay::finish_request() {
   model_.collect_backups(orders_);
   drain();
   model_.store_finished(path_.data(), path_.size(), orders_);
   drain();
-  std::reverse(path_.begin(), path_.end());  // tail first
+  std::reverse(path_.begin(), path_.end());
   model_.release(path_.data(), path_.size());
   model_.collect_backups(orders_);
   drain();

@@ -28,6 +28,12 @@
 
 namespace kvtier {
 
+/// Refuses (config_error, naming the key) a config the hit-rate replay cannot honour: several
+/// instances or one with overrides (`cluster.instances`: it replays one instance's tiers),
+/// and `cache.output_caching` (it generates no output tokens). It would otherwise replay the
+/// default instance and still record the keys in summary.json.
+void refuse_unreplayed_keys(const config& c);
+
 /// What happened to one request.
 struct request_outcome {
   uint32_t blocks = 0;
@@ -74,6 +80,12 @@ class hitrate_replay {
   void drain();
   /// Appends `n` device blocks to fresh_, write-backs drained chunk by chunk (see the .cpp).
   void allocate_in_host_sized_chunks(uint32_t n);
+  uint32_t match_at_arrival(const trace_request& r, const std::vector<cache_block>& blocks,
+                            request_outcome& out);
+  uint32_t place_on_device(const std::vector<cache_block>& blocks, uint32_t stored,
+                           request_outcome& out);
+  void pass_through_device(const std::vector<cache_block>& blocks, uint32_t end);
+  void finish_request();
   void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
                               request_outcome& out);
   storage_key key_of(block_hash h) const {
@@ -92,6 +104,7 @@ class hitrate_replay {
   std::vector<transfer_order> orders_;
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
+  bool host_last_computed_ = false;  // a full hit ends in host: its last block is computed
 };
 
 }  // namespace kvtier
