@@ -59,13 +59,25 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
 void cache_model::acquire_matched(const node_id* nodes, size_t n, policy_backups backups) {
   for (size_t i = 0; i < n; ++i) {
     tree_.acquire(nodes[i], true);
-    if (backups == policy_backups::none)
-      continue;
-    maybe_queue_backup(nodes[i]);
-    const tree_node& x = tree_.node(nodes[i]);
-    if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
-      store_queue_.emplace_back(nodes[i], x.generation);
+    if (backups != policy_backups::none)
+      queue_for_hit(nodes[i]);
   }
+}
+
+void cache_model::count_hits(const node_id* nodes, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    KVTIER_ASSERT(tree_.node(nodes[i]).ref_count > 0);
+    tree_.acquire(nodes[i], true);
+    tree_.release(nodes[i]);  // still held: its order does not change
+    queue_for_hit(nodes[i]);
+  }
+}
+
+void cache_model::queue_for_hit(node_id id) {
+  maybe_queue_backup(id);
+  const tree_node& x = tree_.node(id);
+  if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
+    store_queue_.emplace_back(id, x.generation);
 }
 
 void cache_model::hold(const node_id* nodes, size_t n) {
@@ -350,24 +362,41 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
     issue_store(id, x.block_in(tier::host), orders);
   }
   store_queue_.clear();
-  // The queue is in commit and match order, so parents come before their children; a child whose
-  // parent has no host copy yet is queued again when the parent's backup starts.
+  // The queue is in commit and match order, so parents come before their children; a child some
+  // request holds whose parent has no host copy yet is queued again when the parent's backup
+  // starts. A block nobody holds is not: backups are for the blocks requests use, and a block
+  // whose copy the host tier gave up (allocate_host) waits for its next use.
+  auto wants = [&](node_id id, uint32_t generation) {
+    const tree_node& x = tree_.node(id);
+    return x.live && x.generation == generation && x.ready(tier::device) && !x.has(tier::host);
+  };
   for (size_t i = 0; i < backup_queue_.size(); ++i) {
     auto [id, generation] = backup_queue_[i];
     const tree_node& x = tree_.node(id);
-    if (!x.live || x.generation != generation || !x.ready(tier::device) || x.has(tier::host))
+    if (!wants(id, generation))
       continue;
     if (x.parent != root_node && !tree_.node(x.parent).has(tier::host))
       continue;
     blocks_.clear();
     if (!allocate_host(1, blocks_, orders)) {
-      counters_.backups_skipped += backup_queue_.size() - i;
-      break;  // the host tier is full of held copies: a later hit queues them again
+      // The host tier is full of held copies: a later use queues them again. Each block the
+      // round still wanted counts once (a child can be queued twice).
+      victims_.clear();
+      for (size_t j = i; j < backup_queue_.size(); ++j)
+        if (wants(backup_queue_[j].first, backup_queue_[j].second))
+          victims_.push_back(backup_queue_[j].first);
+      std::sort(victims_.begin(), victims_.end());
+      counters_.backups_skipped +=
+        std::unique(victims_.begin(), victims_.end()) - victims_.begin();
+      break;
     }
     issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
     tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
     ++counters_.backups;
-    tree_.for_each_child(id, [&](node_id c) { maybe_queue_backup(c); });
+    tree_.for_each_child(id, [&](node_id c) {
+      if (tree_.node(c).ref_count > 0)
+        maybe_queue_backup(c);
+    });
   }
   backup_queue_.clear();
 }

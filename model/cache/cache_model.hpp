@@ -138,6 +138,9 @@ class cache_model {
   /// Holds matched nodes for a request: ref+1 and hit+1 each.
   void acquire_matched(const node_id* nodes, size_t n,
                        policy_backups backups = policy_backups::by_policy);
+  /// Counts a hit on nodes the caller holds already (blocks a request loaded from storage for
+  /// itself, which its match would have held: the timed replay's admission matches them).
+  void count_hits(const node_id* nodes, size_t n);
   /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under,
   /// a preempted request's re-admission finding its own blocks).
   void hold(const node_id* nodes, size_t n);
@@ -234,6 +237,7 @@ class cache_model {
   void evict_host_copy(node_id id, std::vector<transfer_order>& orders);
   void drop_subtree(node_id id);
   void maybe_queue_backup(node_id id);
+  void queue_for_hit(node_id id);
   transfer_order& issue(transfer_kind kind, node_id node, block_id device_block,
                         block_id host_block, std::vector<transfer_order>& orders);
 

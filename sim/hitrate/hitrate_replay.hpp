@@ -80,10 +80,13 @@ class hitrate_replay {
   void drain();
   /// Appends `n` device blocks to fresh_, write-backs drained chunk by chunk (see the .cpp).
   void allocate_in_host_sized_chunks(uint32_t n);
-  uint32_t match_at_arrival(const trace_request& r, const std::vector<cache_block>& blocks,
-                            request_outcome& out);
-  uint32_t place_on_device(const std::vector<cache_block>& blocks, uint32_t stored,
-                           request_outcome& out);
+  uint32_t match_at_arrival(const trace_request& r, const std::vector<cache_block>& blocks);
+  uint32_t make_device_room(const std::vector<cache_block>& blocks, request_outcome& out);
+  uint32_t load_from_storage(const std::vector<cache_block>& blocks, uint32_t in_storage);
+  void count_hits(const trace_request& r, const std::vector<cache_block>& blocks, uint32_t loaded,
+                  request_outcome& out);
+  uint32_t place_on_device(const std::vector<cache_block>& blocks, uint32_t placed,
+                           uint32_t loaded);
   void pass_through_device(const std::vector<cache_block>& blocks, uint32_t end);
   void finish_request();
   void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
