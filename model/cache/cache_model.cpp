@@ -567,8 +567,10 @@ void cache_model::discard_if_bare(node_id id, uint32_t generation) {
 }
 
 std::optional<node_id> cache_model::pass_through_device(node_id parent, const cache_block& block,
-                                                        std::vector<transfer_order>& orders) {
-  bool keeps_copy = decisions_.wants_backup(1)
+                                                        std::vector<transfer_order>& orders,
+                                                        bool found) {
+  const uint32_t hits = found ? 2 : 1;
+  bool keeps_copy = decisions_.wants_backup(hits)
                     || decisions_.on_device_evict(false) == device_eviction::write_back;
   if (!keeps_copy || tree_.find(block.hash) != root_node)
     return std::nullopt;
@@ -576,13 +578,13 @@ std::optional<node_id> cache_model::pass_through_device(node_id parent, const ca
   if (!allocate_host(1, blocks_, orders))
     return std::nullopt;
   node_id id = tree_.add(parent, block.hash, block.tokens);
-  tree_.acquire(id, false);
+  tree_.acquire(id, found);
   tree_.set_copy(id, tier::host, copy_state::ready, blocks_[0]);
   if (decisions_.policy == write_policy::write_back)
     ++counters_.write_backs;
   else
     ++counters_.backups;
-  if (decisions_.stores_when_host_ready(1))
+  if (decisions_.stores_when_host_ready(hits))
     issue_store(id, blocks_[0], orders);
   return id;
 }

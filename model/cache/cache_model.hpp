@@ -179,9 +179,11 @@ class cache_model {
   /// replay has no clock); a store follows as for any host copy. Without this a smaller device
   /// would keep such blocks out of the host tier, and a larger one let them in: a larger device
   /// could lower the hit ratio (docs/design.md, "Hit ratio"). nullopt if the policy keeps no
-  /// copy, the hash already has a node, or the host tier has no room.
+  /// copy, the hash already has a node, or the host tier has no room. `found`: the request's
+  /// match found the block (a full hit's last block, in storage), so it has a second hit.
   std::optional<node_id> pass_through_device(node_id parent, const cache_block& block,
-                                             std::vector<transfer_order>& orders);
+                                             std::vector<transfer_order>& orders,
+                                             bool found = false);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
   /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it

@@ -102,6 +102,7 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   const uint32_t in_storage = match_at_arrival(r, blocks);
   const uint32_t placed = make_device_room(blocks, out);
   const uint32_t loaded = load_from_storage(blocks, in_storage);
+  storage_last_found_ = storage_last_found_ && loaded == in_storage;
   count_hits(r, blocks, loaded, out);
   const uint32_t end = place_on_device(blocks, placed, loaded);
   // Backups go parent first (docs/design.md, "Write policies"): the blocks placed on the device
@@ -139,6 +140,7 @@ uint32_t hitrate_replay::match_at_arrival(const trace_request& r,
     listed += b.tokens;
   const bool full_hit = n > 0 && in_tree + stored == n && listed >= r.input_tokens;
   host_last_computed_ = full_hit && stored == 0 && match_.host > 0;
+  storage_last_found_ = full_hit && stored > 0;
   if (full_hit && stored > 0)
     --stored;
   path_.assign(match_.nodes.begin(), match_.nodes.end());
@@ -168,13 +170,17 @@ uint32_t hitrate_replay::load_from_storage(const std::vector<cache_block>& block
   uint32_t loaded = 0;
   for (; loaded < in_storage; ++loaded) {
     const cache_block& b = blocks[first + loaded];
-    if (!storage_->contains(key_of(b.hash)))
+    // The get holds a lease from before its host block is taken, so the stores that taking it
+    // makes (on_host_evict) cannot evict the block it reads (docs/design.md, step 3).
+    if (model_.host_room() == 0 || !storage_->lease(key_of(b.hash)))
       break;
     node_id parent = path_.empty() ? root_node : path_.back();
     auto node = model_.begin_load(parent, b, orders_);
+    if (node)
+      drain();
+    storage_->release_lease(key_of(b.hash));
     if (!node)
       break;
-    drain();
     path_.push_back(*node);
     model_.count_hits(&*node, 1);
   }
@@ -223,6 +229,8 @@ uint32_t hitrate_replay::place_on_device(const std::vector<cache_block>& blocks,
     } else {
       if (!c.adopted)
         model_.free_device(fresh_[next]);
+      else if (storage_last_found_ && i + 1 == blocks.size())
+        model_.count_hits(&c.node, 1);
       path_.push_back(c.node);
     }
     ++next;
@@ -240,7 +248,8 @@ void hitrate_replay::pass_through_device(const std::vector<cache_block>& blocks,
   for (auto i = std::max<uint32_t>(end, static_cast<uint32_t>(path_.size()));
        i < n && path_.size() == i; ++i) {
     node_id parent = i == 0 ? root_node : path_[i - 1];
-    auto kept = model_.pass_through_device(parent, blocks[i], orders_);
+    auto kept = model_.pass_through_device(parent, blocks[i], orders_,
+                                           storage_last_found_ && i + 1 == n);
     if (!kept)
       break;
     path_.push_back(*kept);

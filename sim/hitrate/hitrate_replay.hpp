@@ -108,6 +108,9 @@ class hitrate_replay {
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
   bool host_last_computed_ = false;  // a full hit ends in host: its last block is computed
+  // A full hit ends in storage and every storage hit before its last block was loaded: the
+  // last block, computed, was found by the match and counts a hit (docs/design.md, step 5).
+  bool storage_last_found_ = false;
 };
 
 }  // namespace kvtier

@@ -83,6 +83,7 @@ class _Docs:
         self.rng = rng
         self.fresh = fresh  # () -> a new unit
         self.docs = []
+        self.block_size = None  # the trace block size of the files that share these documents
 
     def prompt(self, units):
         rng = self.rng
@@ -122,6 +123,10 @@ def draw_trace(rng, cfg, features, file_index, shared_docs):
         header["block_size"] = tblock
         if "global_scope" in features and shared_docs is not None and rng.random() < 0.5:
             header["hash_scope"] = "global"
+            # a global id names one trace block: files that share ids share its size
+            if shared_docs.block_size is None:
+                shared_docs.block_size = tblock
+            header["block_size"] = shared_docs.block_size
     n = rng.randint(1, 24)
     times = _arrivals(rng, n)
     sessions = "sessions" in features and rng.random() < 0.4

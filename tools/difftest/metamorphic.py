@@ -86,9 +86,15 @@ def check_monotone(seed, without, record):
     cfg = case["config"]
     rng = random.Random(seed)
     tier = rng.choice([t for t in TIERS if not (t == "storage" and cfg["cache.host_blocks"] == 0)])
-    key = TIERS[tier]
-    now = cfg[key]
+    now = cfg[TIERS[tier]]
     grown = now + rng.choice([1, 1, 2, 3, max(1, now), 8, 20])
+    return compare_growth(case, tier, grown, record)
+
+
+def compare_growth(case, tier, grown, record):
+    """Whether growing `tier` of `case` (sizes in blocks) to `grown` blocks lowers the hits."""
+    cfg, key = case["config"], TIERS[tier]
+    now = cfg[key]
     base = run_hitrate(case)
     big = copy.deepcopy(case)
     big["config"][key] = grown
