@@ -1,6 +1,6 @@
 """Differential runs: random small cases through `kvtier replay --mode hitrate` and the reference
 model (tools/reference/), compared request by request, tier by tier (docs/design.md, "Checking
-kvtier against a reference"). Also holds the full replay to the hit-rate one on random cases
+the model"). Also holds the full replay to the hit-rate one on random cases
 where tests/e2e/modes_agree_test.cpp says the two must agree (--modes).
 
   tools/differential --cases 500                 # cases of seeds 1..500; exit 1 on a divergence
@@ -128,7 +128,7 @@ def run_many(args):
     what = "full mode against hit-rate mode" if args.modes else "kvtier against the reference"
     print(f"differential: {done} cases ({what}; seeds {args.first}-{args.first + done - 1}), "
           f"{divergences} divergences, {refused} refused by both, "
-          f"{time.time() - start:.1f} s", flush=True)
+          f"{time.time() - start:.1f} s; {runner.kvtier_version()}", flush=True)
     return 1 if divergences else 0
 
 

@@ -1,5 +1,5 @@
 """Metamorphic properties of kvtier's replays on random small cases (tools/difftest/cases.py),
-docs/design.md "Properties kvtier keeps":
+docs/design.md, "Checking the model":
 
   monotone    growing a tier (device, host or storage) never lowers the hit-rate replay's hits,
               under the conditions docs/design.md states (LRU, ...); cases outside them are run
@@ -273,7 +273,7 @@ def run_property(name, args, without):
                     print(f"metamorphic {name}: seed {seed}: {why}", flush=True)
     checked = sum(v[0] for v in record.values())
     print(f"metamorphic {name}: {args.cases} cases, {checked} checked, {failures} failures, "
-          f"{time.time() - start:.1f} s", flush=True)
+          f"{time.time() - start:.1f} s; {runner.kvtier_version()}", flush=True)
     if args.all:
         for label, (n, broke) in sorted(record.items(), key=lambda kv: str(kv[0])):
             print(f"  {' / '.join(map(str, label))}: {broke} of {n} lower", flush=True)

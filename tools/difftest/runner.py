@@ -41,6 +41,17 @@ def kvtier_binary():
     return os.environ.get("KVTIER_BIN", os.path.join(ROOT, "build", "kvtier"))
 
 
+def kvtier_version():
+    """What `kvtier --version` says, for the summary line of a run (every output names the
+    kvtier that made it)."""
+    try:
+        p = subprocess.run([kvtier_binary(), "--version"], capture_output=True, text=True,
+                           timeout=30)
+        return p.stdout.strip() or p.stderr.strip()
+    except OSError as e:
+        return f"no kvtier at {kvtier_binary()}: {e}"
+
+
 class CaseFiles:
     """A case written out: config.json and trace files in a scratch folder."""
 
