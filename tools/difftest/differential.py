@@ -124,7 +124,7 @@ def run_many(args):
                     break
             if args.progress and done % 500 == 0:
                 print(f"differential: {done}/{args.cases} cases, {divergences} divergences, "
-                      f"{time.time() - start:.0f} s", file=sys.stderr, flush=True)
+                      f"{time.time() - start:.0f} s", file=sys.__stderr__, flush=True)
     what = "full mode against hit-rate mode" if args.modes else "kvtier against the reference"
     print(f"differential: {done} cases ({what}; seeds {args.first}-{args.first + done - 1}), "
           f"{divergences} divergences, {refused} refused by both, "
