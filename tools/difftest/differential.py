@@ -40,10 +40,21 @@ def modes_case(case):
     for t in c["traces"]:
         for line in t["lines"]:
             line.pop("think_time_s", None)
+    # Arrivals apart, in the hit-rate replay's order (arrival, file, line): in full mode a tie
+    # is served in the order the requests' storage lookups end, and a request whose only block
+    # holds its last token asks storage nothing, so it goes first; hit-rate mode has no clock.
+    order = sorted(((line["arrival_s"], f, i) for f, t in enumerate(c["traces"])
+                    for i, line in enumerate(t["lines"])))
+    for rank, (_, f, i) in enumerate(order):
+        c["traces"][f]["lines"][i]["arrival_s"] = float(rank)
+    cfg = c["config"]
+    stored = cfg.get("storage.capacity_blocks", 0) or cfg.get("storage.capacity_tokens", 0)
     for k in ("cache.device_blocks", "cache.host_blocks", "cache.device_tokens",
-              "cache.host_tokens"):
-        c["config"].pop(k, None)
-    c["config"].update(AGREE)
+              "cache.host_tokens", "storage.capacity_blocks", "storage.capacity_tokens"):
+        cfg.pop(k, None)
+    cfg.update(AGREE)
+    # storage, where the case has it, never evicts either (0 keeps it off)
+    cfg["storage.capacity_tokens"] = 10**9 if stored else 0
     return c
 
 
