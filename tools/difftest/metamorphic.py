@@ -63,6 +63,8 @@ def monotone_conditions(cfg, tier):
         return "storage turned on"  # its stores are staged through host blocks
     if tier == "host" and cfg["storage.capacity_blocks"] > 0:
         return "host with storage"  # what reaches storage, and when, follows the host's evictions
+    if tier == "device" and cfg["storage.capacity_blocks"] > 0:
+        return "device with storage"  # found lowering, not analysed (docs/design.md)
     return None
 
 
