@@ -24,14 +24,15 @@ void check_job(const serve_job& job, const timed_config& t, const replay_config&
   if (resolve_faults(job.cfg, 0, rc.storage_nodes, rc.storage_blocks).any())
     throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
                        "runs on the wall clock");
-  if (job.backend != copy_backend_kind::cuda && job.verify)
-    throw config_error("--verify checks real bytes: it needs --backend cuda");
+  if (job.backend == copy_backend_kind::modelled && job.verify)
+    throw config_error("--verify checks real bytes: it needs --backend cuda or shm");
   if (job.backend == copy_backend_kind::cuda && !gpu::cuda_built())
     throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
-// Real mode: the copies run on the engine's tensors, which come with its hello.
+// Real mode: the copies run on the engine's tensors, which come with its hello or `attach`: on
+// its GPU (cuda), or in shared memory, copied by the CPU (shm).
 std::shared_ptr<cuda_device> open_gpu(const serve_job& job, const replay_config& rc,
                                       timed_config& t) {
   cuda_device_options o;
@@ -41,6 +42,7 @@ std::shared_ptr<cuda_device> open_gpu(const serve_job& job, const replay_config&
   o.host_blocks = rc.cache.host_blocks;
   o.verify = job.verify;
   o.attach_later = true;
+  o.memory = job.backend == copy_backend_kind::shm ? engine_memory::shm : engine_memory::cuda_ipc;
   auto gpu = std::make_shared<cuda_device>(o);
   use_cuda_copies(t.engine, gpu, job.verify ? copy_checks::verify : copy_checks::none);
   // The reply of a step goes before its swap-in lands: the engine waits on IPC events.
@@ -64,7 +66,7 @@ server_plan plan_server(const serve_job& job) {
                   p.replay.cache.caching == prefix_caching::off
                 ? lookup_path::actor
                 : lookup_path::published;  // a checked choice
-  if (job.backend == copy_backend_kind::cuda)
+  if (job.backend != copy_backend_kind::modelled)
     p.gpu = open_gpu(job, p.replay, p.timed);
   prepare_storage(p.timed);
   return p;

@@ -35,6 +35,7 @@ class KvtierConnectorMetadata(KVConnectorMetadata):
     saves: Dict[str, List[int]] = field(default_factory=dict)  # blocks full after this step
     load_errors: Set[int] = field(default_factory=set)     # blocks vLLM must compute itself
     layer_ready_ns: List[int] = field(default_factory=list)
+    swap_in: Optional[Dict[str, Any]] = None  # real mode: the swap-in the workers wait for
 
 
 @dataclass
@@ -112,7 +113,8 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             m = extra["kvtier.model"]
             hello = self._client.hello(
                 ModelShape(m["name"], int(m["layers"]), int(m["kv_heads"]),
-                           int(m["head_dim"]), m.get("kv_dtype", "bf16")),
+                           int(m["head_dim"]), m.get("kv_dtype", "bf16"),
+                           int(m.get("latent_dim", 0) or 0)),
                 self._block_size, name=str(extra.get("kvtier.name", "vllm")),
                 versions=(ENGINE_TIER_VERSION,))
             if hello.version != ENGINE_TIER_VERSION:
@@ -208,6 +210,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             reply = self._client.step(work)
             meta.step = reply.step
             meta.layer_ready_ns = reply.layer_ready_ns
+            meta.swap_in = reply.swap_in
             self._settle(reply, admitted, meta)
         self._builds += 1
         return meta
@@ -335,6 +338,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         return ()
 
     def shutdown(self) -> None:
+        self._shutdown_worker()
         if self._client is not None:
             try:
                 self._client.bye()
