@@ -1,5 +1,5 @@
 """The few CUDA driver API calls the vLLM worker's real mode needs, through ``ctypes``: no torch,
-no CUDA toolkit, only the driver's ``libcuda.so.1`` (docs/vllm.md, "The worker").
+no CUDA toolkit, only the driver's ``libcuda.so.1`` (docs/vllm.md, "The data path").
 
 The worker exports its KV tensors to ``kvtier serve --backend cuda`` (``cuIpcGetMemHandle`` of
 each tensor's allocation, with its offset in it), creates the interprocess events the server

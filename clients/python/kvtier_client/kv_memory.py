@@ -191,22 +191,34 @@ def layer_span(layout: KvLayout) -> int:
 
 class ShmKvCaches:
     """KV tensors of vLLM's shapes in one POSIX shared memory object: ``caches`` maps layer
-    names to numpy arrays, FlashAttention's ``[2, num_blocks, block_size, kv_heads, head_dim]``
-    or, with ``latent_dim``, MLA's ``[num_blocks, block_size, latent_dim]``; elements of
-    ``itemsize`` bytes (unsigned integers: numpy has no bf16)."""
+    names to numpy arrays of ``layout``: ``"flash_attn"``'s ``[2, num_blocks, block_size,
+    kv_heads, head_dim]``, ``"flashinfer"``'s ``[num_blocks, 2, block_size, kv_heads,
+    head_dim]``, or, with ``latent_dim``, MLA's ``[num_blocks, block_size, latent_dim]``;
+    elements of ``itemsize`` bytes (unsigned integers: numpy has no bf16). ``names``: the layer
+    names (default ``{prefix}.{i}.self_attn.attn``)."""
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, kv_heads: int = 0,
                  head_dim: int = 0, latent_dim: int = 0, itemsize: int = 2,
-                 prefix: str = "model.layers"):
+                 prefix: str = "model.layers", layout: str = "flash_attn",
+                 names: Optional[Sequence[str]] = None):
         dtype = np.dtype(f"<u{itemsize}")
-        shape = ((num_blocks, block_size, latent_dim) if latent_dim
-                 else (2, num_blocks, block_size, kv_heads, head_dim))
+        if latent_dim:
+            shape: Tuple[int, ...] = (num_blocks, block_size, latent_dim)
+        elif layout == "flash_attn":
+            shape = (2, num_blocks, block_size, kv_heads, head_dim)
+        elif layout == "flashinfer":
+            shape = (num_blocks, 2, block_size, kv_heads, head_dim)
+        else:
+            raise ValueError(f"layout is 'flash_attn' or 'flashinfer', not {layout!r}")
         per_layer = dtype.itemsize * int(np.prod(shape))
+        per_layer = -(-per_layer // 64) * 64  # each layer's base 64-byte aligned
         self.shm = shared_memory.SharedMemory(create=True, size=per_layer * layers)
+        self.names = list(names) if names is not None else [
+            f"{prefix}.{layer}.self_attn.attn" for layer in range(layers)]
         self.caches: Dict[str, np.ndarray] = {}
-        for layer in range(layers):
-            self.caches[f"{prefix}.{layer}.self_attn.attn"] = np.ndarray(
-                shape, dtype=dtype, buffer=self.shm.buf, offset=layer * per_layer)
+        for layer, name in enumerate(self.names):
+            self.caches[name] = np.ndarray(shape, dtype=dtype, buffer=self.shm.buf,
+                                           offset=layer * per_layer)
 
     def close(self) -> None:
         self.caches.clear()
@@ -218,6 +230,7 @@ class ShmKvCaches:
 
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine())
 _FUTEX_WAIT = 0
+_FUTEX_WAKE = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -244,6 +257,7 @@ class Signals:
         self.words[:] = 0
         self.forward[:] = 0
         self._base = self.words.__array_interface__["data"][0]
+        self._forward_addr = self.forward.__array_interface__["data"][0]
 
     @property
     def name(self) -> str:
@@ -274,7 +288,13 @@ class Signals:
 
     def set_forward(self, step: int) -> None:
         """The engine's forward of ``step`` has written its KV: saves may read it."""
-        self.forward[0] = step & 0xFFFFFFFF
+        value = step & 0xFFFFFFFF
+        if reached(int(self.forward[0]), value):
+            return  # never back: a read fenced at a later step would wait for nothing
+        self.forward[0] = value
+        if _SYS_FUTEX is not None:  # kvtier's reads wait on the word: wake them now
+            _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(self._forward_addr), _FUTEX_WAKE,
+                          ctypes.c_int(0x7FFFFFFF), None, None, 0)
 
     def close(self) -> None:
         del self.words, self.forward

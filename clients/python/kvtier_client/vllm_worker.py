@@ -1,161 +1,202 @@
-"""The worker role of ``KvtierConnector`` (vLLM's worker-side methods), moving real KV bytes.
+"""The worker role of ``KvtierConnector``: the methods vLLM's model runner calls, in both
+generations' order (docs/vllm.md, "Worker role"), over a data path that moves the KV.
 
-``register_kv_caches`` attaches vLLM's KV tensors to kvtier serve (kv_attach.py): on the GPU
-through CUDA IPC (``kvtier serve --backend cuda``), on the CPU in shared memory (``--backend
-shm``). kvtier's copies then write and read those tensors themselves: a host or storage hit is
-swapped into the block ids the step's admission names, layer by layer, and
-``wait_for_layer_load`` waits for each layer (the GPU: the engine's stream waits on the layer's
-IPC event; the CPU: the host waits on the layer's signal word). Saves are kvtier's: its write
-policy reads the blocks vLLM computed, once the forward that wrote them has said so
-(``wait_for_save``). The worker itself writes nothing into vLLM's tensors.
+vLLM calls, each step: ``bind_connector_metadata``; ``handle_preemptions`` (releases that have
+it, with the preempted ids or the metadata); ``start_load_kv`` before the forward (v0.11.0, and
+later releases when the step has synchronous loads) or after it (later releases, asynchronous
+loads only); per attention layer ``wait_for_layer_load`` then ``save_kv_layer``;
+``wait_for_save``; ``get_finished`` (through ``get_transfer_results`` where it exists);
+``get_block_ids_with_load_errors``; ``get_kv_connector_stats``; ``build_connector_worker_meta``
+(later releases); ``clear_connector_metadata``.
 
-Where the tensors cannot be attached (a modelled server, tensors in private memory), nothing is
-loaded: every block kvtier would have loaded is reported in ``get_block_ids_with_load_errors``
-and vLLM computes it (docs/vllm.md, "The worker").
+The data path is what moves bytes between kvtier and vLLM's KV tensors, chosen by
+``kvtier.data_path`` (docs/vllm.md, "The data path"). ``RealDataPath`` (real_data_path.py, the
+default) attaches vLLM's tensors to ``kvtier serve --backend cuda`` (CUDA IPC) or ``--backend
+shm`` (shared memory), whose copies write and read them: nothing but the saved KV of a block is
+ever written into it, and where nothing could be attached every offered block is a load error.
+``ModelledDataPath`` (``"modelled"``, the tests of a modelled ``kvtier serve``, which keeps no KV
+bytes) writes a marker into each block kvtier named (the block's position in its request, plus
+one, in every layer), so that tests see where loads went; it never claims to move KV
+(``moves_bytes`` is False). Both implement ``register``, ``start_loads`` (returning the blocks it
+could not load), ``wait_layer``, ``save_layer``, ``finish_step``, ``stop_reading``, ``landed``
+(whether a request's asynchronous load is in place) and ``close``.
 """
 
 from __future__ import annotations
 
-import sys
+import time
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .client import Client, KvtierError
-from .kv_attach import DEFAULT_EVENT_SLOTS, AttachedKv, attach_caches
-from .kv_memory import LayoutError
+from .vllm_base import KVConnectorStats
+from .vllm_compat import preempted_of_hook
 
 
-def _extra_of(vllm_config: Any) -> Dict[str, Any]:
-    ktc = getattr(vllm_config, "kv_transfer_config", None)
-    return dict(getattr(ktc, "kv_connector_extra_config", None) or {})
+def kv_layout(cache: Any) -> str:
+    """How a layer's KV tensor is laid out, by its shape: ``"flash"`` for FlashAttention's
+    ``[2, num_blocks, block_size, kv_heads, head_dim]`` (K and V first), ``"blocks"`` for a
+    tensor indexed by block first (MLA's latent ``[num_blocks, block_size, kv_lora_rank +
+    rope_dim]``, and the tests' ``[num_blocks, ...]``)."""
+    shape = getattr(cache, "shape", None)
+    return "flash" if shape is not None and len(shape) >= 4 and shape[0] == 2 else "blocks"
+
+
+class ModelledDataPath:
+    """Loads write markers, saves read nothing: a modelled server has no KV bytes."""
+
+    moves_bytes = False
+
+    def __init__(self) -> None:
+        self.kv_caches: Dict[str, Any] = {}
+
+    def register(self, kv_caches: Dict[str, Any]) -> None:
+        self.kv_caches = dict(kv_caches)
+
+    def start_loads(self, loads: Dict[str, List[Tuple[int, int]]], meta: Any) -> Set[int]:
+        for cache in self.kv_caches.values():
+            flash = kv_layout(cache) == "flash"
+            for blocks in loads.values():
+                for block, position in blocks:
+                    if flash:
+                        cache[:, block] = position + 1
+                    else:
+                        cache[block] = position + 1
+        return set()
+
+    def wait_layer(self, layer_name: str) -> None:
+        return None  # every layer was written in start_loads
+
+    def save_layer(self, layer_name: str, kv_layer: Any, blocks: List[int]) -> None:
+        return None  # the server reads nothing from a modelled device
+
+    def finish_step(self) -> None:
+        return None
+
+    def stop_reading(self, request_ids: Set[str]) -> None:
+        return None
+
+    def landed(self, request_id: str) -> bool:
+        return True  # written in start_loads
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class KvtierConnectorStats(KVConnectorStats):
+    """Counters of one interval, summed over the workers and the scheduler role: vLLM's
+    KVConnectorStats interface (``aggregate``, ``reduce``, ``is_empty``, ``reset``)."""
+    data: Dict[str, Any] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self.data = {}
+
+    def add(self, key: str, n: float = 1) -> None:
+        self.data[key] = self.data.get(key, 0) + n
+
+    def aggregate(self, other: Any) -> "KvtierConnectorStats":
+        for k, v in (getattr(other, "data", None) or {}).items():
+            if isinstance(v, (int, float)):
+                self.add(k, v)
+        return self
+
+    def reduce(self) -> Dict[str, float]:
+        return dict(self.data)
+
+    def is_empty(self) -> bool:
+        return not any(self.data.values())
+
+    def clone_and_reset(self) -> "KvtierConnectorStats":
+        out = KvtierConnectorStats(dict(self.data))
+        self.reset()
+        return out
 
 
 class KvtierWorkerSide:
     """Mixed into ``KvtierConnector``; the state lives on the connector."""
 
-    def _init_worker(self) -> None:
-        self._kv_caches: Dict[str, Any] = {}
-        self._attached: Optional[AttachedKv] = None
-        self._worker_client: Optional[Client] = None
-        self.attach_error: Optional[str] = None  # why the tensors are not attached
-        self._recving: Dict[str, Tuple[int, int]] = {}  # request -> its swap-in (slot, record)
+    def _init_worker(self, data_path: Any = None) -> None:
+        self._data = data_path or ModelledDataPath()
+        self._recving: Set[str] = set()      # asynchronous loads landed, for get_finished
+        self._async: Set[str] = set()        # asynchronous loads not yet landed
         self._load_errors: Set[int] = set()
-        self._swap: Optional[Tuple[int, int]] = None    # this step's swap-in (slot, record)
-        self._waited: Set[int] = set()                  # its layers waited for
-        self._step = 0
-        self.layers_loaded: List[str] = []                 # wait_for_layer_load, in order
-        self.layer_waits_ns: List[Tuple[int, int]] = []    # (layer, ns the host waited)
-        self.saved: List[Tuple[str, List[int]]] = []       # save_kv_layer: layer, blocks
-
-    # -- registration ----------------------------------------------------------------------------
-
-    def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
-        self._kv_caches = dict(kv_caches)
-        extra = _extra_of(self._vllm_config)
-        model = extra.get("kvtier.model")
-        if model is None:
-            self.attach_error = "kv_connector_extra_config lacks kvtier.model"
-            return
-        client = extra.get("kvtier.worker_client")  # an open Client (tests); else connect
-        try:
-            if client is None:
-                client = Client(str(extra.get("kvtier.endpoint", "tcp://127.0.0.1:5557")),
-                                extra.get("kvtier.token"))
-                self._worker_client = client
-            self._attached = attach_caches(
-                client, self._kv_caches, dict(model), int(self._vllm_config.cache_config.block_size),
-                int(extra.get("kvtier.event_slots", DEFAULT_EVENT_SLOTS)),
-                bool(extra.get("kvtier.host_waits", False)))
-        except (KvtierError, LayoutError, OSError, RuntimeError) as e:
-            # RuntimeError covers cuda_driver.CudaError; a server that is not there times out.
-            self.attach_error = str(e)
-            if bool(extra.get("kvtier.require_real", False)):
-                raise
-            print(f"kvtier: the KV tensors are not attached, so nothing is loaded (vLLM computes "
-                  f"every hit): {e}", file=sys.stderr)
+        self._loads_started = False           # start_load_kv ran for the bound metadata
+        self._worker_stats = KvtierConnectorStats()
+        self.layers_loaded: List[str] = []    # wait_for_layer_load, in order, this step
+        self.saved: List[Tuple[str, List[int]]] = []  # save_kv_layer: layer, blocks, this step
+        self.preempted_seen: Set[str] = set()
 
     @property
-    def attached(self) -> Optional[AttachedKv]:
-        return self._attached
+    def data_path(self) -> Any:
+        return self._data
 
-    # -- loads -----------------------------------------------------------------------------------
+    def register_kv_caches(self, kv_caches: Dict[str, Any]) -> None:
+        self._data.register(kv_caches)
+
+    def bind_connector_metadata(self, connector_metadata: Any) -> None:
+        super().bind_connector_metadata(connector_metadata)  # type: ignore[misc]
+        bind = getattr(self._data, "bind", None)
+        if bind is not None:
+            bind(connector_metadata)
+        self._loads_started = False
+        self.layers_loaded, self.saved = [], []
+
+    def handle_preemptions(self, kv_connector_metadata: Any) -> None:
+        """Later releases: before a preempted request's blocks are reused. The argument is the
+        preempted ids (the releases that added the hook) or the step's metadata (later ones)."""
+        ids = preempted_of_hook(kv_connector_metadata)
+        self.preempted_seen |= ids
+        self._data.stop_reading(ids)
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
-        self.layers_loaded = []
-        self.layer_waits_ns = []
-        self._step = int(getattr(meta, "step", 0) or 0)
+        self._loads_started = True
         self._load_errors |= set(meta.load_errors)
-        swap = getattr(meta, "swap_in", None)
-        self._swap, self._waited = None, set()
-        if not meta.loads:
-            return
-        if self._attached is None or swap is None:
-            # Nothing moved these blocks' bytes: vLLM must compute them.
-            for rid, blocks in meta.loads.items():
-                self._load_errors |= {b for b, _ in blocks}
-                if rid in meta.async_loads:
-                    self._recving[rid] = (-1, 0)
-            return
-        slot, record = int(swap["slot"]), int(swap["record"])
-        for rid in meta.loads:
-            if rid in meta.async_loads:
-                self._recving[rid] = (slot, record)
-        if any(rid not in meta.async_loads for rid in meta.loads):
-            self._swap = (slot, record)  # a synchronous load: this forward waits per layer
+        failed = self._data.start_loads(meta.loads, meta) or set()
+        self._load_errors |= failed
+        self._worker_stats.add("loads", sum(1 for b in meta.loads.values() if b))
+        self._worker_stats.add("loaded_blocks",
+                               sum(len(b) for b in meta.loads.values()) - len(failed))
+        self._worker_stats.add("load_errors", len(meta.load_errors) + len(failed))
+        self._async |= set(meta.async_loads)
+        self._recving |= set(meta.recv_done)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
+        # Later releases may run the forward before start_load_kv when the step has no
+        # synchronous load: nothing of this step is loading then.
+        t0 = time.perf_counter()
+        if self._loads_started:
+            self._data.wait_layer(layer_name)
+        self._worker_stats.add("layer_wait_s", time.perf_counter() - t0)
         self.layers_loaded.append(layer_name)
-        if self._swap is None or self._attached is None:
-            return
-        layer = self._attached.index.get(layer_name)
-        if layer is None or layer in self._waited:
-            return
-        self._waited.add(layer)
-        ns = self._attached.wait_layer(self._swap[0], self._swap[1], layer)
-        self.layer_waits_ns.append((layer, ns))
-
-    # -- saves -----------------------------------------------------------------------------------
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
                       **kwargs: Any) -> None:
-        # kvtier's write policy decides the copies and the server reads vLLM's blocks itself;
-        # the worker only notes which blocks became full this step.
         meta = self._get_connector_metadata()
         blocks = [b for ids in meta.saves.values() for b in ids]
+        self._data.save_layer(layer_name, kv_layer, blocks)
         if blocks:
             self.saved.append((layer_name, blocks))
 
     def wait_for_save(self) -> None:
-        """The forward is over: a layer vLLM never asked about is waited for now (nothing is
-        left half written), and kvtier may read what this forward computed."""
-        if self._swap is not None and self._attached is not None:
-            for layer in range(self._attached.layers):
-                if layer not in self._waited:
-                    self._waited.add(layer)
-                    self._attached.wait_layer(self._swap[0], self._swap[1], layer)
-        if self._attached is not None and self._step:
-            self._attached.forward_done(self._step)
-
-    # -- completion ------------------------------------------------------------------------------
+        self._data.finish_step()
 
     def get_finished(self, finished_req_ids: Set[str]
                      ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
-        """Asynchronous loads whose every layer has landed (an abort included: vLLM frees such
-        blocks only once they are reported here, so none is reused half written)."""
-        done = {rid for rid, (slot, record) in self._recving.items()
-                if slot < 0 or self._attached is None or self._attached.landed(slot, record)}
-        for rid in done:
-            del self._recving[rid]
-        return None, (done or None)
+        """``finished_recving``: asynchronous loads whose every layer is in vLLM's blocks (an
+        aborted one too: vLLM frees its blocks on hearing it, so none is reused while kvtier
+        still writes it), and the aborted requests that had nothing to load."""
+        landed = {rid for rid in self._async if self._data.landed(rid)}
+        self._async -= landed
+        recving, self._recving = self._recving | landed, set()
+        return None, (recving or None)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
         errors, self._load_errors = self._load_errors, set()
         return errors
 
+    def build_connector_worker_meta(self) -> Any:
+        return None  # the scheduler role learns what it needs from kvtier serve itself
+
     def _shutdown_worker(self) -> None:
-        if self._attached is not None:
-            self._attached.close()
-            self._attached = None
-        if self._worker_client is not None:
-            self._worker_client.close()
-            self._worker_client = None
+        self._data.close()
