@@ -28,7 +28,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::string gib(uint64_t bytes) {
+std::string gib_text(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
   return buf;
@@ -237,13 +237,13 @@ shm_kv_cache::shm_kv_cache(const kv_cache_config& config)
     progress.say("warning: " + *warn);
   unsigned threads = touch_threads();
   progress.begin(startup_phase::host_pinning,
-                 "mapping " + gib(layout_.host_bytes()) + " of host KV blocks (cache.host_tokens, "
+                 "mapping " + gib_text(layout_.host_bytes()) + " of host KV blocks (cache.host_tokens, "
                    + std::to_string(threads) + " threads)");
   if (layout_.host_bytes() > 0) {
     try {
       host_ = map_touched_pages(layout_.host_bytes(), threads);
     } catch (const std::exception& e) {
-      throw gpu_error("mapping " + gib(layout_.host_bytes()) + " of host KV blocks: " + e.what()
+      throw gpu_error("mapping " + gib_text(layout_.host_bytes()) + " of host KV blocks: " + e.what()
                       + "; to fit, lower cache.host_tokens");
     }
   }

@@ -15,6 +15,7 @@
 
 #include "actors/device/cuda_device.hpp"
 #include "actors/messages.hpp"
+#include "core/run_modes.hpp"
 #include "observe/events/block_origins.hpp"
 #include "serve/server/inbound_calls.hpp"
 #include "serve/server/observe/observer.hpp"
