@@ -58,6 +58,10 @@ class RealDataPath:
     # -- registration ----------------------------------------------------------------------------
 
     def register(self, kv_caches: Dict[str, Any]) -> None:
+        """Attaches the tensors once (vLLM registers them once per worker, before its scheduler
+        says hello: a real server refuses a hello before any attach)."""
+        if self.attached is not None:
+            return
         try:
             if self.model is None:
                 raise LayoutError("kv_connector_extra_config lacks kvtier.model")

@@ -321,13 +321,16 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
                  "kvtier.host_waits": memory == "cuda"}
         cfg = vllm_config(extra, model, device_blocks)
         kvc = SimpleKvCacheConfig(device_blocks)
-        sched = KvtierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+        # vLLM's workers register their KV caches before its scheduler (and its connector)
+        # exists: the worker's attach comes before the scheduler's hello.
         worker = KvtierConnector(cfg, KVConnectorRole.WORKER, kvc)
+        worker.register_kv_caches(caches)
+        sched = KvtierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
         checker = BytesChecker(Spy(sched._client))
         e = RealKvEngine(gen, sched, worker, device_blocks, BS, layers=layers, checker=checker,
                          caches=caches, kind=kind)
         waits: Dict[int, List[int]] = {}
-        base = int(time.time() * 1000) % 100000 * 100000
+        base = int(time.time() * 1000) % 10000 * 100000  # token ids stay below 2^31
         texts = [list(range(base + i * 10000, base + i * 10000 + prompt_blocks * BS + 3))
                  for i in range(prompts)]
         n = 0
