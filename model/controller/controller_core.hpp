@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "model/cache/cache_model.hpp"
 #include "model/cache/invariants.hpp"
@@ -212,6 +213,8 @@ class controller_core {
   void to_engine_blocks(std::vector<transfer>& out, size_t first,
                         std::vector<uint64_t>& barriers);
   void order_engine_reads(std::vector<transfer>& out, size_t first);
+  void hold_fresh_reads(std::vector<transfer>& out, size_t first,
+                        const std::vector<uint64_t>& fresh_reads);
   void claim_engine_blocks(transfer& t);
   /// A transfer ended: its engine blocks are free of it.
   void forget_engine_claims(uint64_t transfer);
@@ -239,6 +242,10 @@ class controller_core {
   absl::flat_hash_map<block_id, uint32_t> engine_blocks_before_;
   // The engine's ids this commit's admissions and growths named.
   std::vector<uint32_t> engine_named_;
+  // The engine's ids its step computes into: those named, and the blocks growths fill up.
+  absl::flat_hash_set<uint32_t> engine_written_;
+  // Real mode: reads of what the last step computed, sent with the next commit.
+  std::vector<transfer> engine_held_;
   // The copies in flight on each engine block, and the engine blocks each copy claims.
   struct engine_users {
     uint64_t writer = 0;

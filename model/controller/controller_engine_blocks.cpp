@@ -9,6 +9,13 @@
 // runs before a later copy writes it (a swap-in into the same id; within one commit the reading
 // copies are sent first), and the step whose admissions or growths name the id again is granted
 // only once every copy reading it has finished, so that the engine computes into it after.
+//
+// The other way round, in real mode (options_.grant_early): the engine computes a step's KV
+// after the step's reply, so a copy reading a block the step computes into (a backup of a block
+// its admission or growth completes) must not run before that forward. Such reads, and the
+// copies that wait for them, are held back and sent first with the next commit, when the
+// server fences reads on the forward of this step (docs/protocol.md, "Saves"); they are no
+// barrier of this step, which would wait for itself.
 
 #include <algorithm>
 
@@ -40,6 +47,11 @@ void controller_core::note_engine_blocks(const request_state& r,
     engine_blocks_[b] = ids[j - from];
   }
   engine_named_.insert(engine_named_.end(), ids.begin(), ids.end());
+  engine_written_.insert(ids.begin(), ids.end());
+  // A growth's first tokens go into the block it already had, unless that one is full.
+  if (from > 0 && from - 1 < r.table.size() && r.table[from - 1] < engine_blocks_.size()
+      && engine_blocks_[r.table[from - 1]] != unnamed)
+    engine_written_.insert(engine_blocks_[r.table[from - 1]]);
 }
 
 void controller_core::to_engine_blocks(std::vector<transfer>& out, size_t first,
@@ -52,15 +64,24 @@ void controller_core::to_engine_blocks(std::vector<transfer>& out, size_t first,
     return id == unnamed ? b : id;
   };
   if (!engine_blocks_.empty()) {
+    std::vector<uint64_t> fresh_reads;  // reads of what this step computes
     for (size_t i = first; i < out.size(); ++i) {
       transfer& t = out[i];
       bool reads = reads_engine(t.kind);
       if (!reads && !writes_engine(t.kind))
         continue;
-      for (block_move& m : t.blocks)
+      bool fresh = false;
+      for (block_move& m : t.blocks) {
+        bool renamed = reads && engine_blocks_before_.count(m.device_block) > 0;
         m.device_block = engine_id(m.device_block, reads);
+        fresh = fresh || (reads && !renamed && engine_written_.count(m.device_block) > 0);
+      }
+      if (fresh)
+        fresh_reads.push_back(t.id);
     }
     order_engine_reads(out, first);
+    if (options_.grant_early)
+      hold_fresh_reads(out, first, fresh_reads);
     for (size_t i = first; i < out.size(); ++i)
       claim_engine_blocks(out[i]);
     // The engine computes into the ids it named this step once the copies reading them end.
@@ -70,6 +91,40 @@ void controller_core::to_engine_blocks(std::vector<transfer>& out, size_t first,
   }
   engine_blocks_before_.clear();
   engine_named_.clear();
+  engine_written_.clear();
+}
+
+// Real mode: sends the reads held back by the last commit first (the server fences them on its
+// forward), and holds back this commit's reads of what its step computes, with every copy that
+// waits for one of them. A swap-in is never held (the step's reply waits for it): where one
+// would be, nothing is held.
+void controller_core::hold_fresh_reads(std::vector<transfer>& out, size_t first,
+                                       const std::vector<uint64_t>& fresh_reads) {
+  std::vector<transfer> keep, held;
+  absl::flat_hash_set<uint64_t> held_ids(fresh_reads.begin(), fresh_reads.end());
+  bool swap_in_held = false;
+  for (size_t i = first; i < out.size(); ++i) {
+    transfer& t = out[i];
+    bool hold = held_ids.count(t.id) > 0;
+    for (uint64_t dep : t.after)
+      hold = hold || held_ids.count(dep) > 0;
+    if (hold) {
+      held_ids.insert(t.id);
+      swap_in_held = swap_in_held || t.kind == transfer_kind::swap_in;
+    }
+    (hold ? held : keep).push_back(std::move(t));
+  }
+  out.resize(first);
+  out.insert(out.end(), std::make_move_iterator(engine_held_.begin()),
+             std::make_move_iterator(engine_held_.end()));
+  engine_held_.clear();
+  out.insert(out.end(), std::make_move_iterator(keep.begin()), std::make_move_iterator(keep.end()));
+  if (swap_in_held) {  // the step's reply waits for its swap-in: send everything in order
+    out.insert(out.end(), std::make_move_iterator(held.begin()),
+               std::make_move_iterator(held.end()));
+    return;
+  }
+  engine_held_ = std::move(held);
 }
 
 // A commit's copies that read engine blocks go before its swap-in, which may write the same ids

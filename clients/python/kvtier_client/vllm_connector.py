@@ -475,6 +475,10 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             loaded = set(a.load_blocks)
             positions = {b: p for p, b in enumerate(r.table)}
             meta.loads[r.rid] = [(b, positions[b]) for b in want if b in loaded]
+            # kvtier holds these names on vLLM's device now, as it does computed blocks: a reuse
+            # of one of these ids must be reported (``evicted``), or kvtier would later read
+            # another block's bytes under its name.
+            self._stored.update(b for b, _ in meta.loads[r.rid])
             meta.load_errors |= {b for b in want if b not in loaded}
             self._stats.add("loaded_blocks", len(meta.loads[r.rid]))
             self._stats.add("load_errors", len(want) - len(meta.loads[r.rid]))
