@@ -56,9 +56,12 @@ void controller_core::note_engine_blocks(const request_state& r,
 
 void controller_core::to_engine_blocks(std::vector<transfer>& out, size_t first,
                                        std::vector<uint64_t>& barriers) {
-  auto engine_id = [&](block_id b, bool reads) {
+  // A write-back reads what an evicted block held before this step (its old id, where this
+  // step's admissions named the block again); a backup reads what the block holds now, its
+  // content adopted this step included (its new id).
+  auto engine_id = [&](block_id b, bool old) {
     uint32_t id = b < engine_blocks_.size() ? engine_blocks_[b] : unnamed;
-    if (reads)  // a backup or write-back reads what the block held before this step
+    if (old)
       if (auto it = engine_blocks_before_.find(b); it != engine_blocks_before_.end())
         id = it->second;
     return id == unnamed ? b : id;
@@ -71,9 +74,10 @@ void controller_core::to_engine_blocks(std::vector<transfer>& out, size_t first,
       if (!reads && !writes_engine(t.kind))
         continue;
       bool fresh = false;
+      bool old = t.kind == transfer_kind::write_back;
       for (block_move& m : t.blocks) {
-        bool renamed = reads && engine_blocks_before_.count(m.device_block) > 0;
-        m.device_block = engine_id(m.device_block, reads);
+        bool renamed = old && engine_blocks_before_.count(m.device_block) > 0;
+        m.device_block = engine_id(m.device_block, old);
         fresh = fresh || (reads && !renamed && engine_written_.count(m.device_block) > 0);
       }
       if (fresh)
