@@ -25,6 +25,9 @@
 using namespace kvtier;
 using namespace kvtier::gpu;
 
+// Its own namespace: the unity build compiles the GPU unit tests together.
+namespace shm_kv_cache_test {
+
 namespace {
 
 /// A POSIX shared memory object the test (the engine) creates, maps and unlinks.
@@ -209,3 +212,5 @@ TEST_CASE("shm backend: segments that do not fit are refused by name", "[gpu][sh
   c.strides = {l.chunk_bytes(), l.chunk_bytes()};
   CHECK_THROWS_WITH(make_kv_cache(c), Catch::Contains("overlap"));
 }
+
+}  // namespace shm_kv_cache_test

@@ -18,6 +18,9 @@
 using namespace kvtier;
 using namespace kvtier::gpu;
 
+// Its own namespace: the unity build compiles the GPU unit tests together.
+namespace staging_layouts_test {
+
 namespace {
 
 constexpr uint32_t blocks = 24;
@@ -156,3 +159,5 @@ TEST_CASE("staging over padded FlashAttention blocks", "[gpu][plan]") {
   l.strides = {blocks * stride, stride};
   round_trip(l);
 }
+
+}  // namespace staging_layouts_test
