@@ -387,6 +387,14 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
     }
 
 
+# kvtier's write policy and tiers around the check (40 prompts of 40 blocks: 1,600 blocks).
+SETTINGS = {
+    "host_hits": ("storage.backend=memory", f"cache.host_tokens={2000 * BS}"),
+    "write_back": ("storage.backend=memory", "cache.write_policy=write_back"),
+    "write_through_evicting": ("storage.backend=memory",),
+}
+
+
 class SimpleKvCacheConfig:
     """vLLM's KVCacheConfig as the connector reads it: one group, the pool's size."""
 
@@ -408,13 +416,17 @@ def main() -> int:
     p.add_argument("--generation", choices=[g.name for g in GENERATIONS], default="main")
     p.add_argument("--min-blocks", type=int, default=10_000)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--setting", choices=sorted(SETTINGS), default="host_hits",
+                   help="host_hits: write-through, a host tier holding every prompt; write_back: "
+                   "a smaller host tier, storage loads; write_through_evicting: the known defect")
     p.add_argument("--corrupt", action="store_true",
                    help="corrupt one saved block: the run must report a mismatch")
     p.add_argument("--out", help="write the figures here (JSON)")
     a = p.parse_args()
     gen = next(g for g in GENERATIONS if g.name == a.generation)
     figures = run_check(a.layout, a.memory, gen, a.min_blocks, layers=a.layers,
-                        corrupt=a.corrupt, log=sys.stderr)
+                        storage=SETTINGS[a.setting], corrupt=a.corrupt, log=sys.stderr)
+    figures["setting"] = a.setting
     text = json.dumps(figures, indent=2)
     print(text)
     if a.out:
