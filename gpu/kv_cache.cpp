@@ -1,7 +1,5 @@
 #include "gpu/kv_cache.hpp"
 
-#include "gpu/shm/shm_kv_cache.hpp"
-
 namespace kvtier::gpu {
 
 namespace {
