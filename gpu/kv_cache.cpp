@@ -2,6 +2,10 @@
 
 namespace kvtier::gpu {
 
+// The shared-memory cache, in the room above this one (gpu/shm/shm_kv_cache.hpp declares it for
+// its users); make_kv_cache picks it, as it picks make_cuda_kv_cache.
+std::unique_ptr<kv_cache> make_shm_kv_cache(const kv_cache_config& config);
+
 namespace {
 
 constexpr transfer_method all_methods[] = {

@@ -270,9 +270,4 @@ std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config);
 /// The CUDA cache (gpu/cuda/, or no_cuda.cpp's refusal); make_kv_cache picks it.
 std::unique_ptr<kv_cache> make_cuda_kv_cache(const kv_cache_config& config);
 
-/// The shared-memory cache (device_memory::attached_shm, gpu/shm/shm_kv_cache.hpp): maps the
-/// engine's segments and reserves the host tier; throws gpu_error naming what does not fit (a
-/// missing segment, one too small for its layers, a host tier larger than the host's memory).
-std::unique_ptr<kv_cache> make_shm_kv_cache(const kv_cache_config& config);
-
 }  // namespace kvtier::gpu

@@ -40,7 +40,10 @@ inline uint64_t shm_signal_bytes(uint64_t words) {
   return shm_signals_offset + 4 * words;
 }
 
-// make_shm_kv_cache (kv_cache.hpp) makes it.
+/// Maps the engine's segments (config.memory == attached_shm) and reserves the host tier; throws
+/// gpu_error naming what does not fit (a missing segment, one too small for its layers, a host
+/// tier larger than the host's memory).
+std::unique_ptr<kv_cache> make_shm_kv_cache(const kv_cache_config& config);
 
 /// Whether `a` has reached `b` on a wrapping u32 counter.
 inline bool counter_reached(uint32_t a, uint32_t b) {
