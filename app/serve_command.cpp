@@ -35,12 +35,14 @@ CLI::App* add_serve_command(CLI::App& app, serve_args& args) {
     ->check(CLI::Range(0, 65535));
   cmd->add_option("--backend", args.backend,
                   "modelled: modelled links; cuda: real copies on the GPU, into the KV tensors "
-                  "the engine exports in hello (CUDA IPC; docs/protocol.md, real mode)")
-    ->check(CLI::IsMember({"modelled", "cuda"}))
+                  "the engine exports (CUDA IPC; docs/protocol.md, real mode); shm: real copies "
+                  "by the CPU, into the KV tensors the engine keeps in shared memory")
+    ->check(CLI::IsMember({"modelled", "cuda", "shm"}))
     ->capture_default_str();
   cmd->add_flag("--verify", args.verify,
-                "cuda backend: fill every computed block with a pattern of its hash (engine-sim "
-                "--verify checks it after every swap-in) and check swap-ins on arrival");
+                "cuda or shm backend: fill every computed block with a pattern of its hash "
+                "(engine-sim --verify checks it after every swap-in) and check swap-ins on "
+                "arrival");
   cmd->add_option("--metrics-host", args.metrics_host,
                   "address the metrics endpoint listens on; other than loopback needs --token")
     ->capture_default_str();
@@ -57,7 +59,9 @@ int run_serve(const serve_args& args) {
   job.events.replay_endpoint = args.events_replay;
   job.metrics.host = args.metrics_host;
   job.metrics.port = args.metrics_port;
-  job.backend = args.backend == "cuda" ? copy_backend_kind::cuda : copy_backend_kind::modelled;
+  job.backend = args.backend == "cuda"  ? copy_backend_kind::cuda
+                : args.backend == "shm" ? copy_backend_kind::shm
+                                        : copy_backend_kind::modelled;
   job.verify = args.verify;
   job.on_ready = [](const std::string& line) { std::cout << line << std::endl; };
   int code = serve::run_server(job);

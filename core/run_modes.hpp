@@ -15,7 +15,9 @@ enum class replay_mode : uint8_t { full, hitrate };
 enum class clock_mode : uint8_t { virtual_time, wall };
 
 /// How a run moves block bytes: modelled links (no bytes, or pattern bytes for a real storage
-/// backend) or real CUDA copies on the GPU (docs/gpu.md), which run on the wall clock.
-enum class copy_backend_kind : uint8_t { modelled, cuda };
+/// backend), real CUDA copies on the GPU (docs/gpu.md), or real copies by the CPU between an
+/// engine's KV in shared memory and kvtier's host tier (kvtier serve only, docs/protocol.md);
+/// the real ones run on the wall clock.
+enum class copy_backend_kind : uint8_t { modelled, cuda, shm };
 
 }  // namespace kvtier

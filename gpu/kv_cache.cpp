@@ -2,6 +2,10 @@
 
 namespace kvtier::gpu {
 
+// The shared-memory cache, in the room above this one (gpu/shm/shm_kv_cache.hpp declares it for
+// its users); make_kv_cache picks it, as it picks make_cuda_kv_cache.
+std::unique_ptr<kv_cache> make_shm_kv_cache(const kv_cache_config& config);
+
 namespace {
 
 constexpr transfer_method all_methods[] = {
@@ -45,13 +49,29 @@ std::optional<std::string> check_config(const kv_cache_config& config) {
     return std::string("it needs at least one device block");
   if (config.staging_slots == 0 || config.zero_copy_ctas == 0)
     return std::string("staging_slots and zero_copy_ctas must be positive");
-  if (config.memory == device_memory::attached && config.attach.size() != config.shape.layers)
+  bool attaching = config.memory == device_memory::attached
+                   || config.memory == device_memory::attached_shm;
+  if (attaching && config.attach.size() != config.shape.layers)
     return "attaching an engine's tensors needs one handle per layer: got "
            + std::to_string(config.attach.size()) + " for " + std::to_string(config.shape.layers)
            + " layers";
-  if (config.memory != device_memory::attached && !config.attach.empty())
+  if (!attaching && !config.attach.empty())
     return std::string("tensor handles are given only to attach another process's tensors");
+  if (!attaching && !(config.strides == tensor_strides{}))
+    return std::string("tensor strides are given only for another process's tensors");
+  kv_layout layout{config.shape, config.block_size, config.device_blocks, config.host_blocks,
+                   config.strides};
+  if (auto err = check_strides(layout))
+    return err;
+  if (config.memory == device_memory::attached_shm && config.signals.empty())
+    return std::string("an engine's shared-memory tensors come with its signal segment");
   return std::nullopt;
+}
+
+std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config) {
+  if (config.memory == device_memory::attached_shm)
+    return make_shm_kv_cache(config);
+  return make_cuda_kv_cache(config);
 }
 
 }  // namespace kvtier::gpu

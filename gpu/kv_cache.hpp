@@ -1,8 +1,11 @@
 #pragma once
 
 // A real KV cache on a CUDA device plus its pinned host tier, and the block transfers between
-// them: the backend that kvtier's transfer engine drives in emulation mode. Plain C++ only; the
-// CUDA types stay inside gpu/cuda/.
+// them: the backend that kvtier's transfer engine drives in emulation mode and that `kvtier serve
+// --backend cuda` runs on an engine's tensors. Plain C++ only; the CUDA types stay inside
+// gpu/cuda/. The same interface over an engine's KV in POSIX shared memory, copied by CPU
+// threads, is gpu/shm/ (`kvtier serve --backend shm`): no device, no compute, the same ops,
+// per-layer completions and IPC signals (shm_kv_cache.hpp).
 //
 // Work runs on streams, and ops of one kind complete in submission order:
 //
@@ -67,11 +70,18 @@ transfer_method default_method(transfer_direction d);
 inline constexpr size_t ipc_handle_bytes = 64;
 using ipc_handle = std::array<uint8_t, ipc_handle_bytes>;
 
-/// One layer's device tensor as another process exports it: K at `offset` bytes into the
-/// allocation the handle names, V right after it, each [device_blocks][chunk] (kv_layout.hpp).
+/// One layer's device tensor as another process exports it: its base (block 0's K, or latent)
+/// at `offset` bytes into the allocation that the CUDA IPC handle (device_memory::attached) or
+/// the POSIX shared memory object `segment` (device_memory::attached_shm) names; its chunks
+/// where the layout's strides put them (kv_layout.hpp).
 struct layer_tensor_handle {
   ipc_handle handle{};
+  std::string segment;
   uint64_t offset = 0;
+
+  bool operator==(const layer_tensor_handle& o) const {
+    return handle == o.handle && segment == o.segment && offset == o.offset;
+  }
 };
 
 /// Where the device tensors come from: the seam between a cache that owns its KV memory and one
@@ -80,13 +90,21 @@ enum class device_memory : uint8_t {
   own_arena,     ///< one allocation holding every tensor (kv_layout.hpp)
   own_exported,  ///< one allocation per layer (K then V), exportable with export_layers()
   attached,      ///< another process's layers, opened from `attach` (cudaIpcOpenMemHandle)
+  /// another process's layers in POSIX shared memory (shm_open + mmap of `attach`'s segments),
+  /// host memory copied by CPU threads: gpu/shm/shm_kv_cache.hpp
+  attached_shm,
 };
 
 struct kv_cache_config {
   model_shape shape = llama3_8b_kv();  ///< the KV one rank caches (core/model_shape.hpp)
   uint32_t block_size = 16;            ///< tokens per block
   device_memory memory = device_memory::own_arena;
-  std::vector<layer_tensor_handle> attach;  ///< attached: one per layer
+  std::vector<layer_tensor_handle> attach;  ///< attached, attached_shm: one per layer
+  tensor_strides strides;                   ///< attached, attached_shm: the engine's
+  /// attached_shm: the POSIX shared memory object of the engine's signal words (IPC events),
+  /// and how many words it holds (event slots x layers)
+  std::string signals;
+  uint32_t signal_words = 0;
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;
   int device_ordinal = 0;
@@ -212,13 +230,19 @@ class kv_cache {
   virtual void open_ipc_events(const std::vector<ipc_handle>& handles) = 0;
   /// Records IPC event `event` once layer `layer` of H2D op `h2d` is in place. A process
   /// waiting on the event from now on waits for that layer (an IPC wait waits for the record
-  /// that precedes the wait call).
-  virtual void signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) = 0;
+  /// that precedes the wait call). Returns the record's number (1 for the event's first): a
+  /// shared-memory signal word reaches it once the layer is in place (shm_kv_cache.hpp).
+  virtual uint32_t signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) = 0;
   /// submit_compute() with layer l waiting for IPC event layer_events[l] instead of an own H2D
   /// op (one entry per layer): the engine side of a swap-in another process runs.
   virtual op_id submit_compute_after_events(const std::vector<uint64_t>& layer_ns,
                                             const std::vector<uint32_t>& layer_events,
                                             uint64_t lead_ns = 0) = 0;
+  /// D2H ops submitted from now on read an attached engine's tensors only once the engine has
+  /// said that the forward of its step `step` has written its KV (shm_kv_cache.hpp: the signal
+  /// segment's forward word). The CUDA backend has no such word and ignores it: there the
+  /// engine's scheduler builds a step only after the last forward finished (docs/protocol.md).
+  virtual void fence_reads(uint32_t /*step*/) {}
 
   // -- verification ---------------------------------------------------------------------------
 
@@ -237,9 +261,13 @@ class kv_cache {
 /// Returns why `config` cannot make a cache, if it cannot (before any device is asked).
 std::optional<std::string> check_config(const kv_cache_config& config);
 
-/// Allocates the device tensors and the pinned host pool and creates the streams. Throws
-/// gpu_error, naming the reason, if there is no usable device (or CUDA was not built in), the
-/// shape is unusable, or memory runs out.
+/// Allocates the device tensors and the pinned host pool and creates the streams (or, for
+/// device_memory::attached_shm, maps the engine's segments and starts the copy threads).
+/// Throws gpu_error, naming the reason, if there is no usable device (or CUDA was not built
+/// in), the shape is unusable, or memory runs out.
 std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config);
+
+/// The CUDA cache (gpu/cuda/, or no_cuda.cpp's refusal); make_kv_cache picks it.
+std::unique_ptr<kv_cache> make_cuda_kv_cache(const kv_cache_config& config);
 
 }  // namespace kvtier::gpu

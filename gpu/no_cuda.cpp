@@ -17,7 +17,7 @@ device_info query_device(int ordinal) noexcept {
   return info;
 }
 
-std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config) {
+std::unique_ptr<kv_cache> make_cuda_kv_cache(const kv_cache_config& config) {
   const std::string what = "cannot create the GPU KV cache: ";
   if (auto err = check_config(config))
     throw gpu_error(what + *err);

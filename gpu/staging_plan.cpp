@@ -17,7 +17,7 @@ struct direct_run {
 std::vector<direct_run> take_direct_runs(const kv_layout& layout, std::vector<block_pair>& pairs,
                                          uint64_t direct_min_bytes) {
   std::vector<direct_run> direct;
-  if (direct_min_bytes == 0)
+  if (direct_min_bytes == 0 || !layout.default_strides())
     return direct;
   std::vector<block_pair> staged;
   for (const block_run& r : find_runs(pairs, run_rule::both_ids)) {
@@ -34,7 +34,8 @@ std::vector<direct_run> take_direct_runs(const kv_layout& layout, std::vector<bl
 /// host block apart on the host.
 void add_direct_copies(const kv_layout& layout, const direct_run& run, uint32_t layer,
                        std::vector<strided_copy>& out) {
-  for (kv_half half : {kv_half::key, kv_half::value}) {
+  for (uint32_t h = 0; h < layout.halves(); ++h) {
+    auto half = static_cast<kv_half>(h);
     strided_copy c;
     c.host_offset = layout.host_offset(run.first.host, layer, half);
     c.other_offset = layout.device_offset(run.first.device, layer, half);

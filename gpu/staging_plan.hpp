@@ -2,10 +2,10 @@
 
 // How the staging method moves a transfer through a few bounded device buffers ("slots").
 //
-// The unit is a slice: one (pair, layer), i.e. K and V of one layer of one block, 2 * chunk bytes,
-// contiguous on the host. A slot holds up to `slices_per_slot` slices back to back. D2H walks
-// the slices pair by pair, every layer of a pair in a row, so a slot maps onto long contiguous
-// host spans; H2D walks one layer at a time (layer l of every pair, then layer l + 1), so each
+// The unit is a slice: one (pair, layer), i.e. K and V (or MLA's latent) of one layer of one
+// block, halves x chunk bytes, contiguous on the host. A slot holds up to `slices_per_slot`
+// slices back to back. D2H walks the slices pair by pair, every layer of a pair in a row, so a
+// slot maps onto long contiguous host spans; H2D walks one layer at a time (layer l of every pair, then layer l + 1), so each
 // layer can complete on its own and a slot maps onto host slices one host block apart:
 //
 //   D2H: device tensors --gather kernel--> slot --one copy per host span--> host blocks
@@ -14,6 +14,8 @@
 // Pairs are sorted by host id first, so that consecutive host blocks share copies. Runs of pairs
 // contiguous on both sides whose per-tensor bytes reach `direct_min_bytes` skip the slots: they
 // are copied directly, one strided copy per (layer, K|V), and cost no kernel work on the SMs.
+// Only tensors of the default layout (kv_layout.hpp) have such runs; the slots' kernels take
+// any strides.
 //
 // The plan is pure arithmetic: the CUDA backend executes it, and the CPU tests execute it with
 // plain memcpy to prove that every byte lands where the layout says.

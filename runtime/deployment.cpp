@@ -42,7 +42,7 @@ void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
 }
 
 std::shared_ptr<cuda_device> prepare_gpu(deployment_plan& plan) {
-  if (plan.backend != copy_backend_kind::cuda)
+  if (plan.backend == copy_backend_kind::modelled)
     return nullptr;
   auto gpu = std::make_shared<cuda_device>(plan.cuda);
   for (instance_config& ic : plan.instances)

@@ -52,7 +52,7 @@ constexpr uint64_t working_bytes = uint64_t{1} << 30;
 
 uint64_t own_bytes(const deployment_plan& plan, uint64_t inflight_bytes) {
   uint64_t host = 0;
-  if (plan.backend == copy_backend_kind::cuda)
+  if (plan.backend != copy_backend_kind::modelled)
     for (const instance_config& ic : plan.instances)
       host += uint64_t{ic.cache.host_blocks} * plan.storage.payload_bytes;
   return inflight_bytes + host + working_bytes;

@@ -49,19 +49,38 @@ void cuda_device::attach(const engine_tensors& tensors) {
   if (cache_)
     throw gpu::gpu_error("the device tensors are attached already");
   uint32_t layers = options_.shape.layers;
-  if (tensors.event_slots == 0 || tensors.events.size() != uint64_t{tensors.event_slots} * layers)
+  if (tensors.memory == engine_memory::cuda_ipc
+      && (tensors.event_slots == 0
+          || tensors.events.size() != uint64_t{tensors.event_slots} * layers))
     throw gpu::gpu_error("an engine's IPC events are event_slots x layers: got "
                          + std::to_string(tensors.events.size()) + " for "
                          + std::to_string(tensors.event_slots) + " slots of "
                          + std::to_string(layers) + " layers");
+  if ((tensors.memory == engine_memory::shm) != (options_.memory == engine_memory::shm))
+    throw gpu::gpu_error(options_.memory == engine_memory::shm
+                           ? "this server copies on the CPU (--backend shm): it attaches tensors "
+                             "in shared memory, not a GPU's"
+                           : "this server copies on the GPU (--backend cuda): it attaches tensors "
+                             "through CUDA IPC, not in shared memory");
   gpu::kv_cache_config c = cache_config();
-  c.memory = gpu::device_memory::attached;
+  c.memory = tensors.memory == engine_memory::shm ? gpu::device_memory::attached_shm
+                                                  : gpu::device_memory::attached;
   c.attach = tensors.layers;
+  c.strides = tensors.strides;
   c.calibrate_compute = false;  // the engine computes, not kvtier
+  c.signals = tensors.signals;
+  c.signal_words = tensors.event_slots * layers;
   auto cache = gpu::make_kv_cache(c);
-  cache->open_ipc_events(tensors.events);
+  if (tensors.memory == engine_memory::cuda_ipc)
+    cache->open_ipc_events(tensors.events);
   cache_ = std::move(cache);
   event_slots_ = tensors.event_slots;
+}
+
+void cuda_device::fence_reads(uint32_t step) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (cache_)
+    cache_->fence_reads(step);
 }
 
 bool cuda_device::attached() const {
@@ -95,7 +114,7 @@ swap_bench_result cuda_device::bench_swap(const std::vector<gpu::block_pattern>&
       if (r + 1 == repeats && event_slots_ > 0) {
         out.slot = next_slot_++ % event_slots_;
         for (uint32_t l = 0; l < options_.shape.layers; ++l)
-          cache_->signal_ipc_event(op, l, out.slot * options_.shape.layers + l);
+          out.record = cache_->signal_ipc_event(op, l, out.slot * options_.shape.layers + l);
       }
     }
     // Its completion callback takes the lock: wait for it unlocked, then release the op.
@@ -172,9 +191,9 @@ uint64_t cuda_device::submit_copy(const transfer& t) {
   if (event_slots_ > 0) {
     // The engine waits on the slot's events once told, which is after this record: an IPC
     // wait waits for the record before it.
-    swap_in_signal sig{t.id, next_slot_++ % event_slots_, patterns_of(t)};
+    swap_in_signal sig{t.id, next_slot_++ % event_slots_, 0, patterns_of(t)};
     for (uint32_t l = 0; l < options_.shape.layers; ++l)
-      cache_->signal_ipc_event(op, l, sig.slot * options_.shape.layers + l);
+      sig.record = cache_->signal_ipc_event(op, l, sig.slot * options_.shape.layers + l);
     if (swap_in_hook_)
       swap_in_hook_(std::move(sig));
   }

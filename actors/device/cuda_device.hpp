@@ -32,6 +32,9 @@
 
 namespace kvtier {
 
+/// Where an engine's tensors live: its GPU (CUDA IPC) or POSIX shared memory (the CPU).
+enum class engine_memory : uint8_t { cuda_ipc, shm };
+
 struct cuda_device_options {
   model_shape shape;        ///< the KV one rank caches (replay_config::model)
   uint32_t block_size = 0;  ///< tokens per block
@@ -41,14 +44,19 @@ struct cuda_device_options {
   /// copies are verified_copies, see use_cuda_copies); the device itself checks nothing.
   bool verify = false;
   /// The device tensors are an engine's, given later to attach() (kvtier serve --backend
-  /// cuda): nothing is allocated until then.
+  /// cuda or shm): nothing is allocated until then.
   bool attach_later = false;
+  /// attach_later: where the engine's tensors will be (shm: no GPU at all, gpu/shm/).
+  engine_memory memory = engine_memory::cuda_ipc;
 };
 
-/// An engine's tensors and IPC events as its hello gives them (docs/protocol.md, version 2).
+/// An engine's tensors and IPC events as its hello gives them (docs/protocol.md, real mode).
 struct engine_tensors {
+  engine_memory memory = engine_memory::cuda_ipc;
   std::vector<gpu::layer_tensor_handle> layers;  ///< one per layer
-  std::vector<gpu::ipc_handle> events;           ///< event_slots x layers, slot-major
+  gpu::tensor_strides strides;                   ///< zeros: the default layout
+  std::vector<gpu::ipc_handle> events;           ///< cuda_ipc: event_slots x layers, slot-major
+  std::string signals;                           ///< shm: the signal segment (its words alike)
   uint32_t event_slots = 0;
 };
 
@@ -56,6 +64,7 @@ struct engine_tensors {
 struct swap_in_signal {
   uint64_t transfer = 0;
   uint32_t slot = 0;
+  uint32_t record = 0;  ///< the slot's record number (a shared-memory signal word reaches it)
   std::vector<gpu::block_pattern> blocks;  ///< device block and the hash it receives
 };
 
@@ -64,6 +73,7 @@ struct swap_bench_result {
   uint64_t bytes = 0;        ///< per repeat
   std::vector<double> gbps;  ///< per repeat
   uint32_t slot = 0;         ///< the events recorded for the last repeat
+  uint32_t record = 0;       ///< and their record number
 };
 
 class cuda_device : public compute_device {
@@ -79,6 +89,9 @@ class cuda_device : public compute_device {
   /// naming what failed. Once.
   void attach(const engine_tensors& tensors);
   bool attached() const;
+  /// Reads of the engine's tensors submitted from now on wait until its forward of `step` has
+  /// written its KV (gpu::kv_cache::fence_reads).
+  void fence_reads(uint32_t step);
   /// Called (on the transfer engine's thread) for every swap-in once it is submitted and its
   /// slot's IPC events are recorded behind its layers.
   void set_swap_in_hook(std::function<void(swap_in_signal)> hook);

@@ -76,7 +76,8 @@ constexpr uint64_t parallel_pinning_bytes = 256ull << 20;
 cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& info)
     : config_(config),
       info_(info),
-      layout_{config.shape, config.block_size, config.device_blocks, config.host_blocks} {
+      layout_{config.shape, config.block_size, config.device_blocks, config.host_blocks,
+              config.strides} {
   uint64_t slice = layout_.slice_bytes();
   staging_.slot_bytes = (std::max(config.staging_slot_bytes, slice) + 255) / 256 * 256;
   staging_.slot_count = config.staging_slots;
@@ -194,9 +195,11 @@ tensor_view cuda_kv_cache::tensors() const {
   tensor_view v;
   for (uint32_t l = 0; l < layout_.shape.layers; ++l)
     v.layer_base[l] = tensors_->layer(l);
-  v.tensor_bytes = layout_.tensor_bytes();
+  v.half_stride = layout_.half_stride();
+  v.block_stride = layout_.block_stride();
   v.chunk_bytes = layout_.chunk_bytes();
   v.layers = layout_.shape.layers;
+  v.halves = layout_.halves();
   return v;
 }
 
@@ -242,7 +245,7 @@ void cuda_kv_cache::open_ipc_events(const std::vector<ipc_handle>& handles) {
   }
 }
 
-void cuda_kv_cache::signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) {
+uint32_t cuda_kv_cache::signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) {
   select_device();
   op_record& rec = find(h2d);
   if (rec.kind != op_kind::h2d)
@@ -253,6 +256,9 @@ void cuda_kv_cache::signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) 
   cudaStream_t s = signal_.get();
   KVTIER_CUDA_CHECK(cudaStreamWaitEvent(s, event_of(rec, h2d, static_cast<int>(layer)), 0));
   KVTIER_CUDA_CHECK(cudaEventRecord(ipc_events_[event], s));
+  if (ipc_records_.size() < ipc_events_.size())
+    ipc_records_.resize(ipc_events_.size(), 0);
+  return ++ipc_records_[event];
 }
 
 bool cuda_kv_cache::layer_done(op_id id, int layer) {
@@ -340,7 +346,7 @@ std::byte* cuda_kv_cache::host_block(uint32_t block) {
 
 }  // namespace detail
 
-std::unique_ptr<kv_cache> make_kv_cache(const kv_cache_config& config) {
+std::unique_ptr<kv_cache> make_cuda_kv_cache(const kv_cache_config& config) {
   const std::string what = "cannot create the GPU KV cache: ";
   if (auto err = check_config(config))
     throw gpu_error(what + *err);

@@ -62,7 +62,7 @@ class cuda_kv_cache final : public kv_cache {
   std::vector<layer_tensor_handle> export_layers() override;
   std::vector<ipc_handle> create_ipc_events(uint32_t count) override;
   void open_ipc_events(const std::vector<ipc_handle>& handles) override;
-  void signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) override;
+  uint32_t signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) override;
   op_id submit_compute_after_events(const std::vector<uint64_t>& layer_ns,
                                     const std::vector<uint32_t>& layer_events,
                                     uint64_t lead_ns) override;
@@ -166,6 +166,7 @@ class cuda_kv_cache final : public kv_cache {
   std::unordered_map<op_id, op_record> ops_;
   std::vector<cudaEvent_t> ipc_events_;  ///< shared with another process (created or opened)
   bool ipc_events_owned_ = false;         ///< created here: destroyed here
+  std::vector<uint32_t> ipc_records_;     ///< records of each IPC event so far
   cuda_stream signal_;                    ///< records IPC events after H2D layers
   op_id next_id_ = 1;
 };

@@ -148,8 +148,9 @@ void cuda_kv_cache::run_per_chunk(const std::vector<block_pair>& pairs, transfer
   cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   for (uint32_t l = 0; l < layout_.shape.layers; ++l) {
     for (const block_pair& p : pairs) {
-      for (kv_half half : {kv_half::key, kv_half::value}) {
-        uint8_t* dev = tensors_->at(layout_.device_offset(p.device, l, half));
+      for (uint32_t h = 0; h < layout_.halves(); ++h) {
+        auto half = static_cast<kv_half>(h);
+        uint8_t* dev = tensors_->chunk(p.device, l, half);
         uint8_t* host = host_->get() + layout_.host_offset(p.host, l, half);
         KVTIER_CUDA_CHECK(
             cudaMemcpyAsync(h2d ? dev : host, h2d ? host : dev, chunk, kind, ln.copy.get()));
@@ -167,8 +168,9 @@ void cuda_kv_cache::run_batched(const std::vector<block_pair>& pairs, transfer_d
   for (uint32_t l = 0; l < layout_.shape.layers; ++l) {
     copy_list list;
     for (const block_pair& p : pairs) {
-      for (kv_half half : {kv_half::key, kv_half::value}) {
-        uint8_t* dev = tensors_->at(layout_.device_offset(p.device, l, half));
+      for (uint32_t h = 0; h < layout_.halves(); ++h) {
+        auto half = static_cast<kv_half>(h);
+        uint8_t* dev = tensors_->chunk(p.device, l, half);
         uint8_t* host = host_->get() + layout_.host_offset(p.host, l, half);
         list.add(h2d ? dev : host, h2d ? host : dev, chunk);
       }

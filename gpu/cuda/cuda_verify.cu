@@ -84,17 +84,17 @@ std::optional<verify_mismatch> cuda_kv_cache::check_device_blocks(
           return;
         uint32_t item = static_cast<uint32_t>(readback[0] >> 32);
         uint64_t word = readback[0] & 0xffffffffull;
-        const block_pattern& b = blocks[first + item / (2 * layers)];
+        uint32_t halves = layout_.halves();
+        const block_pattern& b = blocks[first + item / (halves * layers)];
         verify_mismatch m;
         m.on_device = true;
         m.block = b.block;
-        m.layer = item / 2 % layers;
-        m.half = static_cast<kv_half>(item % 2);
+        m.layer = item / halves % layers;
+        m.half = static_cast<kv_half>(item % halves);
         m.byte_offset = 8 * word;
         m.hash = b.hash;
         m.expected = pattern_word(chunk_seed(b.hash, m.layer, m.half), word);
-        const uint8_t* at = tensors_->at(layout_.device_offset(b.block, m.layer, m.half))
-                            + m.byte_offset;
+        const uint8_t* at = tensors_->chunk(b.block, m.layer, m.half) + m.byte_offset;
         KVTIER_CUDA_CHECK(
             cudaMemcpyAsync(readback + 1, at, sizeof *readback, cudaMemcpyDeviceToHost, s));
         KVTIER_CUDA_CHECK(cudaStreamSynchronize(s));

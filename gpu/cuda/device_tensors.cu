@@ -39,23 +39,23 @@ class arena_tensors final : public device_tensors {
   uint64_t bytes_ = 0;
 };
 
-/// One cudaMalloc per layer (K then V), as an engine allocates its per-layer KV tensors: each
-/// is exported on its own.
+/// One cudaMalloc per layer (K then V, or the latent), as an engine allocates its per-layer KV
+/// tensors: each is exported on its own.
 class exported_tensors final : public device_tensors {
  public:
   explicit exported_tensors(const kv_layout& layout) : device_tensors(layout) {
+    uint64_t bytes = layout.halves() * tensor_bytes_;
     for (uint32_t l = 0; l < layout.shape.layers; ++l) {
       try {
-        owned_.push_back(std::make_unique<device_buffer>(2 * tensor_bytes_));
+        owned_.push_back(std::make_unique<device_buffer>(bytes));
       } catch (const gpu_error& e) {
         throw gpu_error("allocating layer " + std::to_string(l) + "'s KV tensors ("
-                        + gib(2 * tensor_bytes_) + "): " + e.what()
-                        + "; to fit, lower cache.device_tokens");
+                        + gib(bytes) + "): " + e.what() + "; to fit, lower cache.device_tokens");
       }
       layers_.push_back(owned_.back()->get());
     }
   }
-  uint64_t contiguous_bytes() const override { return 2 * tensor_bytes_; }
+  uint64_t contiguous_bytes() const override { return layout_.halves() * tensor_bytes_; }
   std::vector<layer_tensor_handle> export_layers() const override {
     std::vector<layer_tensor_handle> out(layers_.size());
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -101,7 +101,9 @@ class attached_tensors final : public device_tensors {
     }
   }
   ~attached_tensors() override { close_all(); }
-  uint64_t contiguous_bytes() const override { return 2 * tensor_bytes_; }
+  uint64_t contiguous_bytes() const override {
+    return layout_.default_strides() ? layout_.halves() * tensor_bytes_ : layout_.chunk_bytes();
+  }
 
  private:
   void close_all() {
@@ -116,7 +118,9 @@ class attached_tensors final : public device_tensors {
 
 uint8_t* device_tensors::at(uint64_t arena_offset) const {
   uint64_t tensor = arena_offset / tensor_bytes_;
-  return layers_[tensor / 2] + (tensor % 2) * tensor_bytes_ + arena_offset % tensor_bytes_;
+  uint32_t halves = layout_.halves();
+  return layers_[tensor / halves] + (tensor % halves) * tensor_bytes_
+         + arena_offset % tensor_bytes_;
 }
 
 std::vector<layer_tensor_handle> device_tensors::export_layers() const {
@@ -128,6 +132,8 @@ std::unique_ptr<device_tensors> device_tensors::make(const kv_cache_config& conf
   switch (config.memory) {
     case device_memory::own_exported: return std::make_unique<exported_tensors>(layout);
     case device_memory::attached: return std::make_unique<attached_tensors>(layout, config.attach);
+    case device_memory::attached_shm:
+      throw gpu_error("shared-memory tensors are the CPU backend's (gpu/shm/), not CUDA's");
     case device_memory::own_arena: break;
   }
   return std::make_unique<arena_tensors>(layout);

@@ -19,7 +19,7 @@ constexpr uint32_t piece_words = copy_threads * 4;
 
 __device__ __forceinline__ uint8_t* chunk_at(const tensor_view& t, uint32_t block,
                                              uint32_t layer, uint32_t half) {
-  return t.layer_base[layer] + half * t.tensor_bytes + uint64_t{block} * t.chunk_bytes;
+  return t.layer_base[layer] + half * t.half_stride + uint64_t{block} * t.block_stride;
 }
 
 /// The CTA copies `words` 16-byte words; each thread keeps `unroll` loads in flight before its
@@ -45,20 +45,21 @@ __device__ __forceinline__ void copy_chunk(uint4* __restrict__ dst, const uint4*
   }
 }
 
-/// Chunk item i of the window is slice i / 2's K (even) or V (odd); in the slot the K of a slice
-/// is followed by its V, as on the host. Each chunk is cut into pieces of piece_words.
+/// Chunk item i of the window is half i % halves of slice i / halves; in the slot the K of a
+/// slice is followed by its V, as on the host. Each chunk is cut into pieces of piece_words.
 template <bool to_slot>
 __global__ void slot_kernel(const __grid_constant__ slot_args a) {
   uint32_t words = static_cast<uint32_t>(a.tensors.chunk_bytes / 16);
   uint32_t pieces = (words + piece_words - 1) / piece_words;
-  uint32_t units = 2 * a.window.slice_count * pieces;
+  uint32_t halves = a.tensors.halves;
+  uint32_t units = halves * a.window.slice_count * pieces;
   for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
     uint32_t item = u / pieces;
     uint32_t first = u % pieces * piece_words;
     uint32_t count = min(piece_words, words - first);
-    slice_ref r = slice_at(a.window, item / 2);
+    slice_ref r = slice_at(a.window, item / halves);
     auto* tensor = reinterpret_cast<uint4*>(chunk_at(a.tensors, a.device_ids[r.pair], r.layer,
-                                                     item % 2)) + first;
+                                                     item % halves)) + first;
     auto* slot = reinterpret_cast<uint4*>(a.slot + uint64_t{item} * a.tensors.chunk_bytes) + first;
     if (to_slot)
       copy_chunk<4>(slot, tensor, count);
@@ -69,16 +70,17 @@ __global__ void slot_kernel(const __grid_constant__ slot_args a) {
 
 template <bool to_device>
 __global__ void zero_copy_kernel(const __grid_constant__ zero_copy_args a) {
-  uint32_t per_pair = 2 * a.layer_count;
+  uint32_t halves = a.tensors.halves;
+  uint32_t per_pair = halves * a.layer_count;
   uint32_t items = a.pair_count * per_pair;
   uint32_t words = static_cast<uint32_t>(a.tensors.chunk_bytes / 16);
   for (uint32_t item = blockIdx.x; item < items; item += gridDim.x) {
     uint32_t p = item / per_pair;
-    uint32_t layer = a.layer_first + item % per_pair / 2;
-    uint32_t half = item % 2;
+    uint32_t layer = a.layer_first + item % per_pair / halves;
+    uint32_t half = item % halves;
     uint8_t* dev = chunk_at(a.tensors, a.device_ids[p], layer, half);
     uint8_t* host = a.host + uint64_t{a.host_ids[p]} * a.host_block_bytes
-                    + (2 * uint64_t{layer} + half) * a.tensors.chunk_bytes;
+                    + (halves * uint64_t{layer} + half) * a.tensors.chunk_bytes;
     if (to_device)
       copy_chunk<8>(reinterpret_cast<uint4*>(dev), reinterpret_cast<const uint4*>(host), words);
     else
@@ -92,12 +94,13 @@ template <pattern_mode mode>
 __global__ void pattern_kernel(const __grid_constant__ pattern_args a, uint64_t poison,
                                unsigned long long* first_bad) {
   uint32_t layers = a.tensors.layers;
-  uint32_t items = a.count * layers * 2;
+  uint32_t halves = a.tensors.halves;
+  uint32_t items = a.count * layers * halves;
   uint64_t words = a.tensors.chunk_bytes / 8;
   for (uint32_t item = blockIdx.x; item < items; item += gridDim.x) {
-    uint32_t b = item / (2 * layers);
-    uint32_t layer = item / 2 % layers;
-    uint32_t half = item % 2;
+    uint32_t b = item / (halves * layers);
+    uint32_t layer = item / halves % layers;
+    uint32_t half = item % halves;
     auto* chunk = reinterpret_cast<uint64_t*>(chunk_at(a.tensors, a.blocks[b], layer, half));
     uint64_t seed = chunk_seed(a.hashes[b], layer, static_cast<kv_half>(half));
     for (uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
@@ -149,7 +152,7 @@ uint32_t grid_for(uint32_t items, uint32_t cap) {
 template <pattern_mode mode>
 void launch_pattern(const pattern_args& a, uint64_t poison, unsigned long long* first_bad,
                     cudaStream_t stream) {
-  uint32_t items = a.count * a.tensors.layers * 2;
+  uint32_t items = a.count * a.tensors.layers * a.tensors.halves;
   if (items == 0)
     return;
   pattern_kernel<mode><<<grid_for(items, ctas_max), pattern_threads, 0, stream>>>(a, poison,
@@ -159,7 +162,8 @@ void launch_pattern(const pattern_args& a, uint64_t poison, unsigned long long* 
 
 uint32_t slot_units(const slot_args& args) {
   uint32_t words = static_cast<uint32_t>(args.tensors.chunk_bytes / 16);
-  return 2 * args.window.slice_count * ((words + piece_words - 1) / piece_words);
+  uint32_t pieces = (words + piece_words - 1) / piece_words;
+  return args.tensors.halves * args.window.slice_count * pieces;
 }
 
 }  // namespace
@@ -176,7 +180,7 @@ void launch_scatter(const slot_args& args, cudaStream_t stream) {
 
 void launch_zero_copy(const zero_copy_args& args, transfer_direction d, uint32_t ctas,
                       cudaStream_t stream) {
-  uint32_t items = 2 * args.layer_count * args.pair_count;
+  uint32_t items = args.tensors.halves * args.layer_count * args.pair_count;
   if (items == 0)
     return;
   uint32_t grid = grid_for(items, ctas);

@@ -19,14 +19,16 @@ constexpr uint32_t zero_copy_pairs_max = 1024;  ///< pairs per zero-copy launch
 constexpr uint32_t pattern_blocks_max = 1024;   ///< blocks per fill/poison/check launch
 
 /// The device tensors: chunk (block, layer, half) lies at
-/// layer_base[layer] + half * tensor_bytes + block * chunk_bytes. One address per layer, so that
-/// the tensors may be one arena or an engine's separate per-layer allocations
-/// (device_tensors.cuh).
+/// layer_base[layer] + half * half_stride + block * block_stride (kv_layout.hpp). One address
+/// per layer, so that the tensors may be one arena or an engine's separate per-layer allocations
+/// (device_tensors.cuh). `halves`: 2 (K and V) or 1 (MLA's latent).
 struct tensor_view {
   uint8_t* layer_base[max_layers] = {};
-  uint64_t tensor_bytes = 0;
+  uint64_t half_stride = 0;
+  uint64_t block_stride = 0;
   uint64_t chunk_bytes = 0;
   uint32_t layers = 0;
+  uint32_t halves = 2;
 };
 
 struct slot_args {
@@ -67,7 +69,7 @@ struct pattern_args {
 void launch_fill(const pattern_args& args, cudaStream_t stream);
 void launch_poison(const pattern_args& args, uint8_t byte, cudaStream_t stream);
 /// Lowers *first_bad to the key (item << 32 | word) of every mismatching 8-byte word, where
-/// item = (list index * layers + layer) * 2 + half; *first_bad must start at ~0.
+/// item = (list index * layers + layer) * halves + half; *first_bad must start at ~0.
 void launch_check(const pattern_args& args, unsigned long long* first_bad, cudaStream_t stream);
 
 /// One thread busy for `spin_ns` of the device's global timer.

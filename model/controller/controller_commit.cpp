@@ -141,7 +141,7 @@ void controller_core::commit_transfers(const grant& g, std::vector<transfer_orde
   }
   size_t first = out.size();
   tracker_.batch(orders, out);
-  to_engine_blocks(out, 0);
+  to_engine_blocks(out, 0, inputs.barriers);
   for (size_t i = first; i < out.size(); ++i)
     if (out[i].kind == transfer_kind::swap_in) {
       inputs.swap_in = out[i].id;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "model/cache/cache_model.hpp"
 #include "model/cache/invariants.hpp"
@@ -208,8 +209,17 @@ class controller_core {
   /// Version 3: the engine's ids of `r`'s table from position `from` on.
   void note_engine_blocks(const request_state& r, const std::vector<uint32_t>& ids, size_t from);
   /// Version 3 (docs/protocol.md): moves a commit's transfers, `out` from `first` on, onto the
-  /// engine's block ids; unchanged where no commit named any (versions 1 and 2, replays).
-  void to_engine_blocks(std::vector<transfer>& out, size_t first);
+  /// engine's block ids; unchanged where no commit named any (versions 1 and 2, replays). Adds
+  /// to `barriers` the copies still reading ids the commit named again
+  /// (controller_engine_blocks.cpp).
+  void to_engine_blocks(std::vector<transfer>& out, size_t first,
+                        std::vector<uint64_t>& barriers);
+  void order_engine_reads(std::vector<transfer>& out, size_t first);
+  void hold_fresh_reads(std::vector<transfer>& out, size_t first,
+                        const std::vector<uint64_t>& fresh_reads);
+  void claim_engine_blocks(transfer& t);
+  /// A transfer ended: its engine blocks are free of it.
+  void forget_engine_claims(uint64_t transfer);
 
   cache_model model_;
   controller_options options_;
@@ -232,6 +242,19 @@ class controller_core {
   std::vector<uint32_t> engine_blocks_;
   // What this commit's admissions replaced: copies reading a block read its old contents.
   absl::flat_hash_map<block_id, uint32_t> engine_blocks_before_;
+  // The engine's ids this commit's admissions and growths named.
+  std::vector<uint32_t> engine_named_;
+  // The engine's ids its step computes into: those named, and the blocks growths fill up.
+  absl::flat_hash_set<uint32_t> engine_written_;
+  // Real mode: reads of what the last step computed, sent with the next commit.
+  std::vector<transfer> engine_held_;
+  // The copies in flight on each engine block, and the engine blocks each copy claims.
+  struct engine_users {
+    uint64_t writer = 0;
+    std::vector<uint64_t> readers;
+  };
+  absl::flat_hash_map<uint32_t, engine_users> engine_users_;
+  absl::flat_hash_map<uint64_t, std::vector<uint32_t>> engine_touched_;
   // scratch
   prefix_match match_;
   std::vector<block_id> fresh_;

@@ -12,6 +12,7 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
   block_event_batch batch(options_.events);
   auto owner = load_owner_.find(d.id);
   std::vector<transfer_order> orders = tracker_.finish(d.id);
+  forget_engine_claims(d.id);
   for (const transfer_order& o : orders) {
     auto read = preemption_reads_.find(o.device_block);
     if (o.kind == transfer_kind::backup && read != preemption_reads_.end() && read->second == o.id)

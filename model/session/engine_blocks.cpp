@@ -174,8 +174,30 @@ std::vector<std::vector<uint32_t>> engine_session::settle_device_tables(
     size_t from = std::min<size_t>(a.device_blocks, table.size());
     size_t to = std::min<size_t>(from + a.host_blocks + a.storage_blocks, table.size());
     loads[i].assign(table.begin() + from, table.begin() + to);
+    note_loaded_contents(it->second, from, to);
   }
   return loads;
+}
+
+// The blocks kvtier loads into the engine's device hold those names from now on, as computed
+// ones do: when the engine hands such an id out again (its `evicted`, or a reuse without one),
+// kvtier forgets its device copy there, and never reads another block's bytes under that name.
+void engine_session::note_loaded_contents(const session_request& r, size_t from, size_t to) {
+  if (options_.owner != device_owner::engine)
+    return;
+  commit ignored;
+  for (size_t k = from; k < to && k < r.names.size(); ++k) {
+    uint32_t id = r.device_table[k];
+    block_hash name = r.names[k].hash;
+    auto [it, added] = st_.device_contents.try_emplace(id, name);
+    if (!added && it->second == name)
+      continue;
+    if (!added) {
+      forget_device_block(id, false, ignored);
+      st_.device_contents[id] = name;
+    }
+    ++st_.device_copies[name];
+  }
 }
 
 }  // namespace kvtier::session

@@ -155,6 +155,7 @@ class engine_session {
   std::optional<std::string> check_device_tables(const commit& c) const;
   std::optional<std::string> check_evictions(const engine_step& s) const;
   void note_device_contents(const engine_step& s, commit& work);
+  void note_loaded_contents(const session_request& r, size_t from, size_t to);
   void forget_device_block(uint32_t id, bool drop, commit& work);
   std::vector<std::vector<uint32_t>> settle_device_tables(const commit& c, const grant& g,
                                                           const std::vector<uint64_t>& admitted,

@@ -87,7 +87,7 @@ void plan_faults(const config& c, const run_choices& choices, deployment_plan& p
   if (p.scheduler == scheduling::engine)
     throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
                        "runs on the wall clock");
-  if (choices.clock == clock_mode::wall || choices.backend == copy_backend_kind::cuda)
+  if (choices.clock == clock_mode::wall || choices.backend != copy_backend_kind::modelled)
     throw config_error("faults.*: faults are deterministic in virtual time only; replay them "
                        "without --clock wall and --backend cuda");
 }
@@ -105,7 +105,10 @@ void plan_gpu(bool one_instance, const run_choices& choices, deployment_plan& p)
       throw config_error("--backend cuda replays one instance: cluster.instances must be one "
                          "mixed instance without overrides");
   }
-  p.backend = copy_backend_kind::cuda;
+  if (choices.backend == copy_backend_kind::shm && p.scheduler != scheduling::engine)
+    throw config_error("--backend shm copies into an engine's KV in shared memory: it is kvtier "
+                       "serve's (docs/protocol.md, \"Real mode on the CPU\")");
+  p.backend = choices.backend;
   cuda_device_options& o = p.cuda;
   o.shape = p.run.model;
   o.block_size = p.run.block_size;
@@ -113,6 +116,7 @@ void plan_gpu(bool one_instance, const run_choices& choices, deployment_plan& p)
   o.host_blocks = p.run.cache.host_blocks;
   o.verify = choices.verify;
   o.attach_later = p.scheduler == scheduling::engine;
+  o.memory = choices.backend == copy_backend_kind::shm ? engine_memory::shm : engine_memory::cuda_ipc;
   controller_options& co = p.instances.front().controller;
   // The reply of a step goes before its swap-in lands: the engine waits on per-layer events.
   co.grant_early = true;
@@ -138,7 +142,7 @@ void plan_actors(const config& c, const run_choices& choices, deployment_plan& p
   p.front.pd.seed = choices.seed;
   for (instance_config& ic : p.instances)
     ic.controller.check_every = choices.check_every;
-  if (choices.backend == copy_backend_kind::cuda)
+  if (choices.backend != copy_backend_kind::modelled)
     plan_gpu(one_instance, choices, p);
   if (choices.remote) {
     if (!one_instance)
@@ -214,7 +218,9 @@ nlohmann::json plan_json(const deployment_plan& p) {
   }
   return {{"scheduling", p.scheduler == scheduling::kvtier ? "kvtier" : "engine"},
           {"disaggregated", p.disaggregated()},
-          {"backend", p.backend == copy_backend_kind::cuda ? "cuda" : "modelled"},
+          {"backend", p.backend == copy_backend_kind::cuda  ? "cuda"
+                      : p.backend == copy_backend_kind::shm ? "shm"
+                                                            : "modelled"},
           {"instances", instances},
           {"storage",
            {{"backend", to_string(p.storage.backend.kind)},

@@ -1,5 +1,6 @@
-// Real mode (kvtier serve --backend cuda, docs/protocol.md): the engine's tensors attached at
-// hello, bench_swap, and the swap-in signals that step replies wait for.
+// Real mode (kvtier serve --backend cuda or shm, docs/protocol.md): the engine's tensors
+// attached at hello or by `attach`, bench_swap, and the swap-in signals that step replies wait
+// for.
 
 #include <algorithm>
 
@@ -9,49 +10,22 @@
 
 namespace kvtier::serve {
 
-// Real mode: the engine's tensors are opened at its first hello; later hellos (a reconnect, a
-// second link of the same engine) must name the same ones. Returns why the hello is refused.
-std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t version) {
-  auto& st = self->state;
-  const auto& s = st.settings;
-  const attach_request& t = c.tensors;
-  if (!s.gpu) {
-    if (t.present)
-      return std::string("this server models the device (kvtier serve without --backend cuda): "
-                         "it cannot attach an engine's tensors; start it with --backend cuda, "
-                         "or leave 'tensors' out");
-    return std::nullopt;
-  }
-  if (!t.present)
-    return std::string("kvtier serve --backend cuda runs its copies on the engine's KV tensors: "
-                       "hello must carry 'tensors' (protocol version 2)");
-  if (version < attach_version)
-    return "'tensors' needs protocol version " + std::to_string(attach_version)
-           + "; the versions offered allow " + std::to_string(version);
-  if (t.layer_handles.size() != s.layers)
-    return "tensors.layers has " + std::to_string(t.layer_handles.size())
-           + " entries; the model has " + std::to_string(s.layers) + " layers";
-  if (t.device_blocks != s.device_blocks)
-    return "tensors.device_blocks is " + std::to_string(t.device_blocks)
-           + "; the server's device tier holds " + std::to_string(s.device_blocks)
-           + " blocks (cache.device_tokens / cache.block_size): size the tensors alike";
-  if (t.event_slots == 0 || t.event_slots > 64)
-    return "tensors.event_slots must be in [1, 64], got " + std::to_string(t.event_slots);
-  if (t.events.size() != uint64_t{t.event_slots} * s.layers)
-    return "tensors.events has " + std::to_string(t.events.size()) + " handles; event_slots x "
-           "layers is " + std::to_string(uint64_t{t.event_slots} * s.layers);
-  if (st.attached) {
-    const attach_request& a = *st.attached;
-    if (a.layer_handles != t.layer_handles || a.layer_offsets != t.layer_offsets
-        || a.events != t.events || a.event_slots != t.event_slots)
-      return std::string("this server is attached to another engine's tensors (one engine's "
-                         "tensors per server); restart it to attach these");
-    return std::nullopt;
-  }
+namespace {
+
+const char* backend_flag(const server_settings& s) {
+  return s.backend == copy_backend_kind::shm ? "--backend shm" : "--backend cuda";
+}
+
+// The engine's tensors and signals as the device takes them.
+engine_tensors tensors_of(const attach_request& t) {
   engine_tensors et;
-  for (size_t l = 0; l < t.layer_handles.size(); ++l) {
+  et.memory = t.memory == tensor_memory::shm ? engine_memory::shm : engine_memory::cuda_ipc;
+  for (size_t l = 0; l < t.layer_offsets.size(); ++l) {
     gpu::layer_tensor_handle h;
-    std::copy(t.layer_handles[l].begin(), t.layer_handles[l].end(), h.handle.begin());
+    if (et.memory == engine_memory::shm)
+      h.segment = t.layer_segments[l];
+    else
+      std::copy(t.layer_handles[l].begin(), t.layer_handles[l].end(), h.handle.begin());
     h.offset = t.layer_offsets[l];
     et.layers.push_back(h);
   }
@@ -60,14 +34,109 @@ std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t
     std::copy(e.begin(), e.end(), h.begin());
     et.events.push_back(h);
   }
+  et.strides = {t.half_stride, t.block_stride};
+  et.signals = t.signals;
   et.event_slots = t.event_slots;
+  return et;
+}
+
+// Why `t` does not fit this server, if it does not (before anything is opened).
+std::optional<std::string> misfit(const server_settings& s, const attach_request& t) {
+  bool shm = s.backend == copy_backend_kind::shm;
+  if ((t.memory == tensor_memory::shm) != shm)
+    return std::string("tensors.memory is '")
+           + (t.memory == tensor_memory::shm ? "shm" : "cuda_ipc") + "'; kvtier serve "
+           + backend_flag(s) + " attaches tensors " + (shm ? "in shared memory ('shm')"
+                                                            : "through CUDA IPC ('cuda_ipc')");
+  if (t.layer_offsets.size() != s.layers)
+    return "tensors.layers has " + std::to_string(t.layer_offsets.size())
+           + " entries; the model has " + std::to_string(s.layers) + " layers";
+  if (t.device_blocks != s.device_blocks)
+    return "tensors.device_blocks is " + std::to_string(t.device_blocks)
+           + "; the server's device tier holds " + std::to_string(s.device_blocks)
+           + " blocks (cache.device_tokens / cache.block_size): size the tensors alike";
+  if (t.event_slots == 0 || t.event_slots > 64)
+    return "tensors.event_slots must be in [1, 64], got " + std::to_string(t.event_slots);
+  if (!shm && t.events.size() != uint64_t{t.event_slots} * s.layers)
+    return "tensors.events has " + std::to_string(t.events.size()) + " handles; event_slots x "
+           "layers is " + std::to_string(uint64_t{t.event_slots} * s.layers);
+  gpu::kv_layout layout{s.model, s.block_size, s.device_blocks, 0, {t.half_stride,
+                                                                       t.block_stride}};
+  if (auto bad = gpu::check_shape(s.model, s.block_size))
+    return "the server's model has no real-mode layout: " + *bad;
+  if (auto bad = gpu::check_strides(layout))
+    return "tensors.half_stride and tensors.block_stride: " + *bad;
+  return std::nullopt;
+}
+
+// Opens `t` (the first time) or checks that it names the tensors attached already.
+std::optional<std::string> attach_once(self_ptr self, const attach_request& t) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  if (auto bad = misfit(s, t))
+    return bad;
+  if (st.attached) {
+    if (*st.attached != t)
+      return std::string("this server is attached to another engine's tensors (one engine's "
+                         "tensors per server); restart it to attach these");
+    return std::nullopt;
+  }
   try {
-    s.gpu->attach(et);
+    s.gpu->attach(tensors_of(t));
   } catch (const std::exception& e) {
     return std::string("cannot attach the engine's tensors: ") + e.what();
   }
   st.attached = t;
   return std::nullopt;
+}
+
+}  // namespace
+
+// Real mode: the engine's tensors are opened at the first hello or `attach` that carries them;
+// later ones (a reconnect, a second link of the same engine) must name the same ones, and a
+// hello may leave them out once they are attached. Returns why the hello is refused.
+std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t version) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  const attach_request& t = c.tensors;
+  if (!s.gpu) {
+    if (t.present)
+      return std::string("this server models the device (kvtier serve without --backend cuda "
+                         "or shm): it cannot attach an engine's tensors; start it with a real "
+                         "backend, or leave 'tensors' out");
+    return std::nullopt;
+  }
+  if (version < attach_version)
+    return std::string("kvtier serve ") + backend_flag(s) + " runs its copies on the engine's "
+           "KV tensors: it needs protocol version " + std::to_string(attach_version)
+           + " or later; the versions offered allow " + std::to_string(version);
+  if (!t.present) {
+    if (st.attached)
+      return std::nullopt;
+    return std::string("kvtier serve ") + backend_flag(s) + " runs its copies on the engine's "
+           "KV tensors: hello must carry 'tensors', or the engine's worker must `attach` them "
+           "first (docs/protocol.md, real mode)";
+  }
+  return attach_once(self, t);
+}
+
+void do_attach(self_ptr self, ctx& x) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  if (!s.gpu)
+    return fail(self, x.to, error_kind::bad_request,
+                "this server models the device (kvtier serve without --backend cuda or shm): "
+                "it cannot attach an engine's tensors; start it with a real backend");
+  if (auto m = model_mismatch(x.c, s))
+    return fail(self, x.to, error_kind::model_mismatch,
+                m->field + " is " + m->theirs + ", the server's is " + m->ours);
+  if (auto bad = attach_once(self, x.c.tensors))
+    return fail(self, x.to, error_kind::bad_request, *bad);
+  msgpack::sbuffer buf;
+  encode_attach_reply(buf, x.c.id, {s.layers, s.device_blocks,
+                                    gpu::kv_layout{s.model, s.block_size}.host_block_bytes(),
+                                    s.verify});
+  answer(self, x.to, buf);
 }
 
 // Real mode, before any request: loads host blocks into the engine's tensors and times it on the

@@ -68,6 +68,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.epoch = sys.clock().now();
   ss.observers = job.observers;
   ss.gpu = p.gpu;
+  ss.backend = job.backend;
   ss.verify = job.verify;
   ss.origins = events.origins();
   if (metrics)
@@ -89,7 +90,7 @@ void hook_swap_ins(cuda_device& gpu, const caf::actor& server) {
     }
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
       caf::anon_send(caf::actor_cast<caf::actor>(strong), gpu_done_atom_v, sig.transfer,
-                     sig.slot, std::move(flat));
+                     sig.slot, sig.record, std::move(flat));
   });
 }
 

@@ -158,6 +158,8 @@ void on_call(self_ptr self, inbound_call& in) {
     return do_ping(self, x);
   if (c.op == verb::stats)
     return do_stats(self, x);
+  if (c.op == verb::attach)
+    return do_attach(self, x);
   engine_state* e = engine_of(self, x);
   if (!e)
     return;
@@ -219,8 +221,9 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
       for (inbound_call& c : in.calls)
         on_call(self, c);
     },
-    [=](gpu_done_atom, uint64_t transfer, uint32_t slot, const std::vector<uint64_t>& flat) {
-      swap_in_signal sig{transfer, slot, {}};
+    [=](gpu_done_atom, uint64_t transfer, uint32_t slot, uint32_t record,
+        const std::vector<uint64_t>& flat) {
+      swap_in_signal sig{transfer, slot, record, {}};
       for (size_t i = 0; i + 1 < flat.size(); i += 2)
         sig.blocks.push_back({static_cast<uint32_t>(flat[i]), flat[i + 1]});
       on_swap_in_submitted(self, std::move(sig));

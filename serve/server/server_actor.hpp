@@ -15,6 +15,7 @@
 
 #include "actors/device/cuda_device.hpp"
 #include "actors/messages.hpp"
+#include "core/run_modes.hpp"
 #include "observe/events/block_origins.hpp"
 #include "serve/server/inbound_calls.hpp"
 #include "serve/server/observe/observer.hpp"
@@ -40,9 +41,10 @@ struct server_settings {
   double speed = 1.0;
   caf::actor_clock::time_point epoch{};
   std::vector<std::shared_ptr<serve_observer>> observers;
-  /// Real mode (kvtier serve --backend cuda): the device whose copies run on the attached
-  /// engine's tensors; null: the device is modelled and hello refuses `tensors`.
+  /// Real mode (kvtier serve --backend cuda or shm): the device whose copies run on the
+  /// attached engine's tensors; null: the device is modelled and hello refuses `tensors`.
   std::shared_ptr<cuda_device> gpu;
+  copy_backend_kind backend = copy_backend_kind::modelled;
   bool verify = false;  ///< real mode: computed blocks get their hash's pattern
   /// KV events on: where allocate remembers the engine's hashes of the blocks it names.
   block_origins* origins = nullptr;
@@ -51,8 +53,8 @@ struct server_settings {
 };
 
 /// Messages it takes: inbound_calls, calls in arrival order; (gpu_done_atom, transfer, slot,
-/// [device block, hash]...) real mode: a swap-in was submitted and its slot's IPC events
-/// recorded; (run_atom) shutting down: it releases every engine's requests and refuses new work,
+/// record, [device block, hash]...) real mode: a swap-in was submitted and its slot's IPC
+/// events recorded; (run_atom) shutting down: it releases every engine's requests and refuses new work,
 /// answered with the count released.
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
                               cache_controller_actor controller, storage_actor storage,

@@ -16,8 +16,8 @@ void check_bind(const serve_job& job) {
 }
 
 void check_backend(const serve_job& job) {
-  if (job.backend != copy_backend_kind::cuda && job.verify)
-    throw config_error("--verify checks real bytes: it needs --backend cuda");
+  if (job.backend == copy_backend_kind::modelled && job.verify)
+    throw config_error("--verify checks real bytes: it needs --backend cuda or shm");
   if (job.backend == copy_backend_kind::cuda && !gpu::cuda_built())
     throw config_error("--backend cuda: this kvtier was built without CUDA (configure with "
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
@@ -43,7 +43,8 @@ server_plan plan_server(const serve_job& job) {
                   d.run.cache.caching == prefix_caching::off
                 ? lookup_path::actor
                 : lookup_path::published;  // a checked choice
-  // Real mode: the copies run on the engine's tensors, which come with its hello.
+  // Real mode: the copies run on the engine's tensors, which come with its hello or `attach`:
+  // on its GPU (cuda), or in shared memory, copied by the CPU (shm).
   p.gpu = prepare_gpu(p.deployment);
   prepare_storage(p.deployment);
   return p;

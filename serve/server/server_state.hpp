@@ -100,6 +100,12 @@ void drop_engine(self_ptr self, uint64_t engine);
 
 // -- session verbs: hello, ping, bye, stats (session_verbs.cpp) ---------------------------------
 
+/// Why a hello's or attach's model or block size is not the server's: (field, theirs, ours).
+struct model_mismatch_field {
+  std::string field, theirs, ours;
+};
+std::optional<model_mismatch_field> model_mismatch(const call& c, const server_settings& s);
+
 void do_hello(self_ptr self, ctx& x);
 void do_ping(self_ptr self, ctx& x);
 void do_bye(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
@@ -121,6 +127,8 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
 
 /// Why hello must be refused for its `tensors`, if it must; attaches them at the first hello.
 std::optional<std::string> attach_tensors(self_ptr self, const call& c, uint32_t version);
+/// `attach`: the engine's tensors from a process that registers no engine (a vLLM worker).
+void do_attach(self_ptr self, ctx& x);
 void do_bench_swap(self_ptr self, ctx& x);
 /// A swap-in was submitted on the device: the step reply parked for it goes now.
 void on_swap_in_submitted(self_ptr self, swap_in_signal sig);

@@ -22,12 +22,10 @@ uint32_t common_version(const call& c) {
   return version;
 }
 
-// Why hello's model or block size is not the server's: (field, theirs, ours), if it is not.
-struct mismatch {
-  std::string field, theirs, ours;
-};
+}  // namespace
 
-std::optional<mismatch> model_mismatch(const call& c, const server_settings& s) {
+std::optional<model_mismatch_field> model_mismatch(const call& c, const server_settings& s) {
+  using mismatch = model_mismatch_field;
   auto quoted = [](const std::string& v) { return "'" + v + "'"; };
   auto number = [](uint32_t v) { return std::to_string(v); };
   if (c.model.name != s.model.name)
@@ -40,10 +38,14 @@ std::optional<mismatch> model_mismatch(const call& c, const server_settings& s) 
     return mismatch{"model.head_dim", number(c.model.head_dim), number(s.model.head_dim)};
   if (c.model.kv_dtype != s.model.kv_dtype)
     return mismatch{"model.kv_dtype", quoted(c.model.kv_dtype), quoted(s.model.kv_dtype)};
+  if (c.model.latent_dim != s.model.latent_dim)
+    return mismatch{"model.latent_dim", number(c.model.latent_dim), number(s.model.latent_dim)};
   if (c.block_size != s.block_size)
     return mismatch{"block_size", number(c.block_size), number(s.block_size)};
   return std::nullopt;
 }
+
+namespace {
 
 std::vector<std::string> tiers_of(const server_settings& s) {
   std::vector<std::string> tiers = {"device"};

@@ -55,9 +55,9 @@ step_answer answer_of(self_ptr self, uint64_t engine_step, const grant& g,
 void send_step_reply(self_ptr self, const reply_to& to, step_answer a, const swap_in_signal* sig) {
   const auto& s = self->state.settings;
   if (sig)
-    a.swap_in = swap_in_slot{sig->slot, s.layers, sig->blocks};
+    a.swap_in = swap_in_slot{sig->slot, sig->record, s.layers, sig->blocks};
   msgpack::sbuffer buf;
-  encode_step_reply(buf, to.id, a, s.gpu ? copy_backend_kind::cuda : copy_backend_kind::modelled);
+  encode_step_reply(buf, to.id, a, s.gpu ? s.backend : copy_backend_kind::modelled);
   answer(self, to, buf);
 }
 
@@ -138,8 +138,13 @@ void do_probe(self_ptr self, ctx& x, engine_state& e) {
 void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   session::engine_step step = step_of(x.c);
   session::begun_step begun;
+  uint64_t previous = e.session.last_step();
   if (auto bad = e.session.begin_step(step, begun))
     return fail(self, x.to, error_kind::bad_request, *bad);
+  // Real mode: what this step's copies read of the engine's tensors was written by its forwards
+  // up to the last step's (docs/protocol.md, "Saves").
+  if (auto& gpu = self->state.settings.gpu)
+    gpu->fence_reads(static_cast<uint32_t>(previous));
   reply_to to = x.to;
   uint64_t number = begun.number;
   send_commit(self, std::move(begun.work), [=](const grant& g) {

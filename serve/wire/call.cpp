@@ -7,7 +7,7 @@ namespace {
 const char* const verb_names[verb_count] = {"hello", "lookup", "allocate", "wait",  "probe",
                                             "step",  "commit", "save",     "free",  "preempt",
                                             "finish", "stats", "ping",     "bye",
-                                            "bench_swap"};
+                                            "bench_swap", "attach"};
 const char* const error_names[error_kind_count] = {
   "malformed", "unknown_op", "too_large", "unauthorized", "version",
   "model_mismatch", "not_registered", "bad_request", "shutting_down", "config_mismatch"};

@@ -22,7 +22,9 @@ namespace kvtier::serve {
 /// The versions the server speaks; hello picks the highest one both sides do. Version 2 adds
 /// the real GPU attach: `tensors` in hello, `swap_in` in step replies, `bench_swap`. Version 3
 /// is the engine-owned device tier (docs/protocol.md): the engine's block ids in `admits` and
-/// `grows`, `load_blocks` in the step reply, the engine's own prefix in `lookup`.
+/// `grows`, `load_blocks` in the step reply, the engine's own prefix in `lookup`. `attach`
+/// (any version) hands a real server the engine's tensors from a process other than the one
+/// that says hello (a vLLM worker).
 inline constexpr uint32_t protocol_version = 3;
 inline constexpr uint32_t protocol_version_min = 1;
 inline constexpr uint32_t attach_version = 2;
@@ -30,9 +32,9 @@ inline constexpr uint32_t engine_tier_version = 3;
 
 enum class verb : uint8_t {
   hello, lookup, allocate, wait, probe, step, commit, save, free, preempt, finish, stats, ping,
-  bye, bench_swap,
+  bye, bench_swap, attach,
 };
-inline constexpr int verb_count = 15;
+inline constexpr int verb_count = 16;
 
 const char* verb_name(verb v);
 std::optional<verb> verb_of(std::string_view name);
@@ -68,7 +70,7 @@ struct call {
   /// Config values the engine runs with that the server must share, by key, as JSON text
   /// (docs/protocol.md, "hello"); the server refuses any it does not share.
   std::vector<std::pair<std::string, std::string>> config;
-  attach_request tensors;
+  attach_request tensors;  ///< hello, attach
   // bench_swap
   uint32_t blocks = 0;
   uint32_t repeats = 1;

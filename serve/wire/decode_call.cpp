@@ -43,7 +43,7 @@ std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what
   return out;
 }
 
-// hello's `model`: every field of model_shape present.
+// hello's `model`: every field of model_shape present; `latent_dim` (MLA) optional, 0 absent.
 void read_model(const msgpack::object& o, model_shape& m) {
   const auto& map = as_map(o, "model");
   bool seen[5] = {};
@@ -55,6 +55,7 @@ void read_model(const msgpack::object& o, model_shape& m) {
     else if (k == "kv_heads") m.kv_heads = as_u32(v, "model.kv_heads"), seen[2] = true;
     else if (k == "head_dim") m.head_dim = as_u32(v, "model.head_dim"), seen[3] = true;
     else if (k == "kv_dtype") m.kv_dtype = as_str(v, "model.kv_dtype"), seen[4] = true;
+    else if (k == "latent_dim") m.latent_dim = as_u32(v, "model.latent_dim");
   }
   const char* names[5] = {"name", "layers", "kv_heads", "head_dim", "kv_dtype"};
   for (int i = 0; i < 5; ++i)
@@ -62,30 +63,49 @@ void read_model(const msgpack::object& o, model_shape& m) {
       throw field_error(std::string("'model' lacks '") + names[i] + "'");
 }
 
-void read_tensor_layers(const msgpack::object& v, attach_request& t) {
+// `tensors.layers`: [[handle (CUDA IPC, 64 bytes) or shared memory object name, offset]].
+void read_tensor_layers(const msgpack::object& v, attach_request& t, uint32_t& named) {
   const auto& a = as_array(v, "tensors.layers");
   for (uint32_t j = 0; j < a.size; ++j) {
     std::string what = "tensors.layers[" + std::to_string(j) + "]";
     const auto& pair = as_array(a.ptr[j], what);
     if (pair.size != 2)
-      throw field_error("'" + what + "' must be [handle, offset]");
-    t.layer_handles.push_back(as_handle(pair.ptr[0], what));
+      throw field_error("'" + what + "' must be [handle, offset] or [segment, offset]");
+    if (pair.ptr[0].type == msgpack::type::STR) {
+      t.layer_segments.push_back(as_str(pair.ptr[0], what));
+      ++named;
+    } else {
+      t.layer_handles.push_back(as_handle(pair.ptr[0], what));
+    }
     t.layer_offsets.push_back(as_uint(pair.ptr[1], what));
   }
 }
 
-// hello's `tensors`: {device_blocks, layers: [[handle, offset]], event_slots, events: [handle]}.
+tensor_memory as_memory(const msgpack::object& v) {
+  std::string m = as_str(v, "tensors.memory");
+  if (m == "cuda_ipc")
+    return tensor_memory::cuda_ipc;
+  if (m == "shm")
+    return tensor_memory::shm;
+  throw field_error("'tensors.memory' is 'cuda_ipc' or 'shm', not '" + m + "'");
+}
+
+// `tensors`: {memory, device_blocks, layers, half_stride, block_stride, event_slots, and events
+// (cuda_ipc) or signals (shm)}; memory and the strides optional.
 void read_tensors(const msgpack::object& o, attach_request& t) {
   const auto& map = as_map(o, "tensors");
-  bool seen[4] = {};
+  bool seen[5] = {};
+  uint32_t named = 0;
   for (uint32_t i = 0; i < map.size; ++i) {
     std::string_view k = as_key(map.ptr[i].key);
     const msgpack::object& v = map.ptr[i].val;
-    if (k == "device_blocks") {
+    if (k == "memory") {
+      t.memory = as_memory(v);
+    } else if (k == "device_blocks") {
       t.device_blocks = as_u32(v, "tensors.device_blocks");
       seen[0] = true;
     } else if (k == "layers") {
-      read_tensor_layers(v, t);
+      read_tensor_layers(v, t, named);
       seen[1] = true;
     } else if (k == "event_slots") {
       t.event_slots = as_u32(v, "tensors.event_slots");
@@ -95,12 +115,23 @@ void read_tensors(const msgpack::object& o, attach_request& t) {
       for (uint32_t j = 0; j < a.size; ++j)
         t.events.push_back(as_handle(a.ptr[j], "tensors.events[" + std::to_string(j) + "]"));
       seen[3] = true;
+    } else if (k == "signals") {
+      t.signals = as_str(v, "tensors.signals");
+      seen[4] = true;
+    } else if (k == "half_stride") {
+      t.half_stride = as_uint(v, "tensors.half_stride");
+    } else if (k == "block_stride") {
+      t.block_stride = as_uint(v, "tensors.block_stride");
     }
   }
-  const char* names[4] = {"device_blocks", "layers", "event_slots", "events"};
-  for (int i = 0; i < 4; ++i)
-    if (!seen[i])
+  bool shm = t.memory == tensor_memory::shm;
+  const char* names[5] = {"device_blocks", "layers", "event_slots", "events", "signals"};
+  for (int i = 0; i < 5; ++i)
+    if (!seen[i] && i != (shm ? 3 : 4))
       throw field_error(std::string("'tensors' lacks '") + names[i] + "'");
+  if (shm ? named != t.layer_offsets.size() : named != 0)
+    throw field_error(shm ? "'tensors.layers' of memory 'shm' name shared memory objects"
+                          : "'tensors.layers' of memory 'cuda_ipc' hold 64-byte IPC handles");
   t.present = true;
 }
 
@@ -121,7 +152,7 @@ void read_config(const msgpack::object& v, std::vector<std::pair<std::string, st
 // The keys each verb requires, checked after the map is read.
 enum need : uint32_t {
   need_req = 1, need_tokens = 2, need_prompt = 4, need_step = 8, need_hello = 16,
-  need_blocks = 32,
+  need_blocks = 32, need_attach = 64,
 };
 
 uint32_t needs_of(verb v) {
@@ -133,6 +164,7 @@ uint32_t needs_of(verb v) {
     case verb::commit: case verb::save: return need_req | need_tokens;
     case verb::probe: case verb::step: return need_step;
     case verb::bench_swap: return need_blocks;
+    case verb::attach: return need_attach;
     default: return 0;
   }
 }
@@ -287,14 +319,16 @@ std::optional<wire_error> check_needs(const call& out, const seen_keys& seen) {
     return missing("blocks");
   if (out.op == verb::bench_swap && (out.repeats == 0 || out.repeats > 1000))
     return wire_error{error_kind::malformed, "'repeats' must be in [1, 1000]"};
-  if (needs & need_hello) {
-    if (!seen.version_list)
-      return missing("versions");
+  if (needs & need_hello && !seen.version_list)
+    return missing("versions");
+  if (needs & (need_hello | need_attach)) {
     if (!seen.model)
       return missing("model");
     if (!seen.block_size)
       return missing("block_size");
   }
+  if ((needs & need_attach) && !out.tensors.present)
+    return missing("tensors");
   if (out.text.kind != prompt::form::tokens && !out.text.extra_keys.empty())
     return wire_error{error_kind::malformed, "'extra_keys' goes with a 'tokens' prompt only"};
   return std::nullopt;

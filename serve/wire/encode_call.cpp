@@ -59,12 +59,14 @@ void prompt_fields(const prompt& p, std::vector<field>& out) {
 
 void write_model(map_writer& w, const model_shape& model) {
   w.key("model");
-  map_writer m(w.buffer(), 5);
+  map_writer m(w.buffer(), model.latent_dim > 0 ? 6 : 5);
   m.put_str("name", model.name);
   m.put("layers", model.layers);
   m.put("kv_heads", model.kv_heads);
   m.put("head_dim", model.head_dim);
   m.put_str("kv_dtype", model.kv_dtype);
+  if (model.latent_dim > 0)
+    m.put("latent_dim", model.latent_dim);
 }
 
 void write_handle(msgpack::packer<msgpack::sbuffer>& pk, const ipc_bytes& h) {
@@ -72,18 +74,37 @@ void write_handle(msgpack::packer<msgpack::sbuffer>& pk, const ipc_bytes& h) {
   pk.pack_bin_body(reinterpret_cast<const char*>(h.data()), ipc_handle_size);
 }
 
+// As read_tensors reads it: `memory` and the strides only when not the defaults.
 void write_tensors(map_writer& w, const attach_request& t) {
   w.key("tensors");
-  map_writer m(w.buffer(), 4);
+  bool shm = t.memory == tensor_memory::shm;
+  uint32_t n = 4 + (shm ? 1 : 0) + (t.half_stride ? 1 : 0) + (t.block_stride ? 1 : 0);
+  map_writer m(w.buffer(), n);
+  if (shm)
+    m.put_str("memory", "shm");
   m.put("device_blocks", t.device_blocks);
   auto& layers = m.key("layers");
-  layers.pack_array(static_cast<uint32_t>(t.layer_handles.size()));
-  for (size_t l = 0; l < t.layer_handles.size(); ++l) {
+  layers.pack_array(static_cast<uint32_t>(t.layer_offsets.size()));
+  for (size_t l = 0; l < t.layer_offsets.size(); ++l) {
     layers.pack_array(2);
-    write_handle(layers, t.layer_handles[l]);
-    layers.pack(t.layer_offsets.at(l));
+    if (shm) {
+      const std::string& s = t.layer_segments.at(l);
+      layers.pack_str(static_cast<uint32_t>(s.size()));
+      layers.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
+    } else {
+      write_handle(layers, t.layer_handles.at(l));
+    }
+    layers.pack(t.layer_offsets[l]);
   }
+  if (t.half_stride)
+    m.put("half_stride", t.half_stride);
+  if (t.block_stride)
+    m.put("block_stride", t.block_stride);
   m.put("event_slots", t.event_slots);
+  if (shm) {
+    m.put_str("signals", t.signals);
+    return;
+  }
   auto& events = m.key("events");
   events.pack_array(static_cast<uint32_t>(t.events.size()));
   for (const ipc_bytes& e : t.events)
@@ -150,6 +171,11 @@ std::vector<field> fields_of(const call& c) {
     case verb::bench_swap:
       out.push_back(value("blocks", c.blocks));
       out.push_back(value("repeats", c.repeats));
+      break;
+    case verb::attach:
+      out.push_back([&c](map_writer& w) { write_model(w, c.model); });
+      out.push_back(value("block_size", c.block_size));
+      out.push_back([&c](map_writer& w) { write_tensors(w, c.tensors); });
       break;
     case verb::stats: case verb::ping: case verb::bye: break;
   }

@@ -97,6 +97,20 @@ void encode_bench_swap_reply(msgpack::sbuffer& buf, uint64_t id, const bench_swa
   pack_block_patterns(m.key("blocks"), a.blocks);
 }
 
+void encode_attach_reply(msgpack::sbuffer& buf, uint64_t id, const attach_answer& a) {
+  auto m = ok_reply(buf, id, 5);
+  m.put("attached", true);
+  m.put("layers", a.layers);
+  m.put("device_blocks", a.device_blocks);
+  m.put("block_bytes", a.block_bytes);
+  m.put("verify", a.verify);
+}
+
+attach_answer decode_attach_reply(const msgpack::object& reply) {
+  return {wire::u32(reply, "layers"), wire::u32(reply, "device_blocks"),
+          wire::u64(reply, "block_bytes"), wire::flag(reply, "verify")};
+}
+
 bench_swap_answer decode_bench_swap_reply(const msgpack::object& reply) {
   bench_swap_answer a;
   a.bytes = wire::u64(reply, "bytes");

@@ -43,6 +43,18 @@ int64_t decode_ping_reply(const msgpack::object& reply);
 void encode_bye_reply(msgpack::sbuffer& buf, uint64_t id, uint64_t released);
 uint64_t decode_bye_reply(const msgpack::object& reply);
 
+/// attach (real mode): the tensors are attached; the model's layers, the device tier's blocks,
+/// the bytes of one block (every layer's K and V, or latent) and whether --verify fills them.
+struct attach_answer {
+  uint32_t layers = 0;
+  uint32_t device_blocks = 0;
+  uint64_t block_bytes = 0;
+  bool verify = false;
+};
+
+void encode_attach_reply(msgpack::sbuffer& buf, uint64_t id, const attach_answer& a);
+attach_answer decode_attach_reply(const msgpack::object& reply);
+
 /// bench_swap (real mode): bytes per repeat, GB/s per repeat, the event slot of the last repeat,
 /// the layers, and [[device block, pattern key]] loaded.
 struct bench_swap_answer {

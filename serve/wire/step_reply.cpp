@@ -56,7 +56,7 @@ std::vector<admit_result> read_admits(const msgpack::object& reply,
 
 void encode_step_reply(msgpack::sbuffer& buf, uint64_t id, const step_answer& a,
                        copy_backend_kind backend) {
-  bool real = backend == copy_backend_kind::cuda;
+  bool real = backend != copy_backend_kind::modelled;
   const grant& g = a.granted;
   auto m = ok_reply(buf, id, 6 + (real ? 1 : 0));
   m.put("step", g.step);
@@ -72,8 +72,9 @@ void encode_step_reply(msgpack::sbuffer& buf, uint64_t id, const step_answer& a,
     sw.pack_nil();
     return;
   }
-  map_writer one(buf, 3);
+  map_writer one(buf, 4);
   one.put("slot", a.swap_in->slot);
+  one.put("record", a.swap_in->record);
   one.put("layers", a.swap_in->layers);
   pack_block_patterns(one.key("blocks"), a.swap_in->blocks);
 }
@@ -91,6 +92,8 @@ step_answer decode_step_reply(const msgpack::object& reply) {
   if (sw && sw->type != msgpack::type::NIL) {
     swap_in_slot s;
     s.slot = wire::u32(*sw, "slot");
+    if (wire::find(*sw, "record"))
+      s.record = wire::u32(*sw, "record");
     s.layers = wire::u32(*sw, "layers");
     s.blocks = block_patterns(wire::field(*sw, "blocks"));
     a.swap_in = std::move(s);

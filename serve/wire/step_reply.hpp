@@ -16,9 +16,11 @@
 namespace kvtier::serve {
 
 /// Real mode: a step's swap-in into the engine's tensors, covered by the IPC events of `slot`
-/// (one per layer); each block as [device block, the key its verify pattern is drawn from].
+/// (one per layer), recorded for the `record`th time (a shared-memory signal word reaches that
+/// number); each block as [device block, the key its verify pattern is drawn from].
 struct swap_in_slot {
   uint32_t slot = 0;
+  uint32_t record = 0;
   uint32_t layers = 0;
   std::vector<gpu::block_pattern> blocks;
 };
@@ -35,8 +37,8 @@ struct step_answer {
   std::vector<std::vector<uint32_t>> load_blocks;
 };
 
-/// A real-mode server (`backend` cuda) always sends `swap_in` (nil when there is none); a
-/// modelled one never does.
+/// A real-mode server (`backend` cuda or shm) always sends `swap_in` (nil when there is none);
+/// a modelled one never does.
 void encode_step_reply(msgpack::sbuffer& buf, uint64_t id, const step_answer& a,
                        copy_backend_kind backend);
 step_answer decode_step_reply(const msgpack::object& reply);

@@ -41,12 +41,59 @@ TEST_CASE("kv_layout: unusable shapes are named", "[gpu][layout]") {
   CHECK(check_shape(kv_of(2, 1, 3, 2), 1)->find("multiple of 16") != std::string::npos);
   REQUIRE(check_shape(kv_of(max_layers + 1, 1, 8, 2), 16));
   CHECK(check_shape(kv_of(max_layers + 1, 1, 8, 2), 16)->find("at most") != std::string::npos);
-  // MLA caches one latent per layer and token, no K and V per head: not laid out here (yet), so
-  // a block is never sized as if it were.
+  // MLA caches one latent per layer and token: laid out with one half, its kv_heads and
+  // head_dim unused.
   model_shape mla = kv_of(61, 1, 128, 2);
   mla.latent_dim = 576;
-  REQUIRE(check_shape(mla, 64));
-  CHECK(check_shape(mla, 64)->find("MLA") != std::string::npos);
+  CHECK_FALSE(check_shape(mla, 64));
+  mla.latent_dim = 3;  // 6-byte latents in 1-token blocks
+  REQUIRE(check_shape(mla, 1));
+  CHECK(check_shape(mla, 1)->find("multiple of 16") != std::string::npos);
+}
+
+TEST_CASE("kv_layout: MLA's latent is one half of block_size x latent_dim", "[gpu][layout]") {
+  model_shape mla = kv_of(61, 1, 128, 2);
+  mla.latent_dim = 576;  // DeepSeek-V3: kv_lora_rank 512 + rope 64
+  kv_layout l{mla, 64, 10, 4};
+  CHECK(l.halves() == 1);
+  CHECK(l.chunk_bytes() == 64 * 576 * 2);
+  CHECK(l.slice_bytes() == l.chunk_bytes());
+  CHECK(l.host_block_bytes() == mla.bytes_per_token() * 64);
+  CHECK(l.device_bytes() == 61 * 10 * l.chunk_bytes());
+  CHECK(l.tensor_offset(2, kv_half::key) == 2 * l.tensor_bytes());
+  CHECK(l.host_offset(3, 2, kv_half::key) == 3 * l.host_block_bytes() + 2 * l.chunk_bytes());
+  CHECK(l.layer_span() == 10 * l.chunk_bytes());
+  CHECK_FALSE(check_strides(l));
+}
+
+TEST_CASE("kv_layout: an engine's strides place its chunks", "[gpu][layout]") {
+  kv_layout fa{llama, 16, 10, 4};  // vLLM's FlashAttention: [2, blocks, ...], the default
+  uint64_t c = fa.chunk_bytes();
+  CHECK(fa.default_strides());
+  CHECK(fa.layer_offset(3, kv_half::value) == 10 * c + 3 * c);
+  CHECK(fa.layer_span() == 20 * c);
+  kv_layout fi = fa;  // FlashInfer's [blocks, 2, ...]: K beside V in each block
+  fi.strides = {c, 2 * c};
+  CHECK_FALSE(fi.default_strides());
+  CHECK(fi.layer_offset(3, kv_half::key) == 6 * c);
+  CHECK(fi.layer_offset(3, kv_half::value) == 7 * c);
+  CHECK(fi.layer_span() == 20 * c);
+  CHECK_FALSE(check_strides(fi));
+  kv_layout padded = fa;  // blocks padded apart, V after the last K
+  padded.strides = {10 * (c + 64), c + 64};
+  CHECK_FALSE(check_strides(padded));
+  kv_layout overlap = fa;
+  overlap.strides = {c, c};  // V of block b is K of block b + 1
+  REQUIRE(check_strides(overlap));
+  CHECK(check_strides(overlap)->find("overlap") != std::string::npos);
+  kv_layout short_blocks = fa;
+  short_blocks.strides = {0, c / 2};
+  REQUIRE(check_strides(short_blocks));
+  CHECK(check_strides(short_blocks)->find("shorter than a chunk") != std::string::npos);
+  kv_layout odd = fa;
+  odd.strides = {0, c + 8};
+  REQUIRE(check_strides(odd));
+  CHECK(check_strides(odd)->find("multiples of 16") != std::string::npos);
 }
 
 TEST_CASE("kv_layout: device tensors are layer-major, each [block][chunk]", "[gpu][layout]") {

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -59,6 +60,7 @@ void check_same(const step_answer& a, const step_answer& b) {
   if (!a.swap_in)
     return;
   CHECK(a.swap_in->slot == b.swap_in->slot);
+  CHECK(a.swap_in->record == b.swap_in->record);
   CHECK(a.swap_in->layers == b.swap_in->layers);
   REQUIRE(a.swap_in->blocks.size() == b.swap_in->blocks.size());
   for (size_t i = 0; i < a.swap_in->blocks.size(); ++i) {
@@ -119,7 +121,7 @@ TEST_CASE("step replies round-trip through the codec", "[serve][codec]") {
     a.granted.step = 9;
     a.granted.admits.push_back({4, true, 1, 2, 3, 64, 128, 192});
     a.granted.layer_ready_ns = {10, 20, 30};
-    a.swap_in = swap_in_slot{5, 32, {}};
+    a.swap_in = swap_in_slot{5, 7, 32, {}};
     for (uint32_t i = 0; i < 3000; ++i)
       a.swap_in->blocks.push_back({i * 7, (1ull << 63) + i});
     round_trip(2, [&](auto& buf, uint64_t id) {
@@ -323,6 +325,8 @@ void check_same_hello(const call& a, const call& b) {
   CHECK(a.tensors.layer_offsets == b.tensors.layer_offsets);
   CHECK(a.tensors.event_slots == b.tensors.event_slots);
   CHECK(a.tensors.events == b.tensors.events);
+  CHECK(a.model.latent_dim == b.model.latent_dim);
+  CHECK(a.tensors == b.tensors);
 }
 
 // Every field a call of any verb may carry.
@@ -409,6 +413,73 @@ TEST_CASE("calls round-trip: hello, plain and with tensors, tiers and config", "
   REQUIRE(err);
   CHECK(err->kind == error_kind::malformed);
   CHECK_THAT(err->message, Catch::Contains("'cache.device_blocks' twice"));
+}
+
+TEST_CASE("calls round-trip: attach, tensors in shared memory, strides, MLA", "[serve][codec]") {
+  call c = call_of(verb::attach);
+  c.engine.reset();
+  c.model = {"deepseek-v3", 61, 1, 576, "bf16"};
+  c.model.latent_dim = 576;
+  c.block_size = 64;
+  c.tensors.present = true;
+  c.tensors.memory = tensor_memory::shm;
+  c.tensors.device_blocks = 100;
+  for (uint32_t l = 0; l < 61; ++l) {
+    c.tensors.layer_segments.push_back("/psm_kv" + std::to_string(l % 2));
+    c.tensors.layer_offsets.push_back(uint64_t{l / 2} << 24);
+  }
+  c.tensors.block_stride = 64 * 576 * 2;
+  c.tensors.event_slots = 8;
+  c.tensors.signals = "/psm_signals";
+  check_same(decoded(c), c);
+  // K beside V (FlashInfer): both strides travel.
+  c.model = {"llama3-8b", 2, 8, 128, "bf16"};
+  c.tensors.layer_segments.resize(2);
+  c.tensors.layer_offsets.resize(2);
+  c.tensors.half_stride = 1 << 15;
+  c.tensors.block_stride = 1 << 16;
+  check_same(decoded(c), c);
+  // The same layers as CUDA IPC handles decode; an attach without tensors is refused.
+  c.tensors.memory = tensor_memory::cuda_ipc;
+  c.tensors.layer_handles.assign(2, ipc_bytes{});
+  c.tensors.events.assign(16, ipc_bytes{});
+  msgpack::sbuffer buf;
+  encode_call(buf, c);  // handles: well formed
+  call back;
+  CHECK_FALSE(decode_call(buf.data(), buf.size(), back));
+  msgpack::sbuffer bare;
+  msgpack::packer<msgpack::sbuffer> pk(bare);
+  pk.pack_map(4);
+  pk.pack(std::string("op"));
+  pk.pack(std::string("attach"));
+  pk.pack(std::string("id"));
+  pk.pack(1);
+  pk.pack(std::string("model"));
+  pk.pack_map(5);
+  for (const char* k : {"name", "kv_dtype"}) {
+    pk.pack(std::string(k));
+    pk.pack(std::string(k[0] == 'n' ? "llama3-8b" : "bf16"));
+  }
+  for (const char* k : {"layers", "kv_heads", "head_dim"}) {
+    pk.pack(std::string(k));
+    pk.pack(8);
+  }
+  pk.pack(std::string("block_size"));
+  pk.pack(64);
+  auto err = decode_call(bare.data(), bare.size(), back);
+  REQUIRE(err);
+  CHECK_THAT(err->message, Catch::Contains("tensors"));
+}
+
+TEST_CASE("attach replies round-trip through the codec", "[serve][codec]") {
+  msgpack::sbuffer buf;
+  encode_attach_reply(buf, 9, {61, 4096, 61ull * 64 * 576 * 2, true});
+  msgpack::object_handle oh = msgpack::unpack(buf.data(), buf.size());
+  attach_answer a = decode_attach_reply(oh.get());
+  CHECK(a.layers == 61);
+  CHECK(a.device_blocks == 4096);
+  CHECK(a.block_bytes == 61ull * 64 * 576 * 2);
+  CHECK(a.verify);
 }
 
 TEST_CASE("calls round-trip: lookup and allocate, in each prompt form", "[serve][codec]") {
@@ -662,7 +733,7 @@ std::map<std::string, std::string> reply_bytes() {
   put("step_modelled", [&](auto& b) { encode_step_reply(b, 6, sa, copy_backend_kind::modelled); });
   put("step_cuda_nil", [&](auto& b) { encode_step_reply(b, 7, sa, copy_backend_kind::cuda); });
   step_answer swap = sa;
-  swap.swap_in = swap_in_slot{3, 32, {{5, 1ull << 62}, {6, 2}}};
+  swap.swap_in = swap_in_slot{3, 2, 32, {{5, 1ull << 62}, {6, 2}}};
   put("step_cuda_swap", [&](auto& b) { encode_step_reply(b, 8, swap, copy_backend_kind::cuda); });
   step_answer v3 = sa;
   v3.load_blocks = {{1, 2}, {}};
@@ -698,6 +769,7 @@ std::map<std::string, std::string> reply_bytes() {
   std::vector<gpu::block_pattern> targets = {{5, 0x62656e6368000000}, {9, 0x62656e6368000001}};
   put("bench_swap",
       [&](auto& b) { encode_bench_swap_reply(b, 15, {1 << 20, {20.5, 21.25}, 1, 32, targets}); });
+  put("attach", [](auto& b) { encode_attach_reply(b, 16, {32, 4096, 1ull << 21, false}); });
   return got;
 }
 
@@ -740,6 +812,19 @@ std::map<std::string, std::string> call_bytes() {
     c.blocks = 64;
     c.repeats = 5;
   });
+  got["c_attach_shm"] = call_hex(verb::attach, 11, "", 0, [](call& c) {
+    c.model = pin_model();
+    c.block_size = 64;
+    c.tensors.present = true;
+    c.tensors.memory = tensor_memory::shm;
+    c.tensors.device_blocks = 100;
+    c.tensors.layer_segments = {"/kv", "/kv"};
+    c.tensors.layer_offsets = {0, 1 << 20};
+    c.tensors.half_stride = 1 << 17;
+    c.tensors.block_stride = 1 << 18;
+    c.tensors.event_slots = 2;
+    c.tensors.signals = "/sig";
+  });
   return got;
 }
 
@@ -754,6 +839,25 @@ TEST_CASE("the wire bytes of every reply and of the client stub's calls are pinn
   std::map<std::string, std::string> got = reply_bytes();
   for (auto& [name, bytes] : call_bytes())
     got[name] = bytes;
+  // A deliberate protocol change rewrites the pins: KVTIER_WRITE_PINS=1, then review the diff.
+  if (const char* w = std::getenv("KVTIER_WRITE_PINS"); w && std::string(w) == "1") {
+    std::string path = std::string(KVTIER_SOURCE_DIR) + "/tests/serve/data/wire_pins.txt";
+    std::vector<std::string> order;  // the file's order, new pins last
+    {
+      std::ifstream in(path);
+      std::string name, bytes;
+      while (in >> name >> bytes)
+        order.push_back(name);
+    }
+    std::ofstream out(path);
+    for (const std::string& name : order)
+      if (got.count(name))
+        out << name << ' ' << got[name] << '\n';
+    for (const auto& [name, bytes] : got)
+      if (!want.count(name))
+        out << name << ' ' << bytes << '\n';
+    return;
+  }
   CHECK(got.size() == want.size());
   for (const auto& [name, bytes] : want) {
     INFO(name);

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import msgpack
-import zmq
+from .transport import zmq
 
 PROTOCOL_VERSION = 1
 # The engine-owned device tier (docs/protocol.md, version 3): the engine's KV cache manager owns
@@ -36,10 +36,14 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     kv_dtype: str = "bf16"
+    latent_dim: int = 0  # MLA: the latent one layer caches per token (no K and V per head)
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads,
-                "head_dim": self.head_dim, "kv_dtype": self.kv_dtype}
+        out = {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads,
+               "head_dim": self.head_dim, "kv_dtype": self.kv_dtype}
+        if self.latent_dim:
+            out["latent_dim"] = self.latent_dim
+        return out
 
 
 @dataclass
@@ -149,6 +153,9 @@ class StepReply:
     available_blocks: int
     layer_ready_ns: List[int]
     now_ns: int
+    # Real mode: the step's swap-in into the engine's tensors ({slot, record, layers, blocks}),
+    # whose per-layer completion the worker waits for; None: nothing swapped in.
+    swap_in: Optional[Dict[str, Any]] = None
 
 
 def _step_reply(r: Dict[str, Any]) -> StepReply:
@@ -156,7 +163,7 @@ def _step_reply(r: Dict[str, Any]) -> StepReply:
                         [int(b) for b in a.get("load_blocks", [])]) for a in r.get("admits", [])]
     return StepReply(int(r.get("step", 0)), admits, [int(x) for x in r.get("failed_grows", [])],
                      int(r.get("available_blocks", 0)), [int(x) for x in r.get("layer_ready_ns", [])],
-                     int(r.get("now_ns", 0)))
+                     int(r.get("now_ns", 0)), r.get("swap_in"))
 
 
 @dataclass

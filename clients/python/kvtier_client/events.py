@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 import msgpack
-import zmq
+from .transport import zmq
 
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 

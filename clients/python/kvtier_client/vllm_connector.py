@@ -34,6 +34,7 @@ from .client import ENGINE_TIER_VERSION, Client, KvtierError, ModelShape, Prompt
 from .vllm_base import KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole
 from .vllm_compat import (kv_cache_groups, model_facts, preempted_ids, scheduled_requests,
                           group0)
+from .real_data_path import data_path_of
 from .vllm_worker import KvtierConnectorStats, KvtierWorkerSide
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class KvtierConnectorMetadata(KVConnectorMetadata):
     load_errors: Set[int] = field(default_factory=set)   # blocks vLLM computes itself
     preempted: Set[str] = field(default_factory=set)     # told to kvtier this step
     layer_ready_ns: List[int] = field(default_factory=list)
+    swap_in: Optional[Dict[str, Any]] = None  # real mode: the swap-in the workers wait for
 
 
 @dataclass
@@ -143,7 +145,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         self._caching = bool(getattr(vllm_config.cache_config, "enable_prefix_caching", True))
         self._stats = KvtierConnectorStats()
         self._client: Optional[Client] = None
-        self._init_worker(extra.get("kvtier.data_path_object"))
+        self._init_worker(data_path_of(extra, self._block_size))
         if role == KVConnectorRole.SCHEDULER:
             self._hello(vllm_config, kv_cache_config, extra)
 
@@ -178,7 +180,8 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         try:
             return self._client.hello(
                 ModelShape(m["name"], int(m["layers"]), int(m["kv_heads"]),
-                           int(m["head_dim"]), m.get("kv_dtype", "bf16")),
+                           int(m["head_dim"]), m.get("kv_dtype", "bf16"),
+                           int(m.get("latent_dim", 0) or 0)),
                 self._block_size, name=str(extra.get("kvtier.name", "vllm")),
                 versions=(ENGINE_TIER_VERSION,), config=config)
         except KvtierError as e:
@@ -349,6 +352,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             reply = self._client.step(work)
             meta.step = reply.step
             meta.layer_ready_ns = reply.layer_ready_ns
+            meta.swap_in = reply.swap_in
             self._settle(reply, admitted, meta)
         self._builds += 1
         return meta
@@ -471,6 +475,10 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             loaded = set(a.load_blocks)
             positions = {b: p for p, b in enumerate(r.table)}
             meta.loads[r.rid] = [(b, positions[b]) for b in want if b in loaded]
+            # kvtier holds these names on vLLM's device now, as it does computed blocks: a reuse
+            # of one of these ids must be reported (``evicted``), or kvtier would later read
+            # another block's bytes under its name.
+            self._stored.update(b for b, _ in meta.loads[r.rid])
             meta.load_errors |= {b for b in want if b not in loaded}
             self._stats.add("loaded_blocks", len(meta.loads[r.rid]))
             self._stats.add("load_errors", len(want) - len(meta.loads[r.rid]))
@@ -507,6 +515,7 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         return ()
 
     def shutdown(self) -> None:
+        self._shutdown_worker()
         if self._client is not None:
             try:
                 self._client.bye()

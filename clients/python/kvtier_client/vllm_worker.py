@@ -9,12 +9,17 @@ loads only); per attention layer ``wait_for_layer_load`` then ``save_kv_layer``;
 ``get_block_ids_with_load_errors``; ``get_kv_connector_stats``; ``build_connector_worker_meta``
 (later releases); ``clear_connector_metadata``.
 
-The data path is what moves bytes between kvtier and vLLM's KV tensors. ``ModelledDataPath``
-serves a modelled ``kvtier serve``, which keeps no KV bytes: a load writes a marker into each
-block kvtier named (the block's position in its request, plus one, in every layer), so that tests
-see where loads went; it never claims to move KV (``moves_bytes`` is False). A data path that
-moves real bytes implements the same five methods (``register``, ``start_loads``,
-``wait_layer``, ``save_layer``, ``finish_step``) and sets ``moves_bytes``.
+The data path is what moves bytes between kvtier and vLLM's KV tensors, chosen by
+``kvtier.data_path`` (docs/vllm.md, "The data path"). ``RealDataPath`` (real_data_path.py, the
+default) attaches vLLM's tensors to ``kvtier serve --backend cuda`` (CUDA IPC) or ``--backend
+shm`` (shared memory), whose copies write and read them: nothing but the saved KV of a block is
+ever written into it, and where nothing could be attached every offered block is a load error.
+``ModelledDataPath`` (``"modelled"``, the tests of a modelled ``kvtier serve``, which keeps no KV
+bytes) writes a marker into each block kvtier named (the block's position in its request, plus
+one, in every layer), so that tests see where loads went; it never claims to move KV
+(``moves_bytes`` is False). Both implement ``register``, ``start_loads`` (returning the blocks it
+could not load), ``wait_layer``, ``save_layer``, ``finish_step``, ``stop_reading``, ``landed``
+(whether a request's asynchronous load is in place) and ``close``.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class ModelledDataPath:
     def register(self, kv_caches: Dict[str, Any]) -> None:
         self.kv_caches = dict(kv_caches)
 
-    def start_loads(self, loads: Dict[str, List[Tuple[int, int]]], meta: Any) -> None:
+    def start_loads(self, loads: Dict[str, List[Tuple[int, int]]], meta: Any) -> Set[int]:
         for cache in self.kv_caches.values():
             flash = kv_layout(cache) == "flash"
             for blocks in loads.values():
@@ -56,6 +61,7 @@ class ModelledDataPath:
                         cache[:, block] = position + 1
                     else:
                         cache[block] = position + 1
+        return set()
 
     def wait_layer(self, layer_name: str) -> None:
         return None  # every layer was written in start_loads
@@ -67,6 +73,12 @@ class ModelledDataPath:
         return None
 
     def stop_reading(self, request_ids: Set[str]) -> None:
+        return None
+
+    def landed(self, request_id: str) -> bool:
+        return True  # written in start_loads
+
+    def close(self) -> None:
         return None
 
 
@@ -106,6 +118,7 @@ class KvtierWorkerSide:
     def _init_worker(self, data_path: Any = None) -> None:
         self._data = data_path or ModelledDataPath()
         self._recving: Set[str] = set()      # asynchronous loads landed, for get_finished
+        self._async: Set[str] = set()        # asynchronous loads not yet landed
         self._load_errors: Set[int] = set()
         self._loads_started = False           # start_load_kv ran for the bound metadata
         self._worker_stats = KvtierConnectorStats()
@@ -122,6 +135,9 @@ class KvtierWorkerSide:
 
     def bind_connector_metadata(self, connector_metadata: Any) -> None:
         super().bind_connector_metadata(connector_metadata)  # type: ignore[misc]
+        bind = getattr(self._data, "bind", None)
+        if bind is not None:
+            bind(connector_metadata)
         self._loads_started = False
         self.layers_loaded, self.saved = [], []
 
@@ -136,11 +152,14 @@ class KvtierWorkerSide:
         meta = self._get_connector_metadata()
         self._loads_started = True
         self._load_errors |= set(meta.load_errors)
-        self._data.start_loads(meta.loads, meta)
+        failed = self._data.start_loads(meta.loads, meta) or set()
+        self._load_errors |= failed
         self._worker_stats.add("loads", sum(1 for b in meta.loads.values() if b))
-        self._worker_stats.add("loaded_blocks", sum(len(b) for b in meta.loads.values()))
-        self._worker_stats.add("load_errors", len(meta.load_errors))
-        self._recving |= set(meta.async_loads) | set(meta.recv_done)
+        self._worker_stats.add("loaded_blocks",
+                               sum(len(b) for b in meta.loads.values()) - len(failed))
+        self._worker_stats.add("load_errors", len(meta.load_errors) + len(failed))
+        self._async |= set(meta.async_loads)
+        self._recving |= set(meta.recv_done)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         # Later releases may run the forward before start_load_kv when the step has no
@@ -164,7 +183,12 @@ class KvtierWorkerSide:
 
     def get_finished(self, finished_req_ids: Set[str]
                      ) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
-        recving, self._recving = self._recving, set()
+        """``finished_recving``: asynchronous loads whose every layer is in vLLM's blocks (an
+        aborted one too: vLLM frees its blocks on hearing it, so none is reused while kvtier
+        still writes it), and the aborted requests that had nothing to load."""
+        landed = {rid for rid in self._async if self._data.landed(rid)}
+        self._async -= landed
+        recving, self._recving = self._recving | landed, set()
         return None, (recving or None)
 
     def get_block_ids_with_load_errors(self) -> Set[int]:
@@ -173,3 +197,6 @@ class KvtierWorkerSide:
 
     def build_connector_worker_meta(self) -> Any:
         return None  # the scheduler role learns what it needs from kvtier serve itself
+
+    def _shutdown_worker(self) -> None:
+        self._data.close()

@@ -73,7 +73,10 @@ class Case:
             raise
 
     def make_engine(self):
-        extra = {"kvtier.endpoint": self.server.endpoint, "kvtier.model": MODEL}
+        # A modelled server holds no KV bytes: the marker data path shows where loads went
+        # (test_real_data_path.py runs the real one against kvtier serve --backend shm).
+        extra = {"kvtier.endpoint": self.server.endpoint, "kvtier.model": MODEL,
+                 "kvtier.data_path": "modelled"}
         cfg = vllm_config(extra, self.gen)
         sched = make_connector(self.cls, cfg, KVConnectorRole.SCHEDULER, self.gen)
         worker = make_connector(self.cls, cfg, KVConnectorRole.WORKER, self.gen)
@@ -442,7 +445,8 @@ class ConfigTest(unittest.TestCase):
         assert cls.server.stop() == 0
 
     def extra(self):
-        return {"kvtier.endpoint": self.server.endpoint, "kvtier.model": dict(MODEL)}
+        return {"kvtier.endpoint": self.server.endpoint, "kvtier.model": dict(MODEL),
+                "kvtier.data_path": "modelled"}
 
     def test_a_pool_other_than_kvtiers_device_tier_is_refused(self):
         cfg = vllm_config(self.extra(), CURRENT, num_gpu_blocks=DEVICE_BLOCKS * 2)

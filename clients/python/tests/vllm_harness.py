@@ -211,7 +211,8 @@ class Engine:
     """One vLLM engine: scheduler, KV cache manager, model runner, connectors of both roles."""
 
     def __init__(self, gen: Generation, scheduler_conn: Any, worker_conn: Any, num_blocks: int,
-                 block_size: int, layers: int = 2, checker: Optional["Checker"] = None):
+                 block_size: int, layers: int = 2, checker: Optional["Checker"] = None,
+                 caches: Optional[Dict[str, Any]] = None):
         self.gen = gen
         self.sched, self.worker = scheduler_conn, worker_conn
         self.bs = block_size
@@ -225,9 +226,12 @@ class Engine:
         self.to_preempt: Set[str] = set()
         self.sync_admitted: List[Tuple[str, int, int]] = []  # this step: rid, local, external
         self.layer_names = [f"model.layers.{i}.self_attn" for i in range(layers)]
-        # FlashAttention's layout, [2, num_blocks, block_size, kv_heads, head_dim], small.
-        self.caches = {n: np.zeros((2, num_blocks, block_size, 1, 2), dtype=np.float32)
-                       for n in self.layer_names}
+        # FlashAttention's layout, [2, num_blocks, block_size, kv_heads, head_dim], small; or
+        # the caller's (in shared memory, for a data path that moves bytes).
+        self.caches = caches if caches is not None else {
+            n: np.zeros((2, num_blocks, block_size, 1, 2), dtype=np.float32)
+            for n in self.layer_names}
+        self.layer_names = list(self.caches)
         self.block_keys: Dict[int, tuple] = {}   # what each block's KV is of, once computed
         self.matched: Dict[str, Optional[int]] = {}  # get_num_new_matched_tokens' last answers
         self.load_errors: Set[int] = set()
