@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -89,10 +90,13 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     // Virtual time is wall time x speed in 64-bit nanoseconds: past this pace it would overflow
     // within hours of wall time, and no trace needs more.
     constexpr double max_speed = 1e6;
-    if (speed && args.speed > max_speed)
-      throw CLI::ValidationError("--speed", "at most 1e6 virtual seconds per wall second (" +
-                                              std::to_string(args.speed) + " given); for "
+    if (speed && args.speed > max_speed) {
+      char given[32];  // as a person would write it: 1e+308, not its 309 digits
+      std::snprintf(given, sizeof(given), "%g", args.speed);
+      throw CLI::ValidationError("--speed", std::string("at most 1e6 virtual seconds per wall "
+                                                        "second (") + given + " given); for "
                                               "faster, use --clock virtual");
+    }
     if (speed && args.clock != "wall" && args.backend != "cuda")
       throw CLI::ValidationError("--speed", "sets the pace of the wall clock: it needs --clock "
                                             "wall (the virtual clock runs as fast as it can)");

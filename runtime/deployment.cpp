@@ -23,18 +23,18 @@ void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
   add_kvtier_types(cfg);
 }
 
-// Byte-carrying storage: the backend is made (connections opened, directories made) before the
-// clock starts; the transfer engine then sends real bytes with every store. On the GPU a block's
-// payload is its host block.
+// Byte-carrying storage: the pool is checked against where its bytes go, then the backend is made
+// (connections opened, directories made) before the clock starts; the transfer engine then sends
+// real bytes with every store. On the GPU a block's payload is its host block. The check comes
+// first and touches nothing, so a pool refused at start leaves nothing behind (no directories).
 void prepare_storage(timed_config& config) {
-  std::unique_ptr<storage_backend> backend;
+  if (config.storage_backend.kind == "model")
+    return;
   try {
-    backend = make_storage_backend(config.storage_backend);
+    prepare_redis_access(config.storage_backend.redis_auth);  // TLS: the pre-start check uses it
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
-  if (!backend)
-    return;
   config.engine.storage_payload_bytes =
     config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
   // Backpressure: what may be in flight bounds what the process holds for storage at once
@@ -44,6 +44,14 @@ void prepare_storage(timed_config& config) {
                                                             : default_inflight_bytes(machine);
   config.engine.storage_inflight_bytes = inflight;
   check_storage_room(config, inflight, machine, std::cerr);
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(config.storage_backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
   if (backend->asynchronous())
     std::cerr << "kvtier: storage (" << backend->name() << "): at most "
               << (inflight >= (1u << 20) ? std::to_string(inflight >> 20) + " MiB"
@@ -51,6 +59,8 @@ void prepare_storage(timed_config& config) {
               << " of block payloads in flight (storage.max_inflight_bytes"
               << (config.storage_max_inflight_bytes > 0 ? "" : ", 1/32 of this machine's memory")
               << "); stores and loads past it wait\n";
+  if (std::string note = backend->start_note(); !note.empty())
+    std::cerr << "kvtier: storage (" << backend->name() << "): " << note << "\n";
   config.storage.backend = std::move(backend);
 }
 

@@ -59,6 +59,8 @@ void redis_backend::loop::run() {
         wait_ns = std::min(wait_ns, n->retry_at - now);
       if (n->ctx && n->pending > 0 && now - n->last_progress > op_timeout_ns)
         redisAsyncFree(n->ctx);  // silent too long: down (its commands fail, cleanup runs)
+      else if (n->ctx && !n->connected && n->pending == 0 && now - n->dialled_ns > op_timeout_ns)
+        redisAsyncFree(n->ctx);  // a connect that does not complete (a host that drops SYNs)
     }
     fds.clear();
     polled.clear();

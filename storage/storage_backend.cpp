@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <csignal>
 #include <cstdio>
 #include <stdexcept>
 
@@ -52,6 +53,10 @@ std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o) 
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (o.kind == "memory")
     return std::make_unique<memory_backend>(o.nodes);
+  // A Redis node that dies while a command is being written to it must fail that write (EPIPE),
+  // not stop the process (hiredis writes with write(2), which raises SIGPIPE on a closed socket).
+  if (o.kind == "redis" || o.kind == "redis_cluster")
+    std::signal(SIGPIPE, SIG_IGN);
   if (o.kind == "redis")
     return std::make_unique<redis_backend>(o);
   if (o.kind == "redis_cluster")

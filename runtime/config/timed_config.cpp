@@ -8,6 +8,7 @@
 #include "core/time_math.hpp"
 #include "runtime/config/compute_config.hpp"
 #include "runtime/config/fault_config.hpp"
+#include "runtime/config/redis_secrets.hpp"
 #include "runtime/config/storage_calibration.hpp"
 #include "runtime/config/cluster_config.hpp"
 #include "runtime/config/strict_json.hpp"
@@ -87,6 +88,12 @@ void resolve_storage_backend(const config& c, const replay_config& rc, timed_con
   b.redis = c.text_list(keys::storage::redis);
   b.redis_ttl_s = static_cast<uint32_t>(c.integer(keys::storage::redis_ttl_s));
   b.redis_cluster = c.text_list(keys::storage::redis_cluster);
+  if (b.kind == "redis" || b.kind == "redis_cluster") {
+    b.redis_auth = resolve_redis_access(c);
+    if (c.is_set(keys::storage::redis_failover_wait_s))
+      b.redis_failover_wait_ns =
+        static_cast<int64_t>(c.number(keys::storage::redis_failover_wait_s) * 1e9);
+  }
   b.file_dirs = c.text_list(keys::storage::file_dirs);
   b.file_direct = c.boolean(keys::storage::file_direct);
   b.file_quota_bytes = static_cast<uint64_t>(c.integer(keys::storage::file_quota_bytes));
