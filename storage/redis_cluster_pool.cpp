@@ -40,6 +40,7 @@ void redis_cluster_pool::drop(const std::string& address) {
   auto at = connections_.find(address);
   if (at == connections_.end())
     return;
+  redis_abandon(at->second->fd);
   redisFree(at->second);
   connections_.erase(at);
 }

@@ -1,5 +1,7 @@
 #include "storage/redis_dial.hpp"
 
+#include <sys/socket.h>
+
 #include <memory>
 
 #include "storage/redis_backend.hpp"
@@ -23,6 +25,13 @@ std::string words_of(const redisReply* r) {
 }
 
 }  // namespace
+
+void redis_abandon(int fd) {
+  if (fd < 0)
+    return;
+  linger reset{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+}
 
 void prepare_redis_access(redis_access& a) {
   if (a.tls.enabled && !a.relay)

@@ -25,4 +25,9 @@ std::string redis_authenticate(redisContext* c, const redis_access& access);
 /// Whether Redis's reply to AUTH says the credentials were refused (WRONGPASS, or an AUTH error).
 bool redis_auth_refused(const redisReply* r);
 
+/// Before a connection given up on is closed: what kvtier queued on it and the kernel has not
+/// sent yet is dropped (the close resets it), so no command counted failed reaches the server
+/// later over a path that heals.
+void redis_abandon(int fd);
+
 }  // namespace kvtier

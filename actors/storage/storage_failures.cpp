@@ -12,9 +12,9 @@ namespace {
 constexpr int64_t retry_interval_ns = 1'000'000'000;
 // A connection given up on may still deliver what it carried: a server that was paused, or a
 // network path that held bytes, applies commands after kvtier counted them failed (a put
-// dropped, a delete owed). A second reconcile this long after the one a reconnect started finds
-// what landed late.
-constexpr int64_t followup_after_ns = 30'000'000'000;
+// dropped, a delete owed), typically as the path heals, when the reconnect's own reconcile runs.
+// A second reconcile this long after the one a reconnect started finds what landed late.
+constexpr int64_t followup_after_ns = 10'000'000'000;
 
 bool reachable(const storage_state& st, uint64_t key) {
   return st.backend->node_reachable(st.index->node_of(key));
