@@ -4,8 +4,9 @@
 
 #include "actors/device/engine_device.hpp"
 #include "gpu/device_info.hpp"
-#include "serve/client.hpp"
-#include "serve/remote_controller.hpp"
+#include "serve/client/client.hpp"
+#include "serve/client/remote_controller.hpp"
+#include "serve/wire/call.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
@@ -78,22 +79,19 @@ int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
   try {
     serve::say_hello(link, ro, ro.engine_name);
     auto t0 = std::chrono::steady_clock::now();
-    serve::reply r = link.call("bench_swap", 2, [&](serve::map_writer& w) {
-      w.put("blocks", args.swap_bench_blocks);
-      w.put("repeats", args.swap_bench_repeats);
-    });
-    auto slot = static_cast<uint32_t>(r.u64("slot"));
-    std::vector<gpu::block_pattern> blocks = serve::block_patterns(r.find("blocks"));
-    uint64_t bad = gpu.wait_and_check(slot, blocks);
+    serve::call ask;
+    ask.op = serve::verb::bench_swap;
+    ask.blocks = args.swap_bench_blocks;
+    ask.repeats = args.swap_bench_repeats;
+    serve::bench_swap_answer r = serve::decode_bench_swap_reply(link.call(ask).root());
+    const std::vector<gpu::block_pattern>& blocks = r.blocks;
+    uint64_t bad = gpu.wait_and_check(r.slot, blocks);
     double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::vector<double> gbps;
-    if (const msgpack::object* g = r.find("gbps"); g && g->type == msgpack::type::ARRAY)
-      for (uint32_t i = 0; i < g->via.array.size; ++i)
-        gbps.push_back(g->via.array.ptr[i].as<double>());
+    const std::vector<double>& gbps = r.gbps;
     std::vector<double> sorted = gbps;
     std::sort(sorted.begin(), sorted.end());
     double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    uint64_t bytes = r.u64("bytes");
+    uint64_t bytes = r.bytes;
     std::cout << "kvtier engine-sim: swap bench: " << args.swap_bench_blocks << " blocks ("
               << bytes << " bytes) into the engine's tensors through CUDA IPC, "
               << gbps.size() << " repeats, device GB/s:";
@@ -102,7 +100,9 @@ int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
     std::cout << "; median " << median << " GB/s; whole call " << wall_s << " s\n"
               << "kvtier engine-sim: swap bench verify: " << blocks.size()
               << " blocks checked after their layer events, " << bad << " mismatches\n";
-    link.call("bye", 0, {});
+    serve::call bye;
+    bye.op = serve::verb::bye;
+    link.call(bye);
     if (bad > 0) {
       std::cerr << "kvtier engine-sim: swapped-in blocks did not hold their bytes; first: "
                 << gpu.verified().first << '\n';
@@ -175,8 +175,8 @@ serve::remote_options remote_options_of(const engine_sim_args& args, const repla
 std::shared_ptr<engine_device> open_engine_device(const engine_sim_args& args,
                                                   const replay_config& rc) {
   engine_device_options eo;
-  eo.shape = {rc.model.layers, rc.model.kv_heads, rc.model.head_dim, rc.block_size,
-              rc.model.dtype_bytes};
+  eo.shape = rc.model;
+  eo.block_size = rc.block_size;
   eo.device_blocks = rc.cache.device_blocks;
   eo.event_slots = args.event_slots;
   eo.verify = args.verify;

@@ -1,6 +1,6 @@
 #include <iostream>
 
-#include "serve/server.hpp"
+#include "serve/server/server.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"

@@ -1,7 +1,9 @@
 #pragma once
 
-// What a model's KV cache looks like: the config's model.* keys, the shape an engine declares in
-// hello (docs/protocol.md), and what a remote controller tells the server. One struct for all.
+// What a model's KV cache looks like, per rank: the config's model.* keys, the shape an engine
+// declares in hello (docs/protocol.md), what a remote controller tells the server, and what the
+// GPU backend lays out in blocks (gpu/kv_layout.hpp, with the cache's block size beside it). One
+// struct for all, passed whole, never copied field by field.
 
 #include <cstdint>
 #include <string>

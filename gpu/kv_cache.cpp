@@ -39,7 +39,7 @@ transfer_method default_method(transfer_direction) {
 }
 
 std::optional<std::string> check_config(const kv_cache_config& config) {
-  if (auto err = check_shape(config.shape))
+  if (auto err = check_shape(config.shape, config.block_size))
     return err;
   if (config.device_blocks == 0)
     return std::string("it needs at least one device block");

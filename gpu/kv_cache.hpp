@@ -83,7 +83,8 @@ enum class device_memory : uint8_t {
 };
 
 struct kv_cache_config {
-  kv_shape shape;
+  model_shape shape = llama3_8b_kv();  ///< the KV one rank caches (core/model_shape.hpp)
+  uint32_t block_size = 16;            ///< tokens per block
   device_memory memory = device_memory::own_arena;
   std::vector<layer_tensor_handle> attach;  ///< attached: one per layer
   uint32_t device_blocks = 0;

@@ -21,7 +21,7 @@ std::vector<direct_run> take_direct_runs(const kv_layout& layout, std::vector<bl
     return direct;
   std::vector<block_pair> staged;
   for (const block_run& r : find_runs(pairs, run_rule::both_ids)) {
-    if (r.count * layout.shape.chunk_bytes() >= direct_min_bytes)
+    if (r.count * layout.chunk_bytes() >= direct_min_bytes)
       direct.push_back(direct_run{pairs[r.first], r.count});
     else
       staged.insert(staged.end(), pairs.begin() + r.first, pairs.begin() + r.first + r.count);
@@ -38,9 +38,9 @@ void add_direct_copies(const kv_layout& layout, const direct_run& run, uint32_t 
     strided_copy c;
     c.host_offset = layout.host_offset(run.first.host, layer, half);
     c.other_offset = layout.device_offset(run.first.device, layer, half);
-    c.row_bytes = layout.shape.chunk_bytes();
-    c.host_pitch = layout.shape.host_block_bytes();
-    c.other_pitch = layout.shape.chunk_bytes();
+    c.row_bytes = layout.chunk_bytes();
+    c.host_pitch = layout.host_block_bytes();
+    c.other_pitch = layout.chunk_bytes();
     c.rows = run.count;
     out.push_back(c);
   }
@@ -51,7 +51,7 @@ std::vector<strided_copy> h2d_host_copies(const kv_layout& layout,
                                           const std::vector<block_pair>& pairs, uint32_t a,
                                           uint32_t b, uint32_t layer) {
   std::vector<strided_copy> copies;
-  uint64_t slice = layout.shape.slice_bytes();
+  uint64_t slice = layout.slice_bytes();
   for (uint32_t i = a; i < b; ++i) {
     bool extends = i > a && pairs[i].host == pairs[i - 1].host + 1;
     if (extends) {
@@ -62,7 +62,7 @@ std::vector<strided_copy> h2d_host_copies(const kv_layout& layout,
     c.host_offset = layout.host_offset(pairs[i].host, layer, kv_half::key);
     c.other_offset = uint64_t{i - a} * slice;
     c.row_bytes = slice;
-    c.host_pitch = layout.shape.host_block_bytes();
+    c.host_pitch = layout.host_block_bytes();
     c.other_pitch = slice;
     copies.push_back(c);
   }
@@ -76,7 +76,7 @@ std::vector<strided_copy> d2h_host_copies(const kv_layout& layout,
                                           uint64_t s1) {
   std::vector<strided_copy> copies;
   uint64_t layers = layout.shape.layers;
-  uint64_t slice = layout.shape.slice_bytes();
+  uint64_t slice = layout.slice_bytes();
   for (uint64_t i = s0 / layers; i * layers < s1; ++i) {
     uint64_t la = std::max(s0, i * layers) - i * layers;
     uint64_t lb = std::min(s1, (i + 1) * layers) - i * layers;
@@ -102,9 +102,9 @@ std::vector<strided_copy> d2h_host_copies(const kv_layout& layout,
 staging_plan plan_staging(const kv_layout& layout, std::vector<block_pair> pairs,
                           transfer_direction d, const staging_limits& limits) {
   KVTIER_ASSERT(limits.slot_count > 0);
-  KVTIER_ASSERT(limits.slot_bytes >= layout.shape.slice_bytes());
+  KVTIER_ASSERT(limits.slot_bytes >= layout.slice_bytes());
   staging_plan plan;
-  uint64_t per_slot = std::min<uint64_t>(limits.slot_bytes / layout.shape.slice_bytes(),
+  uint64_t per_slot = std::min<uint64_t>(limits.slot_bytes / layout.slice_bytes(),
                                          limits.slices_max);
   plan.slices_per_slot = static_cast<uint32_t>(per_slot);
   KVTIER_ASSERT(plan.slices_per_slot > 0);

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gpu/block_runs.hpp"
-#include "gpu/host_device.hpp"
+#include "core/host_device.hpp"
 #include "gpu/kv_layout.hpp"
 
 namespace kvtier::gpu {

@@ -23,13 +23,13 @@ std::string to_string(const verify_mismatch& m) {
          + hex(m.hash) + ")";
 }
 
-void fill_host_block(std::byte* block, const kv_shape& shape, uint64_t hash) {
-  uint64_t words = shape.chunk_bytes() / 8;
-  for (uint32_t layer = 0; layer < shape.layers; ++layer) {
+void fill_host_block(std::byte* block, const kv_layout& layout, uint64_t hash) {
+  uint64_t words = layout.chunk_bytes() / 8;
+  for (uint32_t layer = 0; layer < layout.shape.layers; ++layer) {
     for (kv_half half : {kv_half::key, kv_half::value}) {
       uint64_t seed = chunk_seed(hash, layer, half);
       std::byte* chunk = block + (2 * uint64_t{layer} + static_cast<uint32_t>(half))
-                                     * shape.chunk_bytes();
+                                     * layout.chunk_bytes();
       for (uint64_t w = 0; w < words; ++w) {
         uint64_t v = pattern_word(seed, w);
         std::memcpy(chunk + 8 * w, &v, 8);
@@ -38,14 +38,14 @@ void fill_host_block(std::byte* block, const kv_shape& shape, uint64_t hash) {
   }
 }
 
-std::optional<verify_mismatch> check_host_block(const std::byte* block, const kv_shape& shape,
+std::optional<verify_mismatch> check_host_block(const std::byte* block, const kv_layout& layout,
                                                 uint64_t hash, uint32_t block_id) {
-  uint64_t words = shape.chunk_bytes() / 8;
-  for (uint32_t layer = 0; layer < shape.layers; ++layer) {
+  uint64_t words = layout.chunk_bytes() / 8;
+  for (uint32_t layer = 0; layer < layout.shape.layers; ++layer) {
     for (kv_half half : {kv_half::key, kv_half::value}) {
       uint64_t seed = chunk_seed(hash, layer, half);
       const std::byte* chunk = block + (2 * uint64_t{layer} + static_cast<uint32_t>(half))
-                                           * shape.chunk_bytes();
+                                           * layout.chunk_bytes();
       for (uint64_t w = 0; w < words; ++w) {
         uint64_t found;
         std::memcpy(&found, chunk + 8 * w, 8);

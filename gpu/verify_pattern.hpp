@@ -11,30 +11,19 @@
 #include <optional>
 #include <string>
 
-#include "gpu/host_device.hpp"
+#include "core/host_device.hpp"
+#include "core/pattern_words.hpp"
 #include "gpu/kv_layout.hpp"
 
 namespace kvtier::gpu {
 
-/// splitmix64's finalizer: a bijective mix, so neighbouring inputs give unrelated words.
-KVTIER_HOST_DEVICE inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+using kvtier::mix64;
+using kvtier::pattern_word;
 
 /// The seed of one chunk's words: each (hash, layer, half) gets its own sequence.
 KVTIER_HOST_DEVICE inline uint64_t chunk_seed(uint64_t hash, uint32_t layer, kv_half half) {
   uint64_t place = (uint64_t{layer} << 1) | static_cast<uint32_t>(half);
   return mix64(hash ^ mix64(place + 0x9e3779b97f4a7c15ull));
-}
-
-/// Word `w` (8 bytes) of the chunk whose seed is `seed`.
-KVTIER_HOST_DEVICE inline uint64_t pattern_word(uint64_t seed, uint64_t w) {
-  return mix64(seed + (w + 1) * 0x9e3779b97f4a7c15ull);
 }
 
 /// Where a checked block differs from its pattern: the first differing word of the first chunk.
@@ -52,11 +41,11 @@ struct verify_mismatch {
 /// "verify: device block 17, layer 3 V, byte 4096: expected 0x.., found 0x.. (block hash 0x..)".
 std::string to_string(const verify_mismatch& m);
 
-/// Fills the host block at `block` (host_block_bytes() of the shape) with the pattern of `hash`.
-void fill_host_block(std::byte* block, const kv_shape& shape, uint64_t hash);
+/// Fills the host block at `block` (host_block_bytes() of the layout) with the pattern of `hash`.
+void fill_host_block(std::byte* block, const kv_layout& layout, uint64_t hash);
 
 /// Checks the host block `block_id` at `block` against the pattern of `hash`.
-std::optional<verify_mismatch> check_host_block(const std::byte* block, const kv_shape& shape,
+std::optional<verify_mismatch> check_host_block(const std::byte* block, const kv_layout& layout,
                                                 uint64_t hash, uint32_t block_id);
 
 }  // namespace kvtier::gpu

@@ -2,14 +2,14 @@
 
 #include <cstring>
 
-#include "gpu/verify_pattern.hpp"
+#include "core/pattern_words.hpp"
 
 namespace kvtier {
 
 namespace {
 
 uint64_t seed_of(uint64_t hash) {
-  return gpu::mix64(hash ^ 0x5354524f52414745ull);  // "STORAGE": not the KV chunks' seeds
+  return mix64(hash ^ 0x5354524f52414745ull);  // "STORAGE": not the KV chunks' seeds
 }
 
 }  // namespace
@@ -19,10 +19,10 @@ std::vector<uint8_t> pattern_payload(uint64_t hash, uint64_t bytes) {
   uint64_t seed = seed_of(hash);
   uint64_t words = bytes / 8;
   for (uint64_t w = 0; w < words; ++w) {
-    uint64_t v = gpu::pattern_word(seed, w);
+    uint64_t v = pattern_word(seed, w);
     std::memcpy(out.data() + w * 8, &v, 8);
   }
-  uint64_t tail = gpu::pattern_word(seed, words);
+  uint64_t tail = pattern_word(seed, words);
   std::memcpy(out.data() + words * 8, &tail, bytes - words * 8);
   return out;
 }

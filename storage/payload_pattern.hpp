@@ -1,7 +1,7 @@
 #pragma once
 
 // Block payloads for runs without a GPU: each stored block's bytes are a pattern derived from its
-// block hash (the words --verify writes into real KV blocks, gpu/verify_pattern.hpp), so every
+// block hash (the words --verify writes into real KV blocks, core/pattern_words.hpp), so every
 // read can be checked against what must have been written: a lost, stale, foreign or torn block
 // shows up as a mismatch, without a device.
 

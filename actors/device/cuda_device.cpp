@@ -37,6 +37,7 @@ gpu::kv_cache_config cuda_device::cache_config() {
   // Allocating and pinning large tiers takes seconds: say what happens (docs/gpu.md "Start-up").
   c.progress = [](const std::string& line) { std::fprintf(stderr, "kvtier: %s\n", line.c_str()); };
   c.shape = options_.shape;
+  c.block_size = options_.block_size;
   c.device_blocks = options_.device_blocks;
   c.host_blocks = options_.host_blocks;
   c.on_complete = [this](uint64_t op, int layer) { on_complete(op, layer); };
@@ -80,7 +81,7 @@ swap_bench_result cuda_device::bench_swap(const std::vector<gpu::block_pattern>&
     std::lock_guard<std::mutex> guard(mutex_);
     KVTIER_ASSERT(cache_ && targets.size() <= options_.host_blocks);
     for (uint32_t i = 0; i < targets.size(); ++i) {
-      gpu::fill_host_block(cache_->host_block(i), options_.shape, targets[i].hash);
+      gpu::fill_host_block(cache_->host_block(i), cache_->layout(), targets[i].hash);
       pairs.push_back({targets[i].block, i});
     }
   }
@@ -200,7 +201,7 @@ std::string cuda_device::check_device_blocks(const transfer& t) {
 
 std::string cuda_device::check_host_block(const block_move& b) {
   std::lock_guard<std::mutex> guard(mutex_);
-  auto bad = gpu::check_host_block(cache_->host_block(b.host_block), options_.shape, b.hash,
+  auto bad = gpu::check_host_block(cache_->host_block(b.host_block), cache_->layout(), b.hash,
                                    b.host_block);
   return bad ? to_string(*bad) : std::string{};
 }

@@ -33,7 +33,8 @@
 namespace kvtier {
 
 struct cuda_device_options {
-  gpu::kv_shape shape;
+  model_shape shape;        ///< the KV one rank caches (replay_config::model)
+  uint32_t block_size = 0;  ///< tokens per block
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;
   /// --verify: the deployment checks every block wherever it lands (its transfer engine's
@@ -89,7 +90,9 @@ class cuda_device : public compute_device {
   std::string device_name() const;
   /// What creating the cache took (nothing before an engine attached).
   gpu::startup_timing startup() const;
-  uint64_t block_bytes() const { return options_.shape.host_block_bytes(); }
+  uint64_t block_bytes() const {
+    return gpu::kv_layout{options_.shape, options_.block_size}.host_block_bytes();
+  }
 
   // -- copies (the transfer engine) --
   /// A swap-in with this transfer id will be submitted (computes asking for it wait).

@@ -9,6 +9,7 @@ engine_device::engine_device(const engine_device_options& options) : options_(op
     throw gpu::gpu_error("an engine needs at least one IPC event slot");
   gpu::kv_cache_config c;
   c.shape = options.shape;
+  c.block_size = options.block_size;
   c.device_blocks = options.device_blocks;
   c.host_blocks = 0;  // kvtier's pinned pool is the server's
   c.memory = gpu::device_memory::own_exported;

@@ -21,7 +21,8 @@
 namespace kvtier {
 
 struct engine_device_options {
-  gpu::kv_shape shape;
+  model_shape shape;        ///< the KV one rank caches (replay_config::model)
+  uint32_t block_size = 0;  ///< tokens per block
   uint32_t device_blocks = 0;
   uint32_t event_slots = 4;
   bool verify = false;

@@ -2,12 +2,9 @@
 
 #include <deque>
 
-#include <absl/container/flat_hash_map.h>
-
 #include "core/check.hpp"
+#include "model/front_end/pd_handoffs.hpp"
 #include "model/front_end/workload.hpp"
-#include "model/pd/handoff_fault.hpp"
-#include "model/pd/preallocation.hpp"
 
 namespace kvtier {
 
@@ -20,18 +17,7 @@ struct front_end_state {
   std::unique_ptr<workload> load;
   std::vector<front_end_target> instances;
   std::vector<size_t> entry;     // instances requests enter (mixed or prefill): the router's
-  std::vector<size_t> decoders;  // decode instances
-  std::vector<uint64_t> decoding;  // requests preallocated on each decoder, not yet answered
-  struct handoff {
-    size_t prefill = 0;          // router index
-    size_t decoder = 0;
-    request_arrival arrival;     // until it is pushed to the prefill instance
-    trace_request key;           // what the answers need (no block ids)
-    int64_t deadline = -1;       // P gives up waiting for D's allocation then
-    int64_t prefill_end = -1;
-    uint32_t reroutes = 0;       // times a decode instance dropped it
-  };
-  absl::flat_hash_map<request_id, handoff> handoffs;
+  std::unique_ptr<pd_handoffs> handoffs;  // disaggregated only
   std::unique_ptr<router> route;
   // arrived requests waiting for their instance, in arrival order (one probe round at a time)
   std::deque<request_arrival> routing;
@@ -105,172 +91,72 @@ void on_done(self_ptr self, size_t target, const trace_request& r, const request
 }
 
 // -- PD: a decode instance preallocates, the prefill instance prefills and hands off ---------------
-// (FastDeploy's splitwise flow, docs/fastdeploy.md §6; docs/cluster.md)
+// (FastDeploy's splitwise flow, docs/fastdeploy.md §6; docs/cluster.md). model/front_end/
+// pd_handoffs.hpp keeps each request's stage and the counts; this shell sends what it asks for.
 
-trace_request answer_key(const trace_request& r) {
-  trace_request key = r;
-  key.ids.clear();
-  key.tokens.clear();
-  return key;
-}
+void route_waiting(self_ptr self);
 
 // The request is over, one way or another: its session's next turn may start its think time.
-void end_handoff(self_ptr self, request_id id, int64_t at_ns) {
+void end_handoff(self_ptr self, const handoff_end& e) {
   auto& st = self->state;
-  auto it = st.handoffs.find(id);
-  st.load->finished(it->second.key.session, it->second.key.turn, at_ns);
-  st.handoffs.erase(it);
+  st.load->finished(e.session, e.turn, e.at_ns);
   schedule_arrivals(self);
   finish_if_done(self);
 }
 
 // It never reached a prefill instance (it can never fit on D, or D never had room in time).
-void end_before_prefill(self_ptr self, request_id id, bool rejected) {
-  auto& st = self->state;
-  const auto& h = st.handoffs.at(id);
-  st.route->answered(h.prefill, h.key.input_tokens);
-  ++(rejected ? st.report.rejected : st.report.failed);
-  // No instance records it: the front end does, so that the replay counts every request it
-  // read once (docs/outputs.md, "requests").
-  request_record r;
-  r.req = id;
-  r.file = h.key.file;
-  r.line = h.key.line;
-  r.arrival_ns = h.key.arrival_ns;
-  r.input_tokens = h.key.input_tokens;
-  r.output_tokens = h.key.output_tokens;
-  r.rejected = rejected;
-  r.failed = !rejected;
-  st.report.never_prefilled.push_back(r);
-  end_handoff(self, id, now_of(self));
+void end_before_prefill(self_ptr self, const prefill_answer& a, const handoff_end& e) {
+  self->state.route->answered(a.prefill, a.prompt_tokens);
+  end_handoff(self, e);
 }
 
-size_t least_busy_decoder(const front_end_state& st) {
-  size_t best = 0;
-  for (size_t d = 1; d < st.decoding.size(); ++d)
-    if (st.decoding[d] < st.decoding[best])
-      best = d;
-  return best;
-}
-
-void route_waiting(self_ptr self);
-
-// A decode instance preempted it and dropped it (docs/fastdeploy.md §4): it goes through the
-// router again, as a request whose prompt is its prompt and the tokens generated so far, to a
-// prefill instance and then a decode instance. It stays one request: counted once, finished once.
-void reroute(self_ptr self, request_id id, const request_done& done) {
+void on_decoded(self_ptr self, request_id id, const request_done& done) {
   auto& st = self->state;
-  auto it = st.handoffs.find(id);
-  request_arrival a;
-  a.req = it->second.key;
-  a.req.input_tokens = done.resume_prompt;
-  a.req.output_tokens = done.resume_output;
-  a.blocks = done.resume_blocks;
-  a.handoff.reroutes = it->second.reroutes + 1;
-  st.handoffs.erase(it);
-  ++st.report.rerouted;
-  st.report.rerouted_saved += done.drop_saved;
-  st.routing.push_back(std::move(a));
+  decode_step next = st.handoffs->on_decoded(id, done, st.report);
+  if (!next.rerouted) {
+    end_handoff(self, next.end);
+    return;
+  }
+  st.routing.push_back(std::move(next.arrival));
   route_waiting(self);
 }
 
-void on_decoded(self_ptr self, request_id id, size_t d, const request_done& done) {
+void on_prefilled(self_ptr self, request_id id, const request_done& done) {
   auto& st = self->state;
-  --st.decoding[d];
-  const auto& h = st.handoffs.at(id);
-  if (done.dropped) {
-    // Its handoff went as for any request that reached decoding; then it goes round again.
-    if (done.recomputed) {
-      ++st.report.recomputed;
-      ++st.report.handoff_failures;
-    } else {
-      st.report.handoff_ns.push_back(done.decode_ready_ns - h.prefill_end);
-    }
-    reroute(self, id, done);
-    return;
-  }
-  if (done.rejected) {
-    ++st.report.rejected;
-  } else if (done.failed) {
-    ++st.report.failed;
-    ++st.report.handoff_failures;
-  } else {
-    ++st.report.finished;
-    if (done.recomputed) {
-      ++st.report.recomputed;
-      ++st.report.handoff_failures;
-    } else {
-      st.report.handoff_ns.push_back(done.decode_ready_ns - h.prefill_end);
-    }
-  }
-  end_handoff(self, id, done.at_ns);
-}
-
-void on_prefilled(self_ptr self, request_id id, size_t d, const request_done& done) {
-  auto& st = self->state;
-  auto& h = st.handoffs.at(id);
-  st.route->answered(h.prefill, h.key.input_tokens);
-  h.prefill_end = done.prefill_end_ns;
-  kv_handoff k;
-  k.req = id;
-  k.first_token_ns = done.first_token_ns;
-  if (done.rejected) {
-    k.outcome = handoff_outcome::cancelled;
-  } else if (!done.handoff_ok) {
-    k.outcome = handoff_outcome::failed;
-  } else {
-    k.outcome = handoff_outcome::delivered;
-    k.inject_failure = handoff_fails(st.config.pd.seed, id, st.config.pd.failure_rate);
-    st.report.injected_failures += k.inject_failure;
-  }
-  self->request(st.instances[st.decoders[d]].scheduler, caf::infinite, k)
-    .then([=](const request_done& x) { on_decoded(self, id, d, x); },
+  prefill_step next = st.handoffs->on_prefilled(id, done, st.report);
+  st.route->answered(next.answer.prefill, next.answer.prompt_tokens);
+  self->request(st.instances[st.handoffs->decoder_instance(next.decoder)].scheduler,
+                caf::infinite, next.handoff)
+    .then([=](const request_done& x) { on_decoded(self, id, x); },
           [=](caf::error& e) { fail(self, std::move(e)); });
 }
 
-// A request a decode instance dropped is not failed for want of decode room: the deployment
-// took it in and chose to drop it, so it asks again until some decode instance has room.
-bool retries_decode_resource(const front_end_state& st, const front_end_state::handoff& h) {
-  return st.config.pd.retry_decode_resource || h.reroutes > 0;
-}
+void ask_decoder(self_ptr self, request_id id, size_t d);
 
 void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_reply& r) {
   auto& st = self->state;
-  auto& h = st.handoffs.at(id);
-  preallocation_verdict verdict = r.verdict;
-  if (verdict != preallocation_verdict::granted) {
-    --st.decoding[d];
-    if (verdict == preallocation_verdict::never_fits) {
-      end_before_prefill(self, id, true);
+  allocation_step next = st.handoffs->on_preallocated(id, d, r, now_of(self), st.report);
+  switch (next.what) {
+    case allocation_step::next::never_prefilled:
+      end_before_prefill(self, next.answer, next.end);
       return;
-    }
-    ++st.report.preallocation_refusals;
-    // FastDeploy's D sends no refusal: P polls until its wait runs out, or asks again.
-    int64_t now = now_of(self);
-    if (h.deadline < 0)
-      h.deadline = time_add(now, st.config.pd.wait_decode_resource_ns);
-    int64_t next = retries_decode_resource(st, h)
-                     ? time_add(now, st.config.pd.retry_interval_ns) : h.deadline;
-    self->delayed_send(self, st.config.clock.until(self->clock(), next), handoff_atom_v, id);
-    return;
+    case allocation_step::next::wait:
+      self->delayed_send(self, st.config.clock.until(self->clock(), next.wake_ns),
+                         handoff_atom_v, id);
+      return;
+    case allocation_step::next::prefill:
+      self->request(st.instances[next.instance].scheduler, caf::infinite,
+                    std::move(next.arrival))
+        .then([=](const request_done& x) { on_prefilled(self, id, x); },
+              [=](caf::error& e) { fail(self, std::move(e)); });
+      return;
   }
-  h.decoder = d;
-  ++st.report.per_instance[st.decoders[d]];
-  ++st.report.per_instance[st.entry[h.prefill]];
-  request_arrival a = std::move(h.arrival);
-  a.handoff.active = true;
-  a.handoff.decode_has_blocks = st.config.pd.transfer == pd_transfer::direct ? r.device_hit_blocks : 0;
-  self->request(st.instances[st.entry[h.prefill]].scheduler, caf::infinite, std::move(a))
-    .then([=](const request_done& x) { on_prefilled(self, id, d, x); },
-          [=](caf::error& e) { fail(self, std::move(e)); });
 }
 
-void ask_decoder(self_ptr self, request_id id) {
+void ask_decoder(self_ptr self, request_id id, size_t d) {
   auto& st = self->state;
-  size_t d = least_busy_decoder(st);
-  ++st.decoding[d];
-  preallocate_request p{st.handoffs.at(id).arrival};
-  self->request(st.instances[st.decoders[d]].scheduler, caf::infinite, std::move(p))
+  self->request(st.instances[st.handoffs->decoder_instance(d)].scheduler, caf::infinite,
+                st.handoffs->preallocation(id))
     .then([=](const preallocate_reply& r) { on_preallocated(self, id, d, r); },
           [=](caf::error& e) { fail(self, std::move(e)); });
 }
@@ -278,28 +164,20 @@ void ask_decoder(self_ptr self, request_id id) {
 // The wait for a decode instance's allocation: ask again, or give up with FastDeploy's error.
 void on_decoder_wait(self_ptr self, request_id id) {
   auto& st = self->state;
-  if (st.failed || !st.handoffs.contains(id))
+  if (st.failed)
     return;
-  if (retries_decode_resource(st, st.handoffs.at(id))) {
-    ask_decoder(self, id);
-    return;
-  }
-  ++st.report.decode_resource_timeouts;  // error 500: prefill waits for decode resource timeout
-  end_before_prefill(self, id, false);
+  wait_step next = st.handoffs->on_wait(id, now_of(self), st.report);
+  if (next.ask_again)
+    ask_decoder(self, id, next.decoder);
+  else
+    end_before_prefill(self, next.answer, next.end);
 }
 
 void begin_handoff(self_ptr self, size_t prefill, request_arrival a) {
-  auto& st = self->state;
   request_id id = a.req.seq;
-  front_end_state::handoff h;
-  h.prefill = prefill;
-  h.key = answer_key(a.req);
-  h.reroutes = a.handoff.reroutes;
-  h.arrival = std::move(a);
-  st.handoffs.emplace(id, std::move(h));
-  ask_decoder(self, id);
+  size_t d = self->state.handoffs->begin(prefill, std::move(a));
+  ask_decoder(self, id, d);
 }
-
 
 void push(self_ptr self, size_t target, request_arrival a) {
   auto& st = self->state;
@@ -381,10 +259,12 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
   st.config = config;
   st.feed = std::move(feed);
   st.instances = std::move(instances);
+  std::vector<size_t> decoders;
   for (size_t i = 0; i < st.instances.size(); ++i)
-    (st.instances[i].role == pd_role::decode ? st.decoders : st.entry).push_back(i);
-  KVTIER_ASSERT(!st.entry.empty() && st.config.disaggregated == !st.decoders.empty());
-  st.decoding.assign(st.decoders.size(), 0);
+    (st.instances[i].role == pd_role::decode ? decoders : st.entry).push_back(i);
+  KVTIER_ASSERT(!st.entry.empty() && st.config.disaggregated == !decoders.empty());
+  if (st.config.disaggregated)
+    st.handoffs = std::make_unique<pd_handoffs>(config.pd, st.entry, std::move(decoders));
   st.route = std::make_unique<router>(config.router, st.entry.size());
   st.report.per_instance.assign(st.instances.size(), 0);
   auto* raw = st.feed.get();

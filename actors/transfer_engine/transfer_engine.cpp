@@ -1,11 +1,12 @@
 #include "actors/transfer_engine/transfer_engine.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <map>
+#include <optional>
 
 #include "core/check.hpp"
 #include "actors/timed_links.hpp"
+#include "model/transfer/storage_traffic.hpp"
 
 namespace kvtier {
 
@@ -19,15 +20,6 @@ struct running_transfer {
   bool started = false;
   int64_t started_ns = 0;
   int64_t measured_ns = -1;  // measured by the copy backend (-1: by the engine's clock)
-  // A load or store: its storage request and its network flow, both running, still to end.
-  uint8_t storage_parts = 0;
-  std::string storage_error;  // what failed, once both ended ("" if nothing)
-  // Backpressure: a store's blocks handed to storage so far and its puts not answered, since
-  // when it waits for room; a load's payload buffers, held until it ends.
-  size_t stored_from = 0;
-  uint32_t puts_out = 0;
-  int64_t waiting_since = -1;
-  uint64_t load_bytes = 0;
 };
 
 struct engine_state;
@@ -42,10 +34,8 @@ struct engine_state {
   std::map<uint64_t, running_transfer> transfers;  // received, not done
   std::map<link_model::flow_id, uint64_t> flow_to_transfer;
   engine_report report;
-  // Loads and stores whose blocks wait for room under storage_inflight_bytes (oldest first),
-  // and the payload bytes in flight to or from storage.
-  std::deque<uint64_t> storage_queue;
-  uint64_t inflight_bytes = 0;
+  // Loads and stores: their room under storage_inflight_bytes, and their parts.
+  std::unique_ptr<storage_traffic> storage_flow;
 };
 
 using self_ptr = transfer_engine_actor::stateful_pointer<engine_state>;
@@ -73,12 +63,6 @@ void finish(self_ptr self, uint64_t id);
 void sync(self_ptr self);
 void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error);
 void pump_storage(self_ptr self);
-
-void hold_bytes(engine_state& st, uint64_t bytes) {
-  st.inflight_bytes += bytes;
-  st.report.storage_inflight_peak_bytes =
-    std::max(st.report.storage_inflight_peak_bytes, st.inflight_bytes);
-}
 
 // A store's bytes when storage keeps them: blocks [from, to)'s, as the copy backend holds them.
 void add_storage_payloads(engine_state& st, const transfer& t, size_t from, size_t to,
@@ -111,22 +95,22 @@ bool is_storage(transfer_kind kind) {
 }
 
 // One part of storage transfer `id` ended: storage's answer or the network flow.
-void storage_part_done(self_ptr self, uint64_t id) {
-  running_transfer& r = self->state.transfers.at(id);
-  KVTIER_ASSERT(r.storage_parts > 0);
-  if (--r.storage_parts > 0)
+void storage_part_done(self_ptr self, uint64_t id, storage_part part) {
+  std::optional<storage_failure> ended = self->state.storage_flow->end_part(id, part);
+  if (!ended)
     return;
-  if (!r.storage_error.empty())
-    deliver(self, id, false, r.storage_error);
+  if (ended->failed())
+    deliver(self, id, false, ended->message());
   else
     finish(self, id);
 }
 
+// The first bytes of storage transfer `id` go: its network flow starts beside storage's request.
 void start_network_flow(self_ptr self, uint64_t id) {
   auto& st = self->state;
-  running_transfer& r = st.transfers.at(id);
-  r.storage_parts = 2;  // the flow and storage's answer
-  start_flow(self, id, {st.nic}, {{st.options.links.nic_latency_ns, bytes_of(st, r.msg)}});
+  st.storage_flow->begin_parts(id);
+  start_flow(self, id, {st.nic},
+             {{st.options.links.nic_latency_ns, bytes_of(st, st.transfers.at(id).msg)}});
 }
 
 void start_load(self_ptr self, uint64_t id) {
@@ -140,9 +124,6 @@ void start_load(self_ptr self, uint64_t id) {
     for (const auto& b : t.blocks)
       io.hashes.push_back(b.hash);
     io.into = st.copies->load_destinations(t, st.options.storage_payload_bytes);
-    uint64_t& held = st.transfers.at(id).load_bytes;
-    held = t.blocks.size() * st.options.storage_payload_bytes;
-    hold_bytes(st, held);
   }
   start_network_flow(self, id);
   self->request(st.storage, caf::infinite, caf::get_atom_v, std::move(io))
@@ -162,18 +143,18 @@ void start_load(self_ptr self, uint64_t id) {
           ++s.report.payload_errors;
           self->send(s.storage, storage_release{reply.lease});
           rt.lease = 0;
-          rt.storage_error = bad;
+          s.storage_flow->fail(id, {storage_fault::payload_mismatch, bad});
         }
-        storage_part_done(self, id);
+        storage_part_done(self, id, storage_part::answer);
       },
       [=](const caf::error& e) {
         // The destinations are not handed back: without storage's answer, its backend may
         // still write them.
         sync(self);
-        running_transfer& rt = self->state.transfers.at(id);
-        rt.lease = 0;
-        rt.storage_error = "storage get failed: " + caf::to_string(e);
-        storage_part_done(self, id);
+        auto& s = self->state;
+        s.transfers.at(id).lease = 0;
+        s.storage_flow->fail(id, {storage_fault::get_failed, caf::to_string(e)});
+        storage_part_done(self, id, storage_part::answer);
       });
 }
 
@@ -191,7 +172,7 @@ void start_store(self_ptr self, uint64_t id) {
     deliver(self, id, true, "");
     return;
   }
-  st.storage_queue.push_back(id);
+  st.storage_flow->enqueue(id, transfer_kind::store, t.blocks.size());
   pump_storage(self);
 }
 
@@ -199,81 +180,39 @@ void start_store(self_ptr self, uint64_t id) {
 // storage part of the store ends when every put is answered.
 void put_blocks(self_ptr self, uint64_t id, size_t from, size_t count) {
   auto& st = self->state;
-  running_transfer& r = st.transfers.at(id);
+  const transfer& t = st.transfers.at(id).msg;
   storage_io io;
   for (size_t i = from; i < from + count; ++i)
-    io.keys.push_back(r.msg.blocks[i].storage_key);
+    io.keys.push_back(t.blocks[i].storage_key);
   io.bytes_each = st.options.block_bytes;
-  add_storage_payloads(st, r.msg, from, from + count, io);
-  uint64_t bytes = count * st.options.storage_payload_bytes;
-  hold_bytes(st, bytes);
-  ++r.puts_out;
-  auto answered = [=](const std::string& error) {
+  add_storage_payloads(st, t, from, from + count, io);
+  auto answered = [=](storage_failure f) {
     sync(self);
-    auto& s = self->state;
-    s.inflight_bytes -= bytes;
-    running_transfer& rt = s.transfers.at(id);
-    --rt.puts_out;
-    if (!error.empty() && rt.storage_error.empty())
-      rt.storage_error = error;
-    if (rt.puts_out == 0 && rt.stored_from == rt.msg.blocks.size())
-      storage_part_done(self, id);  // blocks a backend could not store are its count
+    // Blocks a backend could not store are its count, not a failure.
+    if (self->state.storage_flow->put_answered(id, count, std::move(f)))
+      storage_part_done(self, id, storage_part::answer);
     pump_storage(self);
   };
   self->request(st.storage, caf::infinite, caf::put_atom_v, std::move(io))
-    .then([=](const storage_io_reply&) { answered(""); },
-          [=](const caf::error& e) { answered("storage put failed: " + caf::to_string(e)); });
+    .then([=](const storage_io_reply&) { answered({}); },
+          [=](const caf::error& e) {
+            answered({storage_fault::put_failed, caf::to_string(e)});
+          });
 }
 
-// Backpressure (docs/design.md, "Bytes in flight to storage"): payload bytes go to or come
-// from storage only while those not yet answered stay within storage_inflight_bytes (one
-// transfer's worth at least, so that something always moves). A store's blocks go in as many
-// puts as room allows; a load goes whole. The rest wait here, in order, as on a busy link to
-// storage, holding no bytes: payloads and buffers are made when they go. So no backend queue,
-// mailbox or thread pool ever holds more than the bound. A transfer's network flow starts with
-// its first bytes to or from storage (cut through, above).
+// Backpressure (docs/design.md, "Bytes in flight to storage"; storage_traffic.hpp): what fits
+// under storage_inflight_bytes goes, in order; a transfer's network flow starts with its first
+// bytes to or from storage (cut through, above).
 void pump_storage(self_ptr self) {
   auto& st = self->state;
-  const uint64_t each = st.options.storage_payload_bytes;
-  const uint64_t bound = st.options.storage_inflight_bytes;
-  auto room_for = [&](size_t blocks) -> size_t {
-    if (each == 0 || bound == 0)
-      return blocks;
-    uint64_t room = bound > st.inflight_bytes ? bound - st.inflight_bytes : 0;
-    size_t fits = std::min<size_t>(blocks, room / each);
-    return fits == 0 && st.inflight_bytes == 0 ? 1 : fits;
-  };
-  while (!st.storage_queue.empty()) {
-    uint64_t id = st.storage_queue.front();
-    running_transfer& r = st.transfers.at(id);
-    bool load = r.msg.kind == transfer_kind::load;
-    size_t left = r.msg.blocks.size() - r.stored_from;
-    size_t take = room_for(left);
-    if (load && take < left && st.inflight_bytes > 0)
-      take = 0;  // a load's buffers are taken at once
-    if (take == 0) {
-      if (r.waiting_since < 0) {
-        r.waiting_since = now_of(self);
-        ++st.report.store_waits;
-      }
-      return;
-    }
-    if (r.waiting_since >= 0) {
-      st.report.store_wait_ns += now_of(self) - r.waiting_since;
-      r.waiting_since = -1;
-    }
-    if (load) {
-      st.storage_queue.pop_front();
-      start_load(self, id);
+  for (const storage_grant& go : st.storage_flow->pump(now_of(self))) {
+    if (go.kind == transfer_kind::load) {
+      start_load(self, go.id);
       continue;
     }
-    size_t from = r.stored_from;
-    r.stored_from += take;
-    if (r.stored_from == r.msg.blocks.size())
-      st.storage_queue.pop_front();
-    if (from == 0)
-      start_network_flow(self, id);
-    put_blocks(self, id, from, take);
+    if (go.first())
+      start_network_flow(self, go.id);
+    put_blocks(self, go.id, go.from, go.count);
   }
 }
 
@@ -297,7 +236,7 @@ void start(self_ptr self, uint64_t id) {
       start_store(self, id);
       return;
     case transfer_kind::load:
-      st.storage_queue.push_back(id);
+      st.storage_flow->enqueue(id, transfer_kind::load, t.blocks.size());
       pump_storage(self);
       return;
   }
@@ -328,8 +267,7 @@ void deliver(self_ptr self, uint64_t id, bool ok, const std::string& error) {
   auto it = st.transfers.find(id);
   running_transfer& r = it->second;
   transfer_kind kind = r.msg.kind;
-  st.inflight_bytes -= r.load_bytes;
-  bool freed_room = r.load_bytes > 0;
+  bool freed_room = st.storage_flow->forget(id);
   ++at(st.report.transfers, kind);
   if (ok)
     at(st.report.bytes, kind) += bytes_of(st, r.msg);
@@ -382,7 +320,7 @@ void sync(self_ptr self) {
     if (d.last) {
       st.flow_to_transfer.erase(d.flow);
       if (is_storage(r.msg.kind))
-        storage_part_done(self, id);
+        storage_part_done(self, id, storage_part::flow);
       else
         finish(self, id);
     }
@@ -427,6 +365,8 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
   st.storage = std::move(storage);
   KVTIER_ASSERT(options.layers > 0 && options.block_bytes % options.layers == 0);
   st.copies = make_copies(self);
+  st.storage_flow = std::make_unique<storage_traffic>(options.storage_payload_bytes,
+                                                      options.storage_inflight_bytes);
   st.nic = st.links.links().add_link("nic", options.links.nic_gbps);
   return {
     [=](transfer& t) -> caf::result<transfer_done> {
@@ -448,6 +388,10 @@ transfer_engine_actor::behavior_type engine_behavior(self_ptr self,
     [=](report_atom) -> engine_report {
       auto& s = self->state;
       engine_report r = s.report;
+      const storage_traffic_counts& c = s.storage_flow->counts();
+      r.store_waits = c.waits;
+      r.store_wait_ns = c.wait_ns;
+      r.storage_inflight_peak_bytes = c.inflight_peak_bytes;
       r.backend = s.copies->name();
       r.device = s.copies->device();
       for (const auto& ls : s.links.links().stats())

@@ -4,7 +4,7 @@
 // and emulated compute. Each request's swap-in time (its share of the step's swap-in, by blocks)
 // is compared, as a distribution, and each link's total; sim/report/emulation_check.hpp holds
 // the arithmetic and the targets. With --emit-calibration, the real run's own copies calibrate
-// the links (gpu/replay_copy_fit.hpp; docs/gpu.md says when to prefer that to the bench's).
+// the links (gpu/bench/replay_copy_fit.hpp; docs/gpu.md says when to prefer that to the bench's).
 
 #include <cmath>
 #include <cstdio>
@@ -15,7 +15,7 @@
 
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
-#include "gpu/replay_copy_fit.hpp"
+#include "gpu/bench/replay_copy_fit.hpp"
 #include "runtime/config/strict_json.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
@@ -215,6 +215,85 @@ json spread_json(const error_spread& s) {
   return {{"count", s.count}, {"p50", s.p50}, {"p90", s.p90}, {"max", s.max}};
 }
 
+// The same requests replayed twice: on modelled links in virtual time, and on the real
+// backend on the wall clock.
+struct emulation_runs {
+  replay_config rc;
+  timed_config modelled;
+  full_result predicted, measured;
+};
+
+emulation_runs run_both(const bench_emulation_args& args) {
+  config cfg = load_config(args.config);
+  cfg.set("links.calibration=\"" + args.calibration + "\"");
+  emulation_runs runs;
+  runs.rc = resolve(cfg);
+  const replay_config& rc = runs.rc;
+  preloaded_trace m = preload(args.traces, rc.block_size);
+
+  runs.modelled = resolve_timed(cfg, rc);
+  runs.modelled.controller.log = true;
+  bool log_steps = !args.steps_out.empty() || !args.calibration_out.empty();
+  runs.modelled.scheduler.log_steps = log_steps;
+  runs.predicted = run_full_replay(runs.modelled, feed_of(m), {});
+  require_clean(runs.predicted, "modelled");
+
+  timed_config real = resolve_timed(cfg, rc);
+  use_cuda_backend(real, rc, !args.no_verify);
+  real.scheduler.log_steps = log_steps;
+  full_run_options wall;
+  wall.mode = clock_mode::wall;
+  runs.measured = run_full_replay(real, feed_of(m), wall);
+  require_clean(runs.measured, "real");
+  return runs;
+}
+
+/// Each request's swap-in time in both runs, printed one line each, and their totals.
+struct request_comparison {
+  json rows = json::array();
+  std::vector<double> errors;
+  double total_p = 0, total_q = 0;
+};
+
+request_comparison compare_requests(transfer_times& p, transfer_times& q,
+                                    const std::string& device) {
+  request_comparison c;
+  std::printf("device: %s\nrequest  blocks  predicted_ms  measured_ms  error  start_ms  "
+              "d2h_beside_ms (predicted/measured)\n",
+              device.c_str());
+  for (const auto& [req, ns] : q.swap_in_ns) {
+    auto pi = p.swap_in_ns.find(req);
+    if (pi == p.swap_in_ns.end())
+      continue;  // the two runs decided differently for this request
+    c.total_p += pi->second;
+    c.total_q += ns;
+    double err = relative_error(pi->second, ns);
+    c.errors.push_back(err);
+    double po = p.d2h_overlap_ns[req] / 1e6, qo = q.d2h_overlap_ns[req] / 1e6;
+    std::printf("%7llu  %6u  %12.3f  %11.3f  %+5.1f%%  %8.1f  %6.3f / %6.3f\n",
+                static_cast<unsigned long long>(req), q.swap_in_blocks[req], pi->second / 1e6,
+                ns / 1e6, err * 100, q.start_ns[req] / 1e6, po, qo);
+    c.rows.push_back({{"request", req}, {"blocks", q.swap_in_blocks[req]},
+                      {"predicted_ms", pi->second / 1e6}, {"measured_ms", ns / 1e6},
+                      {"measured_start_ms", q.start_ns[req] / 1e6},
+                      {"d2h_beside_ms", {{"predicted", po}, {"measured", qo}}}});
+  }
+  return c;
+}
+
+/// Prints each link's totals in both runs; returns them as rows.
+json compare_links(const std::vector<link_comparison>& links) {
+  json rows = json::array();
+  for (const link_comparison& l : links) {
+    double e = relative_error(l.predicted_ns, l.measured_ns);
+    std::printf("%-17s predicted %9.3f ms, measured %9.3f ms, error %+.1f%%\n", l.name.c_str(),
+                l.predicted_ns / 1e6, l.measured_ns / 1e6, e * 100);
+    rows.push_back({{"name", l.name}, {"predicted_ms", l.predicted_ns / 1e6},
+                    {"measured_ms", l.measured_ns / 1e6}, {"error", e}});
+  }
+  return rows;
+}
+
 }  // namespace
 
 CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& args) {
@@ -240,52 +319,13 @@ CLI::App* add_bench_emulation_command(CLI::App& bench, bench_emulation_args& arg
 }
 
 int run_bench_emulation(const bench_emulation_args& args) {
-  config cfg = load_config(args.config);
-  cfg.set("links.calibration=\"" + args.calibration + "\"");
-  replay_config rc = resolve(cfg);
-  preloaded_trace m = preload(args.traces, rc.block_size);
-
-  timed_config modelled = resolve_timed(cfg, rc);
-  modelled.controller.log = true;
-  bool log_steps = !args.steps_out.empty() || !args.calibration_out.empty();
-  modelled.scheduler.log_steps = log_steps;
-  full_result predicted = run_full_replay(modelled, feed_of(m), {});
-  require_clean(predicted, "modelled");
-
-  timed_config real = resolve_timed(cfg, rc);
-  use_cuda_backend(real, rc, !args.no_verify);
-  real.scheduler.log_steps = log_steps;
-  full_run_options wall;
-  wall.mode = clock_mode::wall;
-  full_result measured = run_full_replay(real, feed_of(m), wall);
-  require_clean(measured, "real");
-
+  emulation_runs runs = run_both(args);
+  const full_result& predicted = runs.predicted;
+  const full_result& measured = runs.measured;
   transfer_times p = times_of(predicted), q = times_of(measured);
-  json rows = json::array();
-  std::vector<double> errors;
-  double total_p = 0, total_q = 0;
-  std::printf("device: %s\nrequest  blocks  predicted_ms  measured_ms  error  start_ms  "
-              "d2h_beside_ms (predicted/measured)\n",
-              measured.engine.device.c_str());
-  for (const auto& [req, ns] : q.swap_in_ns) {
-    auto pi = p.swap_in_ns.find(req);
-    if (pi == p.swap_in_ns.end())
-      continue;  // the two runs decided differently for this request
-    total_p += pi->second;
-    total_q += ns;
-    double err = relative_error(pi->second, ns);
-    errors.push_back(err);
-    double po = p.d2h_overlap_ns[req] / 1e6, qo = q.d2h_overlap_ns[req] / 1e6;
-    std::printf("%7llu  %6u  %12.3f  %11.3f  %+5.1f%%  %8.1f  %6.3f / %6.3f\n",
-                static_cast<unsigned long long>(req), q.swap_in_blocks[req], pi->second / 1e6,
-                ns / 1e6, err * 100, q.start_ns[req] / 1e6, po, qo);
-    rows.push_back({{"request", req}, {"blocks", q.swap_in_blocks[req]},
-                    {"predicted_ms", pi->second / 1e6}, {"measured_ms", ns / 1e6},
-                    {"measured_start_ms", q.start_ns[req] / 1e6},
-                    {"d2h_beside_ms", {{"predicted", po}, {"measured", qo}}}});
-  }
-  double err = relative_error(total_p, total_q);
-  error_spread spread = spread_of(errors);
+  request_comparison c = compare_requests(p, q, measured.engine.device);
+  double err = relative_error(c.total_p, c.total_q);
+  error_spread spread = spread_of(c.errors);
   std::vector<link_comparison> links = {
     {"h2d", p.h2d_ns, q.h2d_ns},
     {"d2h", p.d2h_ns, q.d2h_ns},
@@ -295,17 +335,10 @@ int run_bench_emulation(const bench_emulation_args& args) {
      static_cast<double>(measured.scheduler.reuse_wait_ns), false}};
   std::vector<std::string> missed = missed_targets(err, spread, links);
   std::printf("total over %zu requests: predicted %.3f ms, measured %.3f ms, error %+.1f%%\n",
-              rows.size(), total_p / 1e6, total_q / 1e6, err * 100);
+              c.rows.size(), c.total_p / 1e6, c.total_q / 1e6, err * 100);
   std::printf("per request |error|: p50 %.1f%%, p90 %.1f%%, max %.1f%%\n", spread.p50 * 100,
               spread.p90 * 100, spread.max * 100);
-  json link_rows = json::array();
-  for (const link_comparison& l : links) {
-    double e = relative_error(l.predicted_ns, l.measured_ns);
-    std::printf("%-17s predicted %9.3f ms, measured %9.3f ms, error %+.1f%%\n", l.name.c_str(),
-                l.predicted_ns / 1e6, l.measured_ns / 1e6, e * 100);
-    link_rows.push_back({{"name", l.name}, {"predicted_ms", l.predicted_ns / 1e6},
-                         {"measured_ms", l.measured_ns / 1e6}, {"error", e}});
-  }
+  json link_rows = compare_links(links);
   // The real backend's gaps between the layers of steps with no swap-in to wait for: the host's
   // launches, which the model does not charge (docs/gpu.md).
   double gap_ms = static_cast<double>(measured.scheduler.layer_gap_ns) / 1e6;
@@ -321,8 +354,8 @@ int run_bench_emulation(const bench_emulation_args& args) {
     write_steps(args.steps_out, predicted, measured);
   if (!args.json_out.empty()) {
     json out = {{"device", measured.engine.device}, {"calibration", args.calibration},
-                {"requests", rows}, {"total_predicted_ms", total_p / 1e6},
-                {"total_measured_ms", total_q / 1e6}, {"error", err},
+                {"requests", c.rows}, {"total_predicted_ms", c.total_p / 1e6},
+                {"total_measured_ms", c.total_q / 1e6}, {"error", err},
                 {"request_error", spread_json(spread)}, {"links", link_rows},
                 {"missed", missed}, {"layer_gap_ms", gap_ms},
                 {"swap_in_ms", {{"predicted", p.h2d_ns / 1e6}, {"measured", q.h2d_ns / 1e6}}},
@@ -333,7 +366,7 @@ int run_bench_emulation(const bench_emulation_args& args) {
     f.commit();
   }
   if (!args.calibration_out.empty()
-      && !emit_replay_calibration(args, rc, modelled, predicted, measured))
+      && !emit_replay_calibration(args, runs.rc, runs.modelled, predicted, measured))
     return exit_failure;
   return exit_ok;
 }

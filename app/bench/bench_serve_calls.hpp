@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "serve/encode.hpp"
+#include "serve/wire/map_writer.hpp"
 
 namespace kvtier::bench_serve {
 

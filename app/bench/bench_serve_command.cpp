@@ -19,7 +19,7 @@
 #include <zmq.hpp>
 
 #include "app/bench/bench_serve_calls.hpp"
-#include "serve/client.hpp"
+#include "serve/client/client.hpp"
 #include "app/bench/bench_serve_open.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"

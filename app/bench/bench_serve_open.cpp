@@ -22,7 +22,7 @@
 
 #include "core/build_info.hpp"
 #include "app/bench/bench_serve_calls.hpp"
-#include "serve/client.hpp"
+#include "serve/client/client.hpp"
 
 namespace kvtier {
 

@@ -1,11 +1,11 @@
-// `kvtier bench transfer`: real block transfers on the CUDA device (gpu/transfer_bench.hpp), and
+// `kvtier bench transfer`: real block transfers on the CUDA device (gpu/bench/transfer_bench.hpp), and
 // the calibration file that makes the modelled links match them.
 
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
@@ -65,10 +65,7 @@ int run_bench_transfer(const bench_transfer_args& args) {
   replay_config rc = resolve(load_config(args.config));
   gpu::bench_options o;
   o.block_sizes = args.block_sizes;
-  o.shape.layers = rc.model.layers;
-  o.shape.kv_heads = rc.model.kv_heads;
-  o.shape.head_dim = rc.model.head_dim;
-  o.shape.dtype_bytes = rc.model.dtype_bytes;
+  o.shape = rc.model;
   o.transfer_bytes = static_cast<uint64_t>(args.gib * double(1ull << 30));
   o.repetitions = args.repetitions;
   o.verify = !args.no_verify;
@@ -86,7 +83,7 @@ int run_bench_transfer(const bench_transfer_args& args) {
   {
     // The emulated compute of `replay --backend cuda` rests on this fit of the busy kernel.
     gpu::kv_cache_config small;
-    small.shape = o.shape;
+    small.shape = o.shape;  // and the default block size: the fit does not depend on it
     small.device_blocks = 4;
     small.host_blocks = 4;
     small.calibrate_compute = false;

@@ -76,8 +76,8 @@ constexpr uint64_t parallel_pinning_bytes = 256ull << 20;
 cuda_kv_cache::cuda_kv_cache(const kv_cache_config& config, const device_info& info)
     : config_(config),
       info_(info),
-      layout_{config.shape, config.device_blocks, config.host_blocks} {
-  uint64_t slice = layout_.shape.slice_bytes();
+      layout_{config.shape, config.block_size, config.device_blocks, config.host_blocks} {
+  uint64_t slice = layout_.slice_bytes();
   staging_.slot_bytes = (std::max(config.staging_slot_bytes, slice) + 255) / 256 * 256;
   staging_.slot_count = config.staging_slots;
   staging_.direct_min_bytes = config.direct_min_bytes;
@@ -195,7 +195,7 @@ tensor_view cuda_kv_cache::tensors() const {
   for (uint32_t l = 0; l < layout_.shape.layers; ++l)
     v.layer_base[l] = tensors_->layer(l);
   v.tensor_bytes = layout_.tensor_bytes();
-  v.chunk_bytes = layout_.shape.chunk_bytes();
+  v.chunk_bytes = layout_.chunk_bytes();
   v.layers = layout_.shape.layers;
   return v;
 }

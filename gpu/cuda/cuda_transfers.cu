@@ -67,7 +67,7 @@ op_id cuda_kv_cache::submit_transfer(const std::vector<block_pair>& pairs,
   bool h2d = d == transfer_direction::h2d;
   lane& ln = h2d ? h2d_ : d2h_;
   op_id id = add_op(h2d ? op_kind::h2d : op_kind::d2h,
-                    pairs.size() * layout_.shape.host_block_bytes(), h2d ? layout_.shape.layers : 0,
+                    pairs.size() * layout_.host_block_bytes(), h2d ? layout_.shape.layers : 0,
                     0);
   op_record& rec = ops_.at(id);
   // A D2H reads blocks that compute submitted earlier may still be producing.
@@ -144,7 +144,7 @@ void cuda_kv_cache::finish_op(op_record& rec, op_id id, lane& ln) {
 void cuda_kv_cache::run_per_chunk(const std::vector<block_pair>& pairs, transfer_direction d,
                                   op_record& rec, lane& ln) {
   bool h2d = d == transfer_direction::h2d;
-  uint64_t chunk = layout_.shape.chunk_bytes();
+  uint64_t chunk = layout_.chunk_bytes();
   cudaMemcpyKind kind = h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   for (uint32_t l = 0; l < layout_.shape.layers; ++l) {
     for (const block_pair& p : pairs) {
@@ -163,7 +163,7 @@ void cuda_kv_cache::run_per_chunk(const std::vector<block_pair>& pairs, transfer
 void cuda_kv_cache::run_batched(const std::vector<block_pair>& pairs, transfer_direction d,
                                 op_record& rec, lane& ln) {
   bool h2d = d == transfer_direction::h2d;
-  uint64_t chunk = layout_.shape.chunk_bytes();
+  uint64_t chunk = layout_.chunk_bytes();
   for (uint32_t l = 0; l < layout_.shape.layers; ++l) {
     copy_list list;
     for (const block_pair& p : pairs) {
@@ -185,7 +185,7 @@ void cuda_kv_cache::run_zero_copy(const std::vector<block_pair>& pairs, transfer
   zero_copy_args args;
   args.tensors = tensors();
   args.host = host_->device_view();
-  args.host_block_bytes = layout_.shape.host_block_bytes();
+  args.host_block_bytes = layout_.host_block_bytes();
   // H2D: one layer per pass, so each layer can complete; D2H: every layer in one pass.
   uint32_t passes = h2d ? layout_.shape.layers : 1;
   args.layer_count = h2d ? 1 : layout_.shape.layers;

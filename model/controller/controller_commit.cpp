@@ -56,6 +56,21 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   // Computed blocks join the tree first, so a finished request's last blocks stay cached.
   for (const token_mark& m : c.computed)
     commit_computed(requests_.at(m.req), m.tokens, orders);
+  commit_finished(c, orders);
+  commit_preempted(c, g, orders);
+  release_protected_if_idle();
+  for (block_hash h : c.device_dropped) {
+    wait_for_readers(model_.tree(), tracker_, h, inputs.barriers);
+    model_.drop_device_copy(h, orders);
+  }
+  commit_grows_and_admits(c, g, orders, inputs);
+  commit_transfers(g, orders, out, inputs);
+  g.available_blocks = model_.device_available();
+  if (options_.check_every > 0 && commits_ % options_.check_every == 0)
+    check(false);
+}
+
+void controller_core::commit_finished(const commit& c, std::vector<transfer_order>& orders) {
   for (request_id id : c.finished) {
     request_state& r = requests_.at(id);
     // FastDeploy writes a finished request's cache to storage before freeing it (§7.2),
@@ -67,6 +82,10 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
     release(r);
     requests_.erase(id);
   }
+}
+
+void controller_core::commit_preempted(const commit& c, grant& g,
+                                       std::vector<transfer_order>& orders) {
   std::vector<uint64_t> written;
   for (const token_mark& m : c.preempted) {
     if (!c.drop_preempted) {
@@ -81,11 +100,11 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
     requests_.erase(m.req);
   }
   g.dropped_keys = std::move(written);
-  release_protected_if_idle();
-  for (block_hash h : c.device_dropped) {
-    wait_for_readers(model_.tree(), tracker_, h, inputs.barriers);
-    model_.drop_device_copy(h, orders);
-  }
+}
+
+void controller_core::commit_grows_and_admits(const commit& c, grant& g,
+                                              std::vector<transfer_order>& orders,
+                                              step_inputs& inputs) {
   for (size_t i = 0; i < c.grows.size(); ++i) {
     request_state& r = requests_.at(c.grows[i].req);
     size_t held = r.table.size();
@@ -104,6 +123,10 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
       note_engine_blocks(requests_.at(m.req), c.admit_blocks[i], 0);
     g.admits.push_back(res);
   }
+}
+
+void controller_core::commit_transfers(const grant& g, std::vector<transfer_order>& orders,
+                                       std::vector<transfer>& out, step_inputs& inputs) {
   model_.collect_backups(orders);
   if (!produced_.empty()) {
     tracker_.fill(produced_, out);  // before the backups that read those blocks
@@ -126,9 +149,6 @@ void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>
   std::sort(inputs.barriers.begin(), inputs.barriers.end());
   inputs.barriers.erase(std::unique(inputs.barriers.begin(), inputs.barriers.end()),
                         inputs.barriers.end());
-  g.available_blocks = model_.device_available();
-  if (options_.check_every > 0 && commits_ % options_.check_every == 0)
-    check(false);
 }
 
 }  // namespace kvtier

@@ -193,6 +193,14 @@ class controller_core {
   bool grow(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders,
             step_inputs& inputs);
   void commit_computed(request_state& r, uint32_t tokens, std::vector<transfer_order>& orders);
+  // A commit's parts, in on_commit's order (controller_commit.cpp).
+  void commit_finished(const commit& c, std::vector<transfer_order>& orders);
+  void commit_preempted(const commit& c, grant& g, std::vector<transfer_order>& orders);
+  void commit_grows_and_admits(const commit& c, grant& g, std::vector<transfer_order>& orders,
+                               step_inputs& inputs);
+  /// The step's transfers (fills, then the batched orders) into `out`, and what it waits for.
+  void commit_transfers(const grant& g, std::vector<transfer_order>& orders,
+                        std::vector<transfer>& out, step_inputs& inputs);
   uint32_t victim_frees(const request_state& r) const;
   void note_written(const std::vector<block_id>& blocks, step_inputs& inputs) const;
   /// Version 3: the engine's ids of `r`'s table from position `from` on.

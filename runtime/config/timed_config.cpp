@@ -306,11 +306,8 @@ void use_cuda_backend(timed_config& t, const replay_config& rc, bool verify) {
                        "instance without overrides");
   t.backend = copy_backend_kind::cuda;
   cuda_device_options& o = t.cuda_options;
-  o.shape.layers = rc.model.layers;
-  o.shape.kv_heads = rc.model.kv_heads;
-  o.shape.head_dim = rc.model.head_dim;
-  o.shape.block_size = rc.block_size;
-  o.shape.dtype_bytes = rc.model.dtype_bytes;
+  o.shape = rc.model;
+  o.block_size = rc.block_size;
   o.device_blocks = rc.cache.device_blocks;
   o.host_blocks = rc.cache.host_blocks;
   o.verify = verify;

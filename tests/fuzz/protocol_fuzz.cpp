@@ -1,12 +1,15 @@
-// libFuzzer target for the live controller's message decoder (serve/decode.cpp). The input is
-// one frame as a client sends it. An error reply (wire_error) is the one accepted way to refuse;
-// a crash, a sanitizer report or an exception escaping is a finding. A frame that decodes is
-// checked for the decoder's own promises: one prompt form at most, tokens counts in range.
+// libFuzzer target for the live controller's call decoder (serve/wire/decode_call.cpp). The input
+// is one frame as a client sends it. An error reply (wire_error) is the one accepted way to
+// refuse; a crash, a sanitizer report or an exception escaping is a finding. A frame that decodes
+// is checked for the decoder's own promises (one prompt form at most, tokens counts in range)
+// and against the encoder: the call it gives, encoded (serve/wire/encode_call.cpp), decodes
+// again, to a call that encodes to the same bytes.
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
-#include "serve/call.hpp"
+#include "serve/wire/call.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvtier::serve;
@@ -25,5 +28,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& b : c.text.blocks)
     if (c.text.kind == prompt::form::blocks && b.tokens == 0)
       std::abort();
+  msgpack::sbuffer once;
+  encode_call(once, c);
+  call again;
+  if (decode_call(once.data(), once.size(), again))
+    std::abort();  // the encoder wrote what the decoder refuses
+  msgpack::sbuffer twice;
+  encode_call(twice, again);
+  if (std::string(once.data(), once.size()) != std::string(twice.data(), twice.size()))
+    std::abort();  // a field lost or changed on the way
   return 0;
 }

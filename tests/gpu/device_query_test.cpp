@@ -3,7 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/kv_cache.hpp"
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
+#include "test_shapes.hpp"
 
 using namespace kvtier::gpu;
 
@@ -40,10 +41,12 @@ TEST_CASE("device query: a device that is not there", "[gpu][device]") {
 
 TEST_CASE("cache creation: a bad shape is named before any device work", "[gpu][device]") {
   kv_cache_config cfg;
-  cfg.shape = kv_shape{2, 1, 3, 1, 2};  // 6-byte chunks
+  cfg.shape = test::kv_of(2, 1, 3, 2);
+  cfg.block_size = 1;  // 6-byte chunks
   cfg.device_blocks = 4;
   CHECK_THROWS_WITH(make_kv_cache(cfg), Catch::Contains("multiple of 16"));
-  cfg.shape = kv_shape{};
+  cfg.shape = llama3_8b_kv();
+  cfg.block_size = 16;
   cfg.device_blocks = 0;
   CHECK_THROWS_WITH(make_kv_cache(cfg), Catch::Contains("at least one device block"));
 }

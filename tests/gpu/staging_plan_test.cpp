@@ -11,18 +11,20 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/verify_pattern.hpp"
+#include "test_shapes.hpp"
 
 using namespace kvtier::gpu;
 
 namespace {
 
-const kv_shape shape{3, 1, 8, 2, 2};  // 32-byte chunks, 64-byte slices, 192-byte host blocks
+// 32-byte chunks, 64-byte slices, 192-byte host blocks
+const kv_layout sizes = test::layout_of(3, 1, 8, 2, 2);
 constexpr uint32_t device_blocks = 40;
 constexpr uint32_t host_blocks = 40;
 constexpr std::byte poison{0xa5};
 
 struct memory {
-  kv_layout layout{shape, device_blocks, host_blocks};
+  kv_layout layout = test::layout_of(3, 1, 8, 2, 2, device_blocks, host_blocks);
   std::vector<std::byte> device = std::vector<std::byte>(layout.device_bytes(), poison);
   std::vector<std::byte> host = std::vector<std::byte>(layout.host_bytes(), poison);
 };
@@ -39,7 +41,7 @@ void copy_rows(const strided_copy& c, std::byte* host, std::byte* other, bool to
 void execute(memory& m, const staging_plan& plan, transfer_direction d,
              const staging_limits& limits) {
   bool h2d = d == transfer_direction::h2d;
-  uint64_t chunk = shape.chunk_bytes();
+  uint64_t chunk = sizes.chunk_bytes();
   for (const plan_step& step : plan.steps) {
     for (const strided_copy& c : step.direct)
       copy_rows(c, m.host.data(), m.device.data(), !h2d);
@@ -67,22 +69,22 @@ void execute(memory& m, const staging_plan& plan, transfer_direction d,
 }
 
 void fill_device_block(memory& m, uint32_t block, uint64_t hash) {
-  std::vector<std::byte> tmp(shape.host_block_bytes());
-  fill_host_block(tmp.data(), shape, hash);
-  for (uint32_t l = 0; l < shape.layers; ++l)
+  std::vector<std::byte> tmp(sizes.host_block_bytes());
+  fill_host_block(tmp.data(), sizes, hash);
+  for (uint32_t l = 0; l < sizes.shape.layers; ++l)
     for (kv_half h : {kv_half::key, kv_half::value})
       std::memcpy(m.device.data() + m.layout.device_offset(block, l, h),
-                  tmp.data() + (2 * l + static_cast<uint32_t>(h)) * shape.chunk_bytes(),
-                  shape.chunk_bytes());
+                  tmp.data() + (2 * l + static_cast<uint32_t>(h)) * sizes.chunk_bytes(),
+                  sizes.chunk_bytes());
 }
 
 bool device_block_holds(const memory& m, uint32_t block, uint64_t hash) {
-  std::vector<std::byte> tmp(shape.host_block_bytes());
-  for (uint32_t l = 0; l < shape.layers; ++l)
+  std::vector<std::byte> tmp(sizes.host_block_bytes());
+  for (uint32_t l = 0; l < sizes.shape.layers; ++l)
     for (kv_half h : {kv_half::key, kv_half::value})
-      std::memcpy(tmp.data() + (2 * l + static_cast<uint32_t>(h)) * shape.chunk_bytes(),
-                  m.device.data() + m.layout.device_offset(block, l, h), shape.chunk_bytes());
-  return !check_host_block(tmp.data(), shape, hash, block);
+      std::memcpy(tmp.data() + (2 * l + static_cast<uint32_t>(h)) * sizes.chunk_bytes(),
+                  m.device.data() + m.layout.device_offset(block, l, h), sizes.chunk_bytes());
+  return !check_host_block(tmp.data(), sizes, hash, block);
 }
 
 bool is_poison(const std::byte* p, uint64_t bytes) {
@@ -104,16 +106,16 @@ std::vector<block_pair> mixed_pairs() {
 
 staging_limits tight_limits() {
   staging_limits l;
-  l.slot_bytes = 5 * shape.slice_bytes();  // 5 slices: slots end inside a block's layers
+  l.slot_bytes = 5 * sizes.slice_bytes();  // 5 slices: slots end inside a block's layers
   l.slot_count = 3;
-  l.direct_min_bytes = 3 * shape.chunk_bytes();
+  l.direct_min_bytes = 3 * sizes.chunk_bytes();
   return l;
 }
 
 }  // namespace
 
 TEST_CASE("staging plan: D2H lands every chunk in its host block", "[gpu][plan]") {
-  for (uint64_t direct : {uint64_t{0}, 3 * shape.chunk_bytes()}) {
+  for (uint64_t direct : {uint64_t{0}, 3 * sizes.chunk_bytes()}) {
     memory m;
     for (uint32_t b = 0; b < device_blocks; ++b)
       fill_device_block(m, b, 1000 + b);
@@ -128,18 +130,18 @@ TEST_CASE("staging plan: D2H lands every chunk in its host block", "[gpu][plan]"
     for (uint32_t h = 0; h < host_blocks; ++h) {
       const std::byte* block = m.host.data() + m.layout.host_offset(h, 0, kv_half::key);
       if (source_of.count(h))
-        CHECK_FALSE(check_host_block(block, shape, 1000 + source_of[h], h));
+        CHECK_FALSE(check_host_block(block, sizes, 1000 + source_of[h], h));
       else
-        CHECK(is_poison(block, shape.host_block_bytes()));
+        CHECK(is_poison(block, sizes.host_block_bytes()));
     }
   }
 }
 
 TEST_CASE("staging plan: H2D lands every chunk in its device block", "[gpu][plan]") {
-  for (uint64_t direct : {uint64_t{0}, 3 * shape.chunk_bytes()}) {
+  for (uint64_t direct : {uint64_t{0}, 3 * sizes.chunk_bytes()}) {
     memory m;
     for (uint32_t h = 0; h < host_blocks; ++h)
-      fill_host_block(m.host.data() + m.layout.host_offset(h, 0, kv_half::key), shape, 500 + h);
+      fill_host_block(m.host.data() + m.layout.host_offset(h, 0, kv_half::key), sizes, 500 + h);
     staging_limits limits = tight_limits();
     limits.direct_min_bytes = direct;
     std::vector<block_pair> pairs = mixed_pairs();
@@ -153,9 +155,9 @@ TEST_CASE("staging plan: H2D lands every chunk in its device block", "[gpu][plan
         CHECK(device_block_holds(m, b, 500 + source_of[b]));
         continue;
       }
-      for (uint32_t l = 0; l < shape.layers; ++l)
+      for (uint32_t l = 0; l < sizes.shape.layers; ++l)
         CHECK(is_poison(m.device.data() + m.layout.device_offset(b, l, kv_half::key),
-                        shape.chunk_bytes()));
+                        sizes.chunk_bytes()));
     }
   }
 }
@@ -164,14 +166,14 @@ TEST_CASE("staging plan: H2D steps go layer by layer over every staged pair", "[
   memory m;
   staging_limits limits = tight_limits();
   staging_plan plan = plan_staging(m.layout, mixed_pairs(), transfer_direction::h2d, limits);
-  REQUIRE(plan.steps.size() == shape.layers);
+  REQUIRE(plan.steps.size() == sizes.shape.layers);
   // Runs of 3 and 4 go direct (two copies per run and layer); 9 pairs stay staged.
   CHECK(plan.pairs.size() == 9);
   CHECK(std::is_sorted(plan.pairs.begin(), plan.pairs.end(),
                        [](const block_pair& a, const block_pair& b) { return a.host < b.host; }));
   CHECK(plan.slices_per_slot == 5);
   uint32_t expected_buffer = 0;
-  for (uint32_t l = 0; l < shape.layers; ++l) {
+  for (uint32_t l = 0; l < sizes.shape.layers; ++l) {
     const plan_step& step = plan.steps[l];
     CHECK(step.layer == l);
     CHECK(step.direct.size() == 4);
@@ -184,7 +186,7 @@ TEST_CASE("staging plan: H2D steps go layer by layer over every staged pair", "[
       uint64_t bytes = 0;
       for (const strided_copy& c : slot.host_copies)
         bytes += c.bytes();
-      CHECK(bytes == slot.window.slice_count * shape.slice_bytes());
+      CHECK(bytes == slot.window.slice_count * sizes.slice_bytes());
       slices += slot.window.slice_count;
     }
     CHECK(slices == plan.pairs.size());
@@ -203,20 +205,20 @@ TEST_CASE("staging plan: consecutive host blocks share one copy", "[gpu][plan]")
   REQUIRE(d2h.steps.size() == 1);
   REQUIRE(d2h.steps[0].slots.size() == 1);
   REQUIRE(d2h.steps[0].slots[0].host_copies.size() == 1);
-  CHECK(d2h.steps[0].slots[0].host_copies[0].bytes() == 8 * shape.host_block_bytes());
+  CHECK(d2h.steps[0].slots[0].host_copies[0].bytes() == 8 * sizes.host_block_bytes());
   staging_plan h2d = plan_staging(m.layout, pairs, transfer_direction::h2d, limits);
   for (const plan_step& step : h2d.steps) {
     REQUIRE(step.slots.size() == 1);
     REQUIRE(step.slots[0].host_copies.size() == 1);
     CHECK(step.slots[0].host_copies[0].rows == 8);
-    CHECK(step.slots[0].host_copies[0].host_pitch == shape.host_block_bytes());
+    CHECK(step.slots[0].host_copies[0].host_pitch == sizes.host_block_bytes());
   }
 }
 
 TEST_CASE("staging plan: an empty transfer has steps but no work", "[gpu][plan]") {
   memory m;
   staging_plan h2d = plan_staging(m.layout, {}, transfer_direction::h2d, tight_limits());
-  CHECK(h2d.steps.size() == shape.layers);
+  CHECK(h2d.steps.size() == sizes.shape.layers);
   for (const plan_step& step : h2d.steps)
     CHECK((step.slots.empty() && step.direct.empty()));
   staging_plan d2h = plan_staging(m.layout, {}, transfer_direction::d2h, tight_limits());

@@ -6,11 +6,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "test_shapes.hpp"
+
 using namespace kvtier::gpu;
 
 namespace {
 
-const kv_shape shape{4, 2, 16, 4, 2};  // 256-byte chunks, 2 KiB blocks
+const kv_layout shape = test::layout_of(4, 2, 16, 4, 2);  // 256-byte chunks, 2 KiB blocks
 
 }  // namespace
 
@@ -52,7 +54,7 @@ TEST_CASE("verify pattern: another hash is a mismatch at the first word", "[gpu]
 TEST_CASE("verify pattern: chunks of one block differ from each other", "[gpu][verify]") {
   // A chunk copied to the wrong layer or half must not pass.
   std::vector<uint64_t> first_words;
-  for (uint32_t layer = 0; layer < shape.layers; ++layer)
+  for (uint32_t layer = 0; layer < shape.shape.layers; ++layer)
     for (kv_half h : {kv_half::key, kv_half::value})
       first_words.push_back(pattern_word(chunk_seed(42, layer, h), 0));
   std::sort(first_words.begin(), first_words.end());

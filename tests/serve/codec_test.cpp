@@ -1,14 +1,21 @@
-// The wire codec (serve/codec/): each reply the server encodes and the client stub decodes,
-// round-tripped through msgpack for representative values, empty and large lists included.
+// The wire format (serve/wire/): every call the client stub encodes and the server decodes, and
+// every reply the server encodes and the client stub decodes, round-tripped through msgpack for
+// representative values, empty and large lists included; and the bytes of each pinned.
 
 #include <catch2/catch.hpp>
 
-#include "serve/codec/fields.hpp"
-#include "serve/codec/probe_reply.hpp"
-#include "serve/codec/request_replies.hpp"
-#include "serve/codec/stats_reply.hpp"
-#include "serve/codec/step_reply.hpp"
-#include "serve/encode.hpp"
+#include <fstream>
+#include <map>
+
+#include "serve/wire/call.hpp"
+#include "serve/wire/error_reply.hpp"
+#include "serve/wire/fields.hpp"
+#include "serve/wire/map_writer.hpp"
+#include "serve/wire/probe_reply.hpp"
+#include "serve/wire/request_replies.hpp"
+#include "serve/wire/session_replies.hpp"
+#include "serve/wire/stats_reply.hpp"
+#include "serve/wire/step_reply.hpp"
 
 using namespace kvtier;
 using namespace kvtier::serve;
@@ -256,4 +263,490 @@ TEST_CASE("the codec refuses replies that do not fit the protocol", "[serve][cod
   CHECK_THROWS_WITH(decode_allocate_reply(h.get(), 1), Catch::Contains("'state'"));
   CHECK_THROWS_WITH(decode_probe_reply(h.get()), Catch::Contains("'step'"));
   CHECK_THROWS_WITH(decode_step_reply(h.get()), Catch::Contains("'step'"));
+}
+
+// -- calls ----------------------------------------------------------------------------------------
+
+namespace {
+
+call decoded(const call& c) {
+  msgpack::sbuffer buf;
+  encode_call(buf, c);
+  call out;
+  std::optional<wire_error> e = decode_call(buf.data(), buf.size(), out);
+  INFO((e ? e->message : std::string()));
+  REQUIRE_FALSE(e);
+  return out;
+}
+
+void check_same(const std::vector<token_mark>& a, const std::vector<token_mark>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].req == b[i].req);
+    CHECK(a[i].tokens == b[i].tokens);
+  }
+}
+
+// Entry i's device block ids; an entry without any has an empty list, as the decoder gives it.
+std::vector<uint32_t> ids_at(const std::vector<std::vector<uint32_t>>& lists, size_t i) {
+  return i < lists.size() ? lists[i] : std::vector<uint32_t>{};
+}
+
+void check_same_step(const call& a, const call& b) {
+  CHECK(a.step.step == b.step.step);
+  check_same(a.step.computed, b.step.computed);
+  CHECK(a.step.finished == b.step.finished);
+  check_same(a.step.preempted, b.step.preempted);
+  check_same(a.step.grows, b.step.grows);
+  check_same(a.step.admits, b.step.admits);
+  for (size_t i = 0; i < a.step.grows.size(); ++i)
+    CHECK(ids_at(a.step.grow_blocks, i) == ids_at(b.step.grow_blocks, i));
+  for (size_t i = 0; i < a.step.admits.size(); ++i)
+    CHECK(ids_at(a.step.admit_blocks, i) == ids_at(b.step.admit_blocks, i));
+  CHECK(a.evicted == b.evicted);
+}
+
+void check_same_hello(const call& a, const call& b) {
+  CHECK(a.versions == b.versions);
+  CHECK(a.name == b.name);
+  CHECK(a.model.name == b.model.name);
+  CHECK(a.model.layers == b.model.layers);
+  CHECK(a.model.kv_heads == b.model.kv_heads);
+  CHECK(a.model.head_dim == b.model.head_dim);
+  CHECK(a.model.kv_dtype == b.model.kv_dtype);
+  CHECK(a.block_size == b.block_size);
+  CHECK(a.tiers == b.tiers);
+  CHECK(a.tensors.present == b.tensors.present);
+  CHECK(a.tensors.device_blocks == b.tensors.device_blocks);
+  CHECK(a.tensors.layer_handles == b.tensors.layer_handles);
+  CHECK(a.tensors.layer_offsets == b.tensors.layer_offsets);
+  CHECK(a.tensors.event_slots == b.tensors.event_slots);
+  CHECK(a.tensors.events == b.tensors.events);
+}
+
+// Every field a call of any verb may carry.
+void check_same(const call& a, const call& b) {
+  CHECK(a.op == b.op);
+  CHECK(a.id == b.id);
+  CHECK(a.token == b.token);
+  CHECK(a.engine == b.engine);
+  check_same_hello(a, b);
+  CHECK(a.blocks == b.blocks);
+  CHECK(a.repeats == b.repeats);
+  CHECK(a.text.kind == b.text.kind);
+  CHECK(a.text.tokens == b.text.tokens);
+  CHECK(a.text.extra_keys == b.text.extra_keys);
+  REQUIRE(a.text.blocks.size() == b.text.blocks.size());
+  for (size_t i = 0; i < a.text.blocks.size(); ++i) {
+    CHECK(a.text.blocks[i].hash == b.text.blocks[i].hash);
+    CHECK(a.text.blocks[i].tokens == b.text.blocks[i].tokens);
+  }
+  CHECK(a.computed_tokens == b.computed_tokens);
+  CHECK(a.req == b.req);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.probe.candidates == b.probe.candidates);
+  CHECK(a.probe.grow_blocks == b.probe.grow_blocks);
+  CHECK(a.probe.victims == b.probe.victims);
+  check_same_step(a, b);
+}
+
+call call_of(verb op, uint64_t id = 5) {
+  call c;
+  c.op = op;
+  c.id = id;
+  c.engine = 3;
+  return c;
+}
+
+attach_request some_tensors(uint32_t layers) {
+  attach_request t;
+  t.present = true;
+  t.device_blocks = 1000;
+  for (uint32_t l = 0; l < layers; ++l) {
+    ipc_bytes h;
+    h.fill(static_cast<uint8_t>(l));
+    t.layer_handles.push_back(h);
+    t.layer_offsets.push_back(uint64_t{l} << 33);
+  }
+  t.event_slots = 4;
+  for (uint32_t e = 0; e < 4 * layers; ++e) {
+    ipc_bytes h;
+    h.fill(static_cast<uint8_t>(200 + e % 50));
+    t.events.push_back(h);
+  }
+  return t;
+}
+
+std::vector<token_mark> marks(uint32_t n, uint64_t from) {
+  std::vector<token_mark> out;
+  for (uint32_t i = 0; i < n; ++i)
+    out.push_back({from + i, i * 64 + 1});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("calls round-trip: hello, plain and with tensors and tiers", "[serve][codec]") {
+  call c = call_of(verb::hello);
+  c.engine.reset();
+  c.token = "sekrit";
+  c.versions = {1, 2, 3};
+  c.name = "engine \xc3\xa9";
+  c.model = {"llama3-8b", 32, 8, 128, "bf16"};
+  c.block_size = 64;
+  check_same(decoded(c), c);
+  c.tiers = {"device", "host"};
+  c.tensors = some_tensors(80);
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: lookup and allocate, in each prompt form", "[serve][codec]") {
+  for (verb op : {verb::lookup, verb::allocate}) {
+    call c = call_of(op);
+    if (op == verb::allocate)
+      c.req = UINT64_MAX;
+    c.text.kind = prompt::form::tokens;
+    for (int32_t t = -5; t < 5000; ++t)
+      c.text.tokens.push_back(t * 100000);
+    c.text.extra_keys = {1, UINT64_MAX};
+    if (op == verb::lookup)
+      c.computed_tokens = 4096;
+    check_same(decoded(c), c);
+    c.text = {};
+    c.text.kind = prompt::form::hashes;
+    for (uint64_t h = 0; h < 3000; ++h)
+      c.text.blocks.push_back({h * 0x9e3779b97f4a7c15ull, 0});
+    check_same(decoded(c), c);
+    c.text.kind = prompt::form::blocks;
+    for (cache_block& b : c.text.blocks)
+      b.tokens = 64;
+    c.text.blocks.back().tokens = 3;
+    check_same(decoded(c), c);
+  }
+  call again = call_of(verb::allocate);  // a request asked again, without a prompt
+  again.req = 9;
+  check_same(decoded(again), again);
+}
+
+TEST_CASE("calls round-trip: the one-request verbs, the shorthands and probe",
+          "[serve][codec]") {
+  for (verb op : {verb::wait, verb::free, verb::finish, verb::commit, verb::save,
+                  verb::preempt}) {
+    call c = call_of(op);
+    c.req = 1ull << 50;
+    if (op == verb::commit || op == verb::save || op == verb::preempt)
+      c.tokens = UINT32_MAX;
+    check_same(decoded(c), c);
+  }
+  call c = call_of(verb::probe);
+  c.probe.step = c.step.step = 1ull << 40;  // the decoder reads `step` into both
+  for (uint64_t r = 0; r < 5000; ++r)
+    c.probe.candidates.push_back(r);
+  c.probe.grow_blocks = UINT32_MAX;
+  c.probe.victims = {7, 8, 9};
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: step, empty, large, with the engine's device block ids",
+          "[serve][codec]") {
+  call c = call_of(verb::step);
+  c.step.step = c.probe.step = 1;
+  check_same(decoded(c), c);
+  c.step.step = c.probe.step = UINT64_MAX;
+  c.step.computed = marks(4000, 1);
+  for (uint64_t r = 0; r < 1000; ++r)
+    c.step.finished.push_back(r * 3);
+  c.step.preempted = marks(100, 9000);
+  c.step.grows = marks(2000, 1);
+  c.step.admits = marks(500, 20000);
+  check_same(decoded(c), c);
+  c.step.grow_blocks.assign(c.step.grows.size(), {});
+  c.step.grow_blocks[1999] = {1, UINT32_MAX};
+  for (size_t i = 0; i < c.step.admits.size(); ++i)
+    c.step.admit_blocks.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1)});
+  c.evicted = {0, 5, UINT32_MAX};
+  check_same(decoded(c), c);
+}
+
+TEST_CASE("calls round-trip: stats, ping, bye, bench_swap", "[serve][codec]") {
+  for (verb op : {verb::stats, verb::ping, verb::bye}) {
+    call c = call_of(op, 0);
+    check_same(decoded(c), c);
+    c.engine.reset();
+    check_same(decoded(c), c);
+  }
+  call b = call_of(verb::bench_swap);
+  b.blocks = 4096;
+  b.repeats = 1000;
+  check_same(decoded(b), b);
+}
+
+// -- session replies --------------------------------------------------------------------------------
+
+TEST_CASE("hello, ping, bye, bench_swap and error replies round-trip", "[serve][codec]") {
+  for (uint32_t version : {1u, 2u, 3u}) {
+    hello_answer a;
+    a.version = version;
+    a.attached = version >= 2;
+    a.verify = version >= 2;
+    a.owner = version >= 3 ? session::device_owner::engine : session::device_owner::kvtier;
+    a.engine = UINT64_MAX;
+    a.block_size = 64;
+    a.layers = 80;
+    a.device_blocks = UINT32_MAX;
+    a.host_blocks = 0;
+    a.tiers = {"device", "storage"};
+    a.now_ns = -7;
+    a.speed = version == 1 ? 1.0 : 0.25;  // msgpack-c writes 1.0 as the integer 1
+    a.kvtier = {"0.1.0", "abc-dirty", "Release", "GNU 12.2.0", "none"};
+    round_trip(version, [&](auto& buf, uint64_t id) { encode_hello_reply(buf, id, a); },
+               [&](const msgpack::object& r) {
+                 CHECK((wire::find(r, "attached") != nullptr) == (version >= 2));
+                 CHECK((wire::find(r, "device_owner") != nullptr) == (version >= 3));
+                 hello_answer b = decode_hello_reply(r);
+                 CHECK(b.version == a.version);
+                 CHECK(b.attached == a.attached);
+                 CHECK(b.verify == a.verify);
+                 CHECK(b.owner == a.owner);
+                 CHECK(b.engine == a.engine);
+                 CHECK(b.block_size == a.block_size);
+                 CHECK(b.layers == a.layers);
+                 CHECK(b.device_blocks == a.device_blocks);
+                 CHECK(b.host_blocks == a.host_blocks);
+                 CHECK(b.tiers == a.tiers);
+                 CHECK(b.now_ns == a.now_ns);
+                 CHECK(b.speed == a.speed);
+                 CHECK(b.kvtier.commit == a.kvtier.commit);
+                 CHECK(b.kvtier.cuda == a.kvtier.cuda);
+               });
+  }
+  round_trip(9, [](auto& buf, uint64_t id) { encode_ping_reply(buf, id, INT64_MIN); },
+             [](const msgpack::object& r) { CHECK(decode_ping_reply(r) == INT64_MIN); });
+  round_trip(9, [](auto& buf, uint64_t id) { encode_bye_reply(buf, id, 12345); },
+             [](const msgpack::object& r) { CHECK(decode_bye_reply(r) == 12345); });
+  bench_swap_answer s{1ull << 33, {1.5, 20.25, 0}, 63, 32, {}};
+  for (uint32_t i = 0; i < 2000; ++i)
+    s.blocks.push_back({i, UINT64_MAX - i});
+  round_trip(2, [&](auto& buf, uint64_t id) { encode_bench_swap_reply(buf, id, s); },
+             [&](const msgpack::object& r) {
+               bench_swap_answer t = decode_bench_swap_reply(r);
+               CHECK(t.bytes == s.bytes);
+               CHECK(t.gbps == s.gbps);
+               CHECK(t.slot == s.slot);
+               CHECK(t.layers == s.layers);
+               REQUIRE(t.blocks.size() == s.blocks.size());
+               CHECK(t.blocks[1999].hash == s.blocks[1999].hash);
+             });
+  std::string bytes = encode_error(77, "bad_request", "request \xff named");
+  msgpack::object_handle h = msgpack::unpack(bytes.data(), bytes.size());
+  CHECK(wire::u64(h.get(), "id") == 77);
+  std::optional<refusal_answer> e = decode_error(h.get());
+  REQUIRE(e);
+  CHECK(e->kind == "bad_request");
+  CHECK(e->message == "request \\xff named");
+  msgpack::sbuffer ok;
+  encode_ping_reply(ok, 1, 0);
+  CHECK_FALSE(decode_error(msgpack::unpack(ok.data(), ok.size()).get()));
+}
+
+// -- the bytes --------------------------------------------------------------------------------------
+
+namespace {
+
+std::string hex(const char* data, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    auto b = static_cast<unsigned char>(data[i]);
+    out += digits[b >> 4];
+    out += digits[b & 0xf];
+  }
+  return out;
+}
+
+std::string hex(const msgpack::sbuffer& b) { return hex(b.data(), b.size()); }
+
+// tests/serve/data/wire_pins.txt: one message a line, `name hex`.
+std::map<std::string, std::string> pins() {
+  std::ifstream in(std::string(KVTIER_SOURCE_DIR) + "/tests/serve/data/wire_pins.txt");
+  REQUIRE(in);
+  std::map<std::string, std::string> out;
+  std::string name, bytes;
+  while (in >> name >> bytes)
+    out[name] = bytes;
+  return out;
+}
+
+std::string call_hex(verb op, uint64_t id, const std::string& token, uint64_t engine,
+                     const std::function<void(call&)>& fill) {
+  call c;
+  c.op = op;
+  c.id = id;
+  if (!token.empty())
+    c.token = token;
+  if (engine)
+    c.engine = engine;
+  fill(c);
+  msgpack::sbuffer b;
+  encode_call(b, c);
+  return hex(b);
+}
+
+model_shape pin_model() { return {"llama3-8b", 32, 8, 128, "bf16"}; }
+
+attach_request pin_tensors() {
+  attach_request t;
+  t.present = true;
+  t.device_blocks = 100;
+  for (int l = 0; l < 2; ++l) {
+    ipc_bytes b;
+    b.fill(static_cast<uint8_t>(7 + l));
+    t.layer_handles.push_back(b);
+    t.layer_offsets.push_back(4096u * l);
+  }
+  t.event_slots = 2;
+  for (int e = 0; e < 4; ++e) {
+    ipc_bytes b;
+    b.fill(static_cast<uint8_t>(40 + e));
+    t.events.push_back(b);
+  }
+  return t;
+}
+
+commit pin_step(bool ids) {
+  commit c;
+  c.step = 12;
+  c.computed = {{4, 128}};
+  c.finished = {9};
+  c.preempted = {{5, 0}};
+  c.grows = {{4, 300}};
+  c.admits = {{6, 64}, {7, 129}};
+  if (ids) {
+    c.grow_blocks = {{3, 4}};
+    c.admit_blocks = {{1}, {2, 8, 9}};
+  }
+  return c;
+}
+
+std::map<std::string, std::string> reply_bytes() {
+  std::map<std::string, std::string> got;
+  auto put = [&](const char* name, const std::function<void(msgpack::sbuffer&)>& encode) {
+    msgpack::sbuffer b;
+    encode(b);
+    got[name] = hex(b);
+  };
+  put("lookup", [](auto& b) { encode_lookup_reply(b, 1, {{4, 5, 256, 320}, 6, 1ull << 40}); });
+  put("allocate_ready", [](auto& b) { encode_allocate_reply(b, 2, ready{42, 7, 300}); });
+  put("allocate_pending", [](auto& b) { encode_allocate_reply(b, 3, std::nullopt); });
+  put("wait", [](auto& b) { encode_wait_reply(b, 4, ready{42, 7, 300}); });
+  probe_reply p{77, 12, {{1, 2, 3, 128, 192, 1}}, {4, 5}};
+  put("probe", [&](auto& b) { encode_probe_reply(b, 5, p); });
+  step_answer sa;
+  sa.granted.step = 9;
+  sa.granted.admits = {{4, true, 1, 2, 3, 64, 128, 192}, {5, false}};
+  sa.granted.failed_grows = {8};
+  sa.granted.available_blocks = 17;
+  sa.granted.layer_ready_ns = {10, -20};
+  sa.now_ns = 99;
+  put("step_modelled", [&](auto& b) { encode_step_reply(b, 6, sa, copy_backend_kind::modelled); });
+  put("step_cuda_nil", [&](auto& b) { encode_step_reply(b, 7, sa, copy_backend_kind::cuda); });
+  step_answer swap = sa;
+  swap.swap_in = swap_in_slot{3, 32, {{5, 1ull << 62}, {6, 2}}};
+  put("step_cuda_swap", [&](auto& b) { encode_step_reply(b, 8, swap, copy_backend_kind::cuda); });
+  step_answer v3 = sa;
+  v3.load_blocks = {{1, 2}, {}};
+  put("step_v3", [&](auto& b) { encode_step_reply(b, 9, v3, copy_backend_kind::modelled); });
+  stats_answer st;
+  st.engines = 2;
+  st.requests = 5;
+  for (int i = 0; i < verb_count; ++i)
+    st.calls[i] = i * 3;
+  st.errors[1] = 4;
+  st.controller.device_used = 9;
+  st.controller.copies_in_flight = 2;
+  st.storage.stored = 7;
+  st.storage.backend = "file";
+  st.now_ns = 5;
+  put("stats", [&](auto& b) { encode_stats_reply(b, 10, st); });
+  std::string e = encode_error(11, "bad_request", "request 5 in 'admits' is not waiting \xff");
+  got["error"] = hex(e.data(), e.size());
+  struct hello_in {
+    uint32_t version;
+    bool gpu, verify;
+  };
+  for (hello_in h : {hello_in{1, false, false}, hello_in{2, true, true}, hello_in{3, true, false},
+                     hello_in{3, false, false}}) {
+    hello_answer a{h.version, h.gpu, h.gpu && h.verify, session::device_owner::engine, 3, 64, 32,
+                   1024, 4096, {"device", "host", "storage"}, 123456789, 1.5,
+                   {"0.1.0", "abc1234", "Release", "GNU 12.2.0", "none"}};
+    std::string name = "hello_v" + std::to_string(h.version) + (h.gpu ? "_gpu" : "");
+    put(name.c_str(), [&](auto& b) { encode_hello_reply(b, 12, a); });
+  }
+  put("ping", [](auto& b) { encode_ping_reply(b, 13, 555); });
+  put("bye", [](auto& b) { encode_bye_reply(b, 14, 3); });
+  std::vector<gpu::block_pattern> targets = {{5, 0x62656e6368000000}, {9, 0x62656e6368000001}};
+  put("bench_swap",
+      [&](auto& b) { encode_bench_swap_reply(b, 15, {1 << 20, {20.5, 21.25}, 1, 32, targets}); });
+  return got;
+}
+
+std::map<std::string, std::string> call_bytes() {
+  std::map<std::string, std::string> got;
+  std::string token = "sekrit";
+  std::vector<cache_block> blocks = {{11, 64}, {1ull << 63, 10}};
+  got["c_hello"] = call_hex(verb::hello, 1, token, 0, [](call& c) {
+    c.versions = {1};
+    c.name = "engine-sim";
+    c.model = pin_model();
+    c.block_size = 64;
+  });
+  got["c_hello_tensors"] = call_hex(verb::hello, 1, "", 0, [](call& c) {
+    c.versions = {3};
+    c.name = "engine-sim";
+    c.model = pin_model();
+    c.block_size = 64;
+    c.tensors = pin_tensors();
+  });
+  got["c_lookup"] = call_hex(verb::lookup, 2, token, 3, [&](call& c) {
+    c.text.kind = prompt::form::blocks;
+    c.text.blocks = blocks;
+  });
+  got["c_allocate"] = call_hex(verb::allocate, 3, token, 3, [&](call& c) {
+    c.req = 17;
+    c.text.kind = prompt::form::blocks;
+    c.text.blocks = blocks;
+  });
+  got["c_wait"] = call_hex(verb::wait, 4, "", 3, [](call& c) { c.req = 17; });
+  got["c_probe"] = call_hex(verb::probe, 5, "", 3, [](call& c) {
+    c.probe = {5, {1, 2}, 7, {9}};
+  });
+  got["c_step"] = call_hex(verb::step, 6, "", 3, [](call& c) { c.step = pin_step(false); });
+  got["c_step_v3"] = call_hex(verb::step, 6, "", 3, [](call& c) { c.step = pin_step(true); });
+  got["c_ping"] = call_hex(verb::ping, 7, "", 3, [](call&) {});
+  got["c_stats"] = call_hex(verb::stats, 8, "", 3, [](call&) {});
+  got["c_bye"] = call_hex(verb::bye, 9, "", 3, [](call&) {});
+  got["c_bench_swap"] = call_hex(verb::bench_swap, 10, "", 3, [](call& c) {
+    c.blocks = 64;
+    c.repeats = 5;
+  });
+  return got;
+}
+
+}  // namespace
+
+// The pins are the bytes the encoders wrote before serve/ was split into wire, server and
+// client (the server's replies and the C++ client stub's calls); a change to one is a change of
+// the protocol (docs/protocol.md), which the Python client and other engines read.
+TEST_CASE("the wire bytes of every reply and of the client stub's calls are pinned",
+          "[serve][codec]") {
+  std::map<std::string, std::string> want = pins();
+  std::map<std::string, std::string> got = reply_bytes();
+  for (auto& [name, bytes] : call_bytes())
+    got[name] = bytes;
+  CHECK(got.size() == want.size());
+  for (const auto& [name, bytes] : want) {
+    INFO(name);
+    REQUIRE(got.count(name));
+    CHECK(got[name] == bytes);
+  }
 }

@@ -6,8 +6,9 @@
 
 #include <thread>
 
-#include "serve/client.hpp"
-#include "serve/encode.hpp"
+#include "serve/client/client.hpp"
+#include "serve/wire/error_reply.hpp"
+#include "serve/wire/map_writer.hpp"
 #include "tests/serve/serve_process.hpp"
 
 using namespace kvtier;

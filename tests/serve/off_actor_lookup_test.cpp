@@ -1,4 +1,4 @@
-// Lookups answered off the server actor (serve/off_actor_lookups.hpp): the published blocks never
+// Lookups answered off the server actor (serve/server/off_actor_lookups.hpp): the published blocks never
 // report a block whose removal was applied before the lookup began, and a server answering
 // lookups off the actor answers what one answering them on the actor does, while engines evict.
 
@@ -7,10 +7,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "serve/client.hpp"
-#include "serve/off_actor_lookups.hpp"
-#include "serve/prompt_blocks.hpp"
-#include "serve/published_blocks.hpp"
+#include "serve/client/client.hpp"
+#include "serve/server/off_actor_lookups.hpp"
+#include "serve/server/prompt_blocks.hpp"
+#include "serve/server/published_blocks.hpp"
 #include "tests/serve/serve_process.hpp"
 
 using namespace kvtier;

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/block_hash.hpp"
-#include "serve/call.hpp"
-#include "serve/encode.hpp"
+#include "serve/wire/call.hpp"
+#include "serve/wire/map_writer.hpp"
 
 using namespace kvtier;
 using namespace kvtier::serve;

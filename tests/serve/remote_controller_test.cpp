@@ -1,4 +1,4 @@
-// The client stub (serve/remote_controller.hpp): a cache controller whose every message becomes
+// The client stub (serve/client/remote_controller.hpp): a cache controller whose every message becomes
 // a protocol call, against a real `kvtier serve` and against a server that never answers.
 
 #include <catch2/catch.hpp>
@@ -7,8 +7,9 @@
 #include <thread>
 
 #include "runtime/deployment.hpp"
-#include "serve/codec/fields.hpp"
-#include "serve/remote_controller.hpp"
+#include "serve/client/remote_controller.hpp"
+#include "serve/wire/fields.hpp"
+#include "serve/wire/session_replies.hpp"
 #include "tests/serve/serve_process.hpp"
 
 using namespace kvtier;
@@ -70,7 +71,11 @@ class silent_server {
         continue;
       }
       msgpack::sbuffer buf;
-      ok_reply(buf, wire::u64(h.get(), "id"), 1).put("engine", 1);
+      hello_answer a;
+      a.engine = 1;
+      a.block_size = 64;
+      a.layers = 32;
+      encode_hello_reply(buf, wire::u64(h.get(), "id"), a);
       socket_.send(who, zmq::send_flags::sndmore);
       socket_.send(zmq::const_buffer(buf.data(), buf.size()));
     }

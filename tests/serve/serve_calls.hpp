@@ -15,9 +15,9 @@
 
 #include "core/block_hash.hpp"
 #include "core/build_info.hpp"
-#include "serve/block_names.hpp"
+#include "serve/server/block_names.hpp"
 #include "gpu/device_info.hpp"
-#include "serve/client.hpp"
+#include "serve/client/client.hpp"
 #include "tests/serve/serve_process.hpp"
 
 namespace kvtier::test::serve_calls {

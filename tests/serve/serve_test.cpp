@@ -144,7 +144,7 @@ TEST_CASE("bad messages get an error reply and the server goes on", "[serve]") {
   CHECK(s.stop(SIGINT) == 0);  // Ctrl-C stops it as cleanly as SIGTERM
 }
 
-TEST_CASE("a wrong token is refused and counted; a public bind needs one", "[serve]") {
+TEST_CASE("a wrong token is refused and counted, a public bind needs one", "[serve]") {
   serve_process s(small({"--token", "s3cret"}));
   {
     client none(s.endpoint());

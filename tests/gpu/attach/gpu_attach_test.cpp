@@ -18,6 +18,7 @@
 
 #include "actors/device/engine_device.hpp"
 #include "gpu/device_info.hpp"
+#include "tests/gpu/test_shapes.hpp"
 
 namespace {
 
@@ -178,7 +179,8 @@ TEST_CASE("gpu attach: the engine's check counts blocks that do not hold their p
           "[gpu][attach]") {
   // Blocks never written hold no pattern: every one is counted, and the first is described.
   kvtier::engine_device_options o;
-  o.shape = {4, 2, 64, 16, 2};
+  o.shape = kvtier::gpu::test::kv_of(4, 2, 64, 2);
+  o.block_size = 16;
   o.device_blocks = 32;
   o.event_slots = 2;
   kvtier::engine_device gpu(o);

@@ -2,21 +2,22 @@
 
 #include <map>
 
-#include "gpu/bench_blocks.hpp"
+#include "gpu/bench/bench_blocks.hpp"
 
 namespace kvtier::gpu::test {
 
-kv_shape small_shape() {
-  return kv_shape{4, 2, 64, 16, 2};
+kv_layout small_shape() {
+  return layout_of(4, 2, 64, 16, 2);
 }
 
-kv_shape llama_shape(uint32_t block_size) {
-  return kv_shape{32, 8, 128, block_size, 2};
+kv_layout llama_shape(uint32_t block_size) {
+  return layout_of(32, 8, 128, block_size, 2);
 }
 
-kv_cache_config make_config(const kv_shape& shape, uint32_t device_blocks, uint32_t host_blocks) {
+kv_cache_config make_config(const kv_layout& sizes, uint32_t device_blocks, uint32_t host_blocks) {
   kv_cache_config cfg;
-  cfg.shape = shape;
+  cfg.shape = sizes.shape;
+  cfg.block_size = sizes.block_size;
   cfg.device_blocks = device_blocks;
   cfg.host_blocks = host_blocks;
   cfg.calibrate_compute = false;
@@ -51,7 +52,7 @@ std::vector<block_pair> scattered_pairs(uint64_t seed, uint32_t count, const kv_
 
 void fill_every_host_block(kv_cache& c) {
   for (uint32_t h = 0; h < c.layout().host_blocks; ++h)
-    fill_host_block(c.host_block(h), c.layout().shape, host_hash(h));
+    fill_host_block(c.host_block(h), c.layout(), host_hash(h));
 }
 
 void fill_every_device_block(kv_cache& c) {
@@ -82,7 +83,7 @@ std::string check_hosts_after_d2h(kv_cache& c, const std::vector<block_pair>& pa
   for (uint32_t h = 0; h < c.layout().host_blocks; ++h) {
     auto it = source_of.find(h);
     uint64_t hash = it != source_of.end() ? device_hash(it->second) : host_hash(h);
-    if (auto bad = check_host_block(c.host_block(h), c.layout().shape, hash, h))
+    if (auto bad = check_host_block(c.host_block(h), c.layout(), hash, h))
       return to_string(*bad);
   }
   return "";

@@ -8,17 +8,20 @@
 #include <string>
 #include <vector>
 
+#include "../test_shapes.hpp"
 #include "gpu/kv_cache.hpp"
-#include "gpu/transfer_bench.hpp"
+#include "gpu/bench/transfer_bench.hpp"
 
 namespace kvtier::gpu::test {
 
-/// 4 layers x 2 heads x 64 dims, 16 tokens, bf16: 4 KiB chunks, 32 KiB host blocks.
-kv_shape small_shape();
+/// 4 layers x 2 heads x 64 dims, 16 tokens, bf16: 4 KiB chunks, 32 KiB host blocks (sizes only,
+/// no blocks).
+kv_layout small_shape();
 /// Llama-3-8B-like: 32 layers x 8 heads x 128 dims, bf16.
-kv_shape llama_shape(uint32_t block_size);
+kv_layout llama_shape(uint32_t block_size);
 
-kv_cache_config make_config(const kv_shape& shape, uint32_t device_blocks, uint32_t host_blocks);
+/// A cache of `sizes`' shape and block size.
+kv_cache_config make_config(const kv_layout& sizes, uint32_t device_blocks, uint32_t host_blocks);
 
 /// What the tests fill each block with.
 uint64_t device_hash(uint32_t block);

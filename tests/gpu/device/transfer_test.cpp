@@ -18,7 +18,7 @@ constexpr transfer_method methods[] = {transfer_method::per_chunk, transfer_meth
 
 struct setup {
   const char* name;
-  kv_shape shape;
+  kv_layout shape;  ///< sizes only
   uint32_t blocks;  ///< device and host pool each
   uint32_t pairs;
   uint64_t slot_bytes;
@@ -35,7 +35,7 @@ void poison_devices(kv_cache& c, const std::vector<block_pair>& pairs) {
 
 void poison_hosts(kv_cache& c, const std::vector<block_pair>& pairs) {
   for (const block_pair& p : pairs)
-    std::memset(c.host_block(p.host), 0x5a, c.layout().shape.host_block_bytes());
+    std::memset(c.host_block(p.host), 0x5a, c.layout().host_block_bytes());
 }
 
 /// Every method, both host placements, both directions on one cache.
@@ -71,8 +71,8 @@ void check_every_method(const setup& s, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("transfers: every method moves every byte, both directions", "[gpu][transfer]") {
-  kv_shape small = small_shape();
-  kv_shape llama = llama_shape(16);
+  kv_layout small = small_shape();
+  kv_layout llama = llama_shape(16);
   // Slots of 3 slices: many slots, slot ends inside blocks; runs of 4+ chunks go direct.
   check_every_method({"small, tight slots", small, 96, 40, 3 * small.slice_bytes(),
                       4 * small.chunk_bytes()}, 100);
@@ -82,7 +82,7 @@ TEST_CASE("transfers: every method moves every byte, both directions", "[gpu][tr
 }
 
 TEST_CASE("transfers: chunks of several kernel pieces, the last one partial", "[gpu][transfer]") {
-  kv_shape odd{3, 3, 128, 48, 2};  // 36 KiB chunks: 16 + 16 + 4 KiB pieces
+  kv_layout odd = layout_of(3, 3, 128, 48, 2);  // 36 KiB chunks: 16 + 16 + 4 KiB pieces
   check_every_method({"36 KiB chunks", odd, 40, 17, 5 * odd.slice_bytes(), 0}, 400);
 }
 
@@ -111,10 +111,10 @@ TEST_CASE("transfers: the bulk reference copies bytes verbatim", "[gpu][transfer
   auto cache = make_kv_cache(make_config(small_shape(), 8, 8));
   kv_cache& c = *cache;
   fill_every_host_block(c);
-  uint64_t bytes = 2 * c.layout().shape.host_block_bytes();
+  uint64_t bytes = 2 * c.layout().host_block_bytes();
   // Host blocks 0 and 1 onto the start of the device arena, then back onto host blocks 4 and 5.
   c.release(c.submit_bulk(transfer_direction::h2d, bytes, 0, 0));
-  uint64_t fifth = 4 * c.layout().shape.host_block_bytes();
+  uint64_t fifth = 4 * c.layout().host_block_bytes();
   c.release(c.submit_bulk(transfer_direction::d2h, bytes, 0, fifth));
   CHECK(std::memcmp(c.host_block(0), c.host_block(4), bytes) == 0);
 }

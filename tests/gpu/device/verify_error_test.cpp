@@ -9,7 +9,7 @@ using namespace kvtier::gpu;
 using namespace kvtier::gpu::test;
 
 TEST_CASE("verify: a wrong hash and a corrupted layer are named", "[gpu][verify]") {
-  kv_shape shape = small_shape();
+  kv_layout shape = small_shape();
   auto cache = make_kv_cache(make_config(shape, 16, 8));
   kv_cache& c = *cache;
   c.fill_device_blocks({{3, 11}, {5, 7}});

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "gpu/device_info.hpp"
+#include "tests/gpu/test_shapes.hpp"
 #include "tests/sim/scenario.hpp"
 
 using namespace kvtier;
@@ -23,7 +24,8 @@ TEST_CASE("cuda replay: blocks survive every tier on the real backend, verified"
   c.storage.capacity_blocks = 64;
   c.scheduler.compute.prefill_token_ns = 2000;
   c.backend = copy_backend_kind::cuda;
-  c.cuda_options.shape = {4, 1, 4, 16, 2};
+  c.cuda_options.shape = gpu::test::kv_of(4, 1, 4, 2);
+  c.cuda_options.block_size = 16;
   c.cuda_options.device_blocks = 10;
   c.cuda_options.host_blocks = 12;
   c.cuda_options.verify = true;

@@ -1,0 +1,56 @@
+#pragma once
+
+// What the socket thread (socket_loop.hpp) hands the server actor, and what the actor hands back:
+// the calls one wake-up read, decoded there, and the lookups answered off the actor meanwhile
+// (off_actor_lookups.hpp); the replies go the other way through a reply_sink.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+
+#include "serve/wire/call.hpp"
+
+namespace kvtier::serve {
+
+/// One call as the socket thread read it. It is decoded there, not on the actor's thread,
+/// which also runs the cache controller: the block work is what that thread is for.
+struct inbound_call {
+  uint64_t conn = 0;
+  std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
+  uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
+  std::optional<wire_error> error;   ///< the decoder's, when it failed
+  call c;
+};
+
+/// Decodes one frame of `conn` read at `since` (a frame beyond `max_bytes` is left undecoded).
+inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
+                       std::chrono::steady_clock::time_point since);
+
+/// A lookup the socket thread answered (off_actor_lookups.hpp): what the actor counts.
+struct answered_lookup {
+  uint64_t engine = 0;
+  std::chrono::steady_clock::time_point since;
+  uint32_t prompt_blocks = 0;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  int64_t latency_ns = 0;
+};
+
+/// The calls one wake-up of the socket thread read, in arrival order: one actor message, so a
+/// burst of calls costs the actor's thread one mailbox wake-up, not one each.
+struct inbound_calls {
+  std::vector<inbound_call> calls;
+  std::vector<answered_lookup> answered;  ///< lookups answered off the actor meanwhile
+};
+
+/// Where replies go: (connection, encoded reply). Called on the actor's thread.
+using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
+
+}  // namespace kvtier::serve
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvtier::serve::inbound_calls)

@@ -1,0 +1,58 @@
+#pragma once
+
+// The server's front end actor: takes each call the socket thread decoded, keeps every engine's
+// session (model/session/engine_session.hpp: the engine's request ids mapped onto the
+// controller's, each request's state checked before anything reaches the controller, so that
+// nothing an engine sends can break it), and forwards the block work to the cache controller as
+// the scheduler would. Replies go to an outbox that the socket thread drains (socket_loop.hpp).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+
+#include "actors/device/cuda_device.hpp"
+#include "actors/messages.hpp"
+#include "observe/events/block_origins.hpp"
+#include "serve/server/inbound_calls.hpp"
+#include "serve/server/observe/observer.hpp"
+#include "serve/server/off_actor_lookups.hpp"
+
+namespace kvtier::serve {
+
+struct server_settings {
+  std::string token;                   ///< empty: none required
+  double client_timeout_s = 30;
+  uint64_t max_message_bytes = 16u << 20;
+  model_shape model;
+  uint32_t block_size = 64;
+  uint32_t layers = 1;
+  uint32_t device_blocks = 0;
+  uint32_t host_blocks = 0;
+  bool storage = false;
+  uint64_t storage_namespace = 0;
+  uint64_t max_blocks_per_request = 1u << 20;
+  double speed = 1.0;
+  caf::actor_clock::time_point epoch{};
+  std::vector<std::shared_ptr<serve_observer>> observers;
+  /// Real mode (kvtier serve --backend cuda): the device whose copies run on the attached
+  /// engine's tensors; null: the device is modelled and hello refuses `tensors`.
+  std::shared_ptr<cuda_device> gpu;
+  bool verify = false;  ///< real mode: computed blocks get their hash's pattern
+  /// KV events on: where allocate remembers the engine's hashes of the blocks it names.
+  block_origins* origins = nullptr;
+  /// Lookups answered off the actor (serve.lookups=published): where engines are published.
+  std::shared_ptr<off_actor_lookups> off_actor;
+};
+
+/// Messages it takes: inbound_calls, calls in arrival order; (gpu_done_atom, transfer, slot,
+/// [device block, hash]...) real mode: a swap-in was submitted and its slot's IPC events
+/// recorded; (run_atom) shutting down: it releases every engine's requests and refuses new work,
+/// answered with the count released.
+caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
+                              cache_controller_actor controller, storage_actor storage,
+                              reply_sink sink);
+
+}  // namespace kvtier::serve

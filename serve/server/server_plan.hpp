@@ -1,0 +1,32 @@
+#pragma once
+
+// What `kvtier serve` settles before any actor runs: the job's settings checked, the tiers
+// resolved from the same keys a replay reads, the GPU opened in real mode and the storage
+// backend made. Every refusal is a config_error naming what to change.
+
+#include <cstdint>
+#include <memory>
+
+#include "actors/device/cuda_device.hpp"
+#include "runtime/config/replay_config.hpp"
+#include "runtime/config/timed_config.hpp"
+#include "serve/server/server.hpp"
+
+namespace kvtier::serve {
+
+/// Where lookups are answered (serve.lookups; serve/server/off_actor_lookups.hpp).
+enum class lookup_path : uint8_t { actor, published };
+
+struct server_plan {
+  replay_config replay;
+  timed_config timed;               ///< the actors' options, the storage backend made
+  std::shared_ptr<cuda_device> gpu; ///< real mode (--backend cuda); null: modelled copies
+  double client_timeout_s = 30;
+  uint64_t max_message_bytes = 0;
+  lookup_path lookups = lookup_path::actor;
+};
+
+/// Checks `job` and prepares what the actors need; throws config_error when it cannot serve.
+server_plan plan_server(const serve_job& job);
+
+}  // namespace kvtier::serve

@@ -1,0 +1,191 @@
+// The session verbs (docs/protocol.md): hello registers an engine, ping keeps it registered,
+// bye releases its requests, stats reads the server's, the controller's and storage's counters.
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/build_info.hpp"
+#include "serve/server/server_state.hpp"
+#include "serve/wire/session_replies.hpp"
+#include "serve/wire/stats_reply.hpp"
+
+namespace kvtier::serve {
+
+namespace {
+
+// The highest version both speak (0: none).
+uint32_t common_version(const call& c) {
+  uint32_t version = 0;
+  for (uint64_t v : c.versions)
+    if (v >= protocol_version_min && v <= protocol_version)
+      version = std::max(version, static_cast<uint32_t>(v));
+  return version;
+}
+
+// Why hello's model or block size is not the server's: (field, theirs, ours), if it is not.
+struct mismatch {
+  std::string field, theirs, ours;
+};
+
+std::optional<mismatch> model_mismatch(const call& c, const server_settings& s) {
+  auto quoted = [](const std::string& v) { return "'" + v + "'"; };
+  auto number = [](uint32_t v) { return std::to_string(v); };
+  if (c.model.name != s.model.name)
+    return mismatch{"model.name", quoted(c.model.name), quoted(s.model.name)};
+  if (c.model.layers != s.model.layers)
+    return mismatch{"model.layers", number(c.model.layers), number(s.model.layers)};
+  if (c.model.kv_heads != s.model.kv_heads)
+    return mismatch{"model.kv_heads", number(c.model.kv_heads), number(s.model.kv_heads)};
+  if (c.model.head_dim != s.model.head_dim)
+    return mismatch{"model.head_dim", number(c.model.head_dim), number(s.model.head_dim)};
+  if (c.model.kv_dtype != s.model.kv_dtype)
+    return mismatch{"model.kv_dtype", quoted(c.model.kv_dtype), quoted(s.model.kv_dtype)};
+  if (c.block_size != s.block_size)
+    return mismatch{"block_size", number(c.block_size), number(s.block_size)};
+  return std::nullopt;
+}
+
+std::vector<std::string> tiers_of(const server_settings& s) {
+  std::vector<std::string> tiers = {"device"};
+  if (s.host_blocks > 0)
+    tiers.push_back("host");
+  if (s.storage)
+    tiers.push_back("storage");
+  return tiers;
+}
+
+// Registers the engine `c` names at `version` on `x`'s connection; returns its id.
+uint64_t register_engine(self_ptr self, const ctx& x, uint32_t version) {
+  auto& st = self->state;
+  const auto& s = st.settings;
+  uint64_t id = st.next_engine++;
+  session::session_options o;
+  o.owner = version >= engine_tier_version ? session::device_owner::engine
+                                           : session::device_owner::kvtier;
+  o.block_size = s.block_size;
+  o.device_blocks = s.device_blocks;
+  engine_state& e = st.engines.try_emplace(id).first->second;
+  e.name = x.c.name;
+  e.conn = x.to.conn;
+  e.last_seen = steady::now();
+  e.version = version;
+  e.session = session::engine_session(o);
+  if (s.off_actor)
+    s.off_actor->engine_registered(id, x.to.conn, version);
+  ++st.counters.engines_registered;
+  for (auto& ob : s.observers)
+    ob->on_engine(id, e.name, true, 0);
+  return id;
+}
+
+}  // namespace
+
+void do_hello(self_ptr self, ctx& x) {
+  const auto& s = self->state.settings;
+  const call& c = x.c;
+  // A real server loads into the blocks its own device tier chose (version 2) or the engine
+  // named (version 3); either way on the engine's tensors (docs/protocol.md).
+  uint32_t version = common_version(c);
+  if (version == 0)
+    return fail(self, x.to, error_kind::version,
+                "no common protocol version: the server speaks "
+                  + std::to_string(protocol_version_min) + " to "
+                  + std::to_string(protocol_version));
+  if (auto m = model_mismatch(c, s))
+    return fail(self, x.to, error_kind::model_mismatch,
+                m->field + " is " + m->theirs + ", the server's is " + m->ours
+                  + " (one server serves one model shape)");
+  std::vector<std::string> tiers = tiers_of(s);
+  for (const std::string& t : c.tiers)
+    if (std::find(tiers.begin(), tiers.end(), t) == tiers.end())
+      return fail(self, x.to, error_kind::bad_request,
+                  "tier '" + t + "' is not configured on this server");
+  if (auto bad = attach_tensors(self, c, version))
+    return fail(self, x.to, error_kind::bad_request, *bad);
+  hello_answer a;
+  a.version = version;
+  a.attached = s.gpu != nullptr;
+  a.verify = s.gpu != nullptr && s.verify;
+  a.owner = session::device_owner::engine;  // on the wire from version 3 only
+  a.engine = register_engine(self, x, version);
+  a.block_size = s.block_size;
+  a.layers = s.layers;
+  a.device_blocks = s.device_blocks;
+  a.host_blocks = s.host_blocks;
+  a.tiers = std::move(tiers);
+  a.now_ns = now_ns(self);
+  a.speed = s.speed;
+  a.kvtier = this_build();
+  msgpack::sbuffer buf;
+  encode_hello_reply(buf, c.id, a);
+  answer(self, x.to, buf);
+}
+
+void do_ping(self_ptr self, ctx& x) {
+  const call& c = x.c;
+  // Only the connection that registered the engine keeps it alive.
+  if (c.engine)
+    if (auto it = self->state.engines.find(*c.engine);
+        it != self->state.engines.end() && it->second.conn == x.to.conn)
+      it->second.last_seen = x.to.since;
+  msgpack::sbuffer buf;
+  encode_ping_reply(buf, c.id, now_ns(self));
+  answer(self, x.to, buf);
+}
+
+void do_bye(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
+  uint64_t released = e.session.size();
+  drop_engine(self, engine);
+  msgpack::sbuffer buf;
+  encode_bye_reply(buf, x.c.id, released);
+  answer(self, x.to, buf);
+}
+
+namespace {
+
+// The server's own invariants beside the controller's: every engine session's, and the
+// controller answers a session refused. Reported as the controller's violations, which `stats`
+// carries (docs/protocol.md); the first message goes to stderr.
+uint64_t session_violations(self_ptr self) {
+  auto& st = self->state;
+  invariant_report report;
+  for (const auto& [id, e] : st.engines)
+    e.session.check(report);
+  if (!report.ok())
+    std::fprintf(stderr, "kvtier serve: internal error: %s\n", report.messages.front().c_str());
+  return report.violations + st.session_faults;
+}
+
+void send_stats(self_ptr self, const ctx& x, const controller_report& cr,
+                const storage_report& sr) {
+  auto& st = self->state;
+  stats_answer a;
+  a.engines = st.engines.size();
+  for (auto& [id, e] : st.engines)
+    a.requests += e.session.size();
+  std::copy(std::begin(st.counters.calls), std::end(st.counters.calls), a.calls.begin());
+  std::copy(std::begin(st.counters.errors), std::end(st.counters.errors), a.errors.begin());
+  a.controller = cr;
+  a.controller.invariant_violations += session_violations(self);
+  a.storage = sr;
+  a.now_ns = now_ns(self);
+  msgpack::sbuffer buf;
+  encode_stats_reply(buf, x.c.id, a);
+  answer(self, x.to, buf);
+}
+
+}  // namespace
+
+void do_stats(self_ptr self, ctx& x) {
+  auto& st = self->state;
+  self->request(st.controller, caf::infinite, report_atom_v)
+    .then(
+      [=](const controller_report& cr) {
+        self->request(self->state.storage, caf::infinite, report_atom_v)
+          .then([=](const storage_report& sr) { send_stats(self, x, cr, sr); },
+                [=](const caf::error& e) { self->quit(e); });
+      },
+      [=](const caf::error& e) { self->quit(e); });
+}
+
+}  // namespace kvtier::serve

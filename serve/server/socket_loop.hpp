@@ -1,0 +1,83 @@
+#pragma once
+
+// The socket thread of `kvtier serve` (docs/design.md, "Beside an engine"): it owns the ROUTER
+// socket, reads and decodes every call waiting on it and hands them to the server actor as one
+// message per wake-up, and sends the replies the actor leaves in its outbox. It also runs the
+// clean stop: after a stop signal the server releases every engine's requests, and the loop
+// goes on until the controller's copies have landed (at most 30 s).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "caf/all.hpp"
+
+#include "actors/messages.hpp"
+#include "serve/server/inbound_calls.hpp"
+
+namespace kvtier::serve {
+
+class outbox;
+class off_actor_lookups;
+
+class socket_loop {
+ public:
+  /// Binds `endpoint`: throws config_error for a bad one, std::runtime_error when it is taken.
+  socket_loop(const std::string& endpoint, uint64_t max_message_bytes);
+  ~socket_loop();
+  socket_loop(const socket_loop&) = delete;
+  socket_loop& operator=(const socket_loop&) = delete;
+
+  /// The endpoint bound (a wildcard port resolved).
+  const std::string& endpoint() const { return bound_; }
+  /// Where the server actor leaves its replies (any thread).
+  reply_sink sink() const;
+  /// Answers the lookups it can off the actor from now on (off_actor_lookups.hpp).
+  void answer_lookups(std::shared_ptr<off_actor_lookups> lookups) {
+    off_actor_ = std::move(lookups);
+  }
+  /// Serves until a stop signal and the stop after it; returns the exit code (1 when copies
+  /// were still in flight after 30 s).
+  int run(caf::scoped_actor& self, const caf::actor& server,
+          const cache_controller_actor& controller);
+
+ private:
+  // A client's routing envelope (its identity, and the empty delimiter a REQ socket adds).
+  struct envelope {
+    std::string identity;
+    bool delimiter = false;
+  };
+
+  void wait_for_work(bool stopping);
+  void flush_outbox();
+  void send_to(const envelope& env, const std::string& bytes);
+  void read_calls();
+  bool answered_here(const envelope& env, const inbound_call& in);
+  void hand_over(const caf::actor& server);
+  bool stopped(caf::scoped_actor& self, const cache_controller_actor& controller, int& code);
+
+  uint64_t max_bytes_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::string bound_;
+  std::shared_ptr<outbox> box_;
+  std::unordered_map<std::string, uint64_t> conn_of_;
+  std::unordered_map<uint64_t, envelope> envelopes_;
+  uint64_t next_conn_ = 1;
+  std::vector<std::pair<uint64_t, std::string>> batch_;
+  std::vector<zmq::message_t> frames_;
+  inbound_calls inbound_;
+  std::shared_ptr<off_actor_lookups> off_actor_;
+  // Calls of each connection handed to the actor and not answered yet: a lookup is answered off
+  // the actor only when its connection has none (every earlier call answered).
+  std::unordered_map<uint64_t, uint32_t> unanswered_;
+  zmq::pollitem_t items_[2] = {};
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace kvtier::serve
