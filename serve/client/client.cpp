@@ -32,15 +32,18 @@ void check_ok(const reply& r) {
     throw remote_error(e->kind, e->message);
 }
 
-client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
-  : client(std::make_unique<zmq::context_t>(1), nullptr, endpoint, std::move(token), timeout) {}
+client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout,
+               const curve_client_keys& curve)
+  : client(std::make_unique<zmq::context_t>(1), nullptr, endpoint, std::move(token), timeout,
+           curve) {}
 
 client::client(zmq::context_t& shared, const std::string& endpoint, std::string token,
-               std::chrono::milliseconds timeout)
-  : client(nullptr, &shared, endpoint, std::move(token), timeout) {}
+               std::chrono::milliseconds timeout, const curve_client_keys& curve)
+  : client(nullptr, &shared, endpoint, std::move(token), timeout, curve) {}
 
 client::client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared,
-               const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
+               const std::string& endpoint, std::string token, std::chrono::milliseconds timeout,
+               const curve_client_keys& curve)
   : own_context_(std::move(own)),
     socket_(shared ? *shared : *own_context_, zmq::socket_type::dealer),
     token_(std::move(token)),
@@ -48,6 +51,8 @@ client::client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared,
   // Calls sent just before the client goes (a bye) still leave; a server that is gone does not
   // hold the client for longer than this.
   socket_.set(zmq::sockopt::linger, 200);
+  if (curve.on())
+    make_curve_client(socket_, curve);
   socket_.connect(endpoint);
 }
 

@@ -1,5 +1,7 @@
 #include "serve/server/server.hpp"
 
+#include "serve/wire/curve.hpp"
+
 #include "actors/instance.hpp"
 #include "actors/storage/storage.hpp"
 #include "runtime/deployment.hpp"
@@ -148,7 +150,12 @@ int run_server(const serve_job& job) {
   caf::scoped_actor self{sys};
   try {
     uint64_t rebuilt = rebuild_index(self, actors.storage);
-    socket_loop loop(job.bind, plan.max_message_bytes);
+    socket_security security;
+    if (!job.curve_key_file.empty())
+      security.curve_secret = read_curve_key(job.curve_key_file, "--curve-key-file");
+    if (!job.curve_clients_file.empty())
+      security.curve_clients = read_curve_key_list(job.curve_clients_file, "--curve-clients-file");
+    socket_loop loop(job.bind, plan.max_message_bytes, security);
     // GET /metrics (observe/): made after the actors it reads.
     const timed_config& t = plan.timed;
     std::unique_ptr<serve_metrics> metrics =
@@ -156,6 +163,14 @@ int run_server(const serve_job& job) {
                          t.cache.device_blocks, t.cache.host_blocks, events->publisher()});
     server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
     settings.off_actor = off_actor;
+    settings.refused_connections = loop.refused_connections();
+    if (!security.curve_secret.empty() && job.on_ready)
+      job.on_ready("kvtier serve: CURVE on; the server's public key (clients need it): " +
+                   curve_public_of(security.curve_secret) +
+                   (security.curve_clients.empty()
+                      ? std::string("; any client key admitted")
+                      : "; " + std::to_string(security.curve_clients.size()) +
+                          " client keys admitted"));
     loop.answer_lookups(off_actor);
     actors.server = spawn_server_actor(sys, std::move(settings), actors.stack.controller,
                                        actors.storage, loop.sink());

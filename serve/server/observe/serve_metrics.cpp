@@ -58,6 +58,8 @@ class call_metrics final : public serve::serve_observer {
       errors_[static_cast<int>(*err)]->inc();
   }
 
+  void on_refused(serve::error_kind err) override { errors_[static_cast<int>(err)]->inc(); }
+
   void on_engine(uint64_t, const std::string&, bool registered, uint64_t released) override {
     engines_->add(registered ? 1 : -1);
     released_->inc(static_cast<double>(released));
