@@ -1,6 +1,9 @@
 // kvtier: models and drives hierarchical KV-cache management for LLM serving.
 
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <vector>
 
 #include "app/commands.hpp"
 #include "core/build_info.hpp"
@@ -26,74 +29,51 @@ std::string source_file(const std::string& relative) {
   return std::string(KVTIER_SOURCE_DIR) + "/" + relative;
 }
 
-}  // namespace kvtier
+namespace {
 
-int main(int argc, char** argv) {
-  using namespace kvtier;
-  CLI::App app{"kvtier: hierarchical KV-cache simulator and controller "
-               "(GPU memory -> pinned host memory -> storage)"};
-  app.set_version_flag("--version", build_line());
-  app.require_subcommand(1);
-  replay_args replay;
-  auto* replay_cmd = add_replay_command(app, replay);
-  config_args config_only;
-  auto* config_cmd = add_config_command(app, config_only);
-  model_info_args model_info;
-  auto* model_info_cmd = add_model_info_command(app, model_info);
-  sweep_args sweep;
-  auto* sweep_cmd = add_sweep_command(app, sweep);
-  report_args report;
-  auto* report_cmd = add_report_command(app, report);
-  study_args study;
-  auto* study_cmd = add_study_command(app, study);
-  serve_args serve;
-  auto* serve_cmd = add_serve_command(app, serve);
-  engine_sim_args engine_sim;
-  auto* engine_sim_cmd = add_engine_sim_command(app, engine_sim);
+/// One subcommand: what CLI11 parsed it into, and what runs it when it was chosen.
+struct command {
+  CLI::App* parsed;
+  std::function<int()> run;
+};
+
+/// Adds one subcommand under `parent`; its arguments live as long as the returned command.
+template <class Args>
+command add_command(CLI::App& parent, CLI::App* (*add)(CLI::App&, Args&),
+                    int (*run)(const Args&)) {
+  auto args = std::make_shared<Args>();
+  CLI::App* parsed = add(parent, *args);
+  return {parsed, [args, run] { return run(*args); }};
+}
+
+/// Every subcommand, in the order `kvtier --help` lists them.
+std::vector<command> add_commands(CLI::App& app) {
+  std::vector<command> commands{
+      add_command(app, add_replay_command, run_replay),
+      add_command(app, add_config_command, run_config),
+      add_command(app, add_model_info_command, run_model_info),
+      add_command(app, add_sweep_command, run_sweep),
+      add_command(app, add_report_command, run_report),
+      add_command(app, add_study_command, run_study),
+      add_command(app, add_serve_command, run_serve),
+      add_command(app, add_engine_sim_command, run_engine_sim),
+  };
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
-  bench_replay_args bench_replay;
-  auto* bench_replay_cmd = add_bench_replay_command(*bench, bench_replay);
-  bench_transfer_args bench_transfer;
-  auto* bench_transfer_cmd = add_bench_transfer_command(*bench, bench_transfer);
-  bench_emulation_args bench_emulation;
-  auto* bench_emulation_cmd = add_bench_emulation_command(*bench, bench_emulation);
-  bench_storage_args bench_storage;
-  auto* bench_storage_cmd = add_bench_storage_command(*bench, bench_storage);
-  bench_serve_args bench_serve;
-  auto* bench_serve_cmd = add_bench_serve_command(*bench, bench_serve);
+  commands.push_back(add_command(*bench, add_bench_replay_command, run_bench_replay));
+  commands.push_back(add_command(*bench, add_bench_transfer_command, run_bench_transfer));
+  commands.push_back(add_command(*bench, add_bench_emulation_command, run_bench_emulation));
+  commands.push_back(add_command(*bench, add_bench_storage_command, run_bench_storage));
+  commands.push_back(add_command(*bench, add_bench_serve_command, run_bench_serve));
+  return commands;
+}
+
+/// Runs the chosen subcommand; an error it throws becomes a message and an exit code.
+int run_chosen(const std::vector<command>& commands) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? exit_ok : exit_bad_input;
-  }
-  try {
-    if (*replay_cmd)
-      return run_replay(replay);
-    if (*serve_cmd)
-      return run_serve(serve);
-    if (*engine_sim_cmd)
-      return run_engine_sim(engine_sim);
-    if (*config_cmd)
-      return run_config(config_only);
-    if (*model_info_cmd)
-      return run_model_info(model_info);
-    if (*sweep_cmd)
-      return run_sweep(sweep);
-    if (*report_cmd)
-      return run_report(report);
-    if (*study_cmd)
-      return run_study(study);
-    if (*bench_replay_cmd)
-      return run_bench_replay(bench_replay);
-    if (*bench_transfer_cmd)
-      return run_bench_transfer(bench_transfer);
-    if (*bench_emulation_cmd)
-      return run_bench_emulation(bench_emulation);
-    if (*bench_serve_cmd)
-      return run_bench_serve(bench_serve);
-    if (*bench_storage_cmd)
-      return run_bench_storage(bench_storage);
+    for (const auto& c : commands)
+      if (*c.parsed)
+        return c.run();
   } catch (const config_error& e) {
     std::cerr << "kvtier: bad config: " << e.what() << '\n';
     return exit_bad_input;
@@ -108,4 +88,21 @@ int main(int argc, char** argv) {
     return exit_failure;
   }
   return exit_failure;
+}
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtier: hierarchical KV-cache simulator and controller "
+               "(GPU memory -> pinned host memory -> storage)"};
+  app.set_version_flag("--version", kvtier::build_line());
+  app.require_subcommand(1);
+  const auto commands = kvtier::add_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kvtier::exit_ok : kvtier::exit_bad_input;
+  }
+  return kvtier::run_chosen(commands);
 }

@@ -105,7 +105,7 @@ std::pair<prefill_answer, handoff_end> pd_handoffs::never_prefilled(request_id i
   const handoff& h = it->second;
   ++(rejected ? report.rejected : report.failed);
   // No instance records it: the front end does, so that the replay counts every request it
-  // read once (docs/outputs.md, "requests").
+  // read once (docs/outputs.md, "--mode full").
   request_record r;
   r.req = id;
   r.file = h.key.file;

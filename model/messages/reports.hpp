@@ -237,7 +237,7 @@ struct storage_report {
   uint64_t node_downs = 0, reconnects = 0;
   uint64_t removed = 0;                    ///< evicted blocks deleted from the backend
   uint64_t rebuilt = 0;                    ///< blocks indexed from the backend at start
-  // Pool semantics (docs/design.md, "Storage pool semantics").
+  // Pool semantics (docs/faults.md, "Pool semantics").
   uint64_t put_present = 0;      ///< keys a put found stored already: not written again
   uint64_t put_in_flight = 0;    ///< keys a put found being written: not written twice
   uint64_t exists_leases = 0;    ///< keys an exists leased for storage.lease_ms

@@ -17,7 +17,7 @@
 // slot and the victim's), so the map holds only each key's latest use; the few leased keys are
 // counted apart.
 //
-// Pool semantics (Mooncake Store's, docs/design.md "Storage pool semantics"):
+// Pool semantics (Mooncake Store's, docs/faults.md, "Pool semantics"):
 //  - leases: a key that `exists` matched is not evicted for `lease_ns` (lease_for), so a prefetch
 //    that follows its probe finds what the probe promised; a get holds its own lease (lease())
 //    until it is released;

@@ -3,7 +3,7 @@
 // What every drained full replay must hold at its end, one instance or a cluster: each request
 // the front end read has exactly one record, and ends once as finished, rejected or failed, or
 // stays unfinished, so that summary.json's `requests` adds up to `trace.requests`
-// (docs/outputs.md, "requests"). Each broken rule is one message; a sound run gives none.
+// (docs/outputs.md, "--mode full"). Each broken rule is one message; a sound run gives none.
 
 #include <string>
 #include <vector>

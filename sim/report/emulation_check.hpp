@@ -1,8 +1,8 @@
 #pragma once
 
-// The emulation check's arithmetic (`kvtier bench emulation`, docs/gpu.md "Emulation check"):
-// how far the modelled backend's times land from the real backend's, per request and per link,
-// as a distribution (p50, p90, max of the absolute error) and against the check's targets
+// The emulation check's arithmetic (docs/outputs.md, "kvtier bench emulation"): how far the
+// modelled backend's times land from the real backend's, per request and per link, as a
+// distribution (p50, p90, max of the absolute error) and against the check's targets
 // (total within 5%, p90 per request within 10%, each link within 5%). Plain numbers only, so the
 // CPU tests cover what the GPU run reports.
 

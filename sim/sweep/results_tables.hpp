@@ -28,7 +28,7 @@ bool dropped_column(const std::string& column);
 /// Whether a results.json column is a metric of the wide and long tables.
 bool metric_column(const std::string& column);
 
-/// The unit of a metric column (docs/outputs.md, "Units"); `value` tells flags apart.
+/// The unit of a metric column (docs/outputs.md, "kvtier sweep"); `value` tells flags apart.
 std::string unit_of(const std::string& metric, const nlohmann::json& value);
 
 /// Writes results.csv, results_long.csv and results.json into `dir`. `columns` lists every

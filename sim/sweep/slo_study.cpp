@@ -77,7 +77,7 @@ double p99_ms(const json& summary, const char* metric) {
 
 // Met: the replay finished every request it admitted, at least one, and both p99s are within
 // the limits. A request too large for the device is rejected at every rate (docs/outputs.md,
-// "requests"), so rejections do not judge the rate. A replay that failed (did not drain, broke
+// "--mode full"), so rejections do not judge the rate. A replay that failed (did not drain, broke
 // an invariant) or had nothing to serve (a variant that kept no session) meets nothing.
 bool met(const std::optional<json>& s, const slo_limits& limits) {
   if (!s)

@@ -259,7 +259,7 @@ TEST_CASE("cli: the wall clock at high speed reports and warns how far it fell b
 
 // Every request read ends once, as finished, rejected or failed, or stays unfinished: the counts
 // add up to trace.requests, on one instance and on 1P+1D where the decode instance rejects
-// requests before any prefill (docs/outputs.md, "requests").
+// requests before any prefill (docs/outputs.md, "--mode full").
 TEST_CASE("cli: finished + rejected + failed + unfinished = the requests read", "[cli][pd]") {
   const std::string single = " --set cache.device_tokens=30000";
   const std::string pd = " --set storage.nodes=4 --set 'cluster.instances=[{\"role\":\"prefill\"},"
