@@ -6,6 +6,7 @@
 #include "gpu/device_info.hpp"
 #include "serve/client/client.hpp"
 #include "serve/client/remote_controller.hpp"
+#include "serve/server/server.hpp"
 #include "serve/wire/call.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
@@ -170,6 +171,12 @@ serve::remote_options remote_options_of(const engine_sim_args& args, const repla
   ro.token = args.token;
   ro.curve = serve::read_curve_client_keys(args.curve_server_key_file, args.curve_key_file,
                                            "--curve-server-key-file", "--curve-key-file");
+  // The server refuses plaintext off loopback (docs/protocol.md, "Encryption"); said here at
+  // once rather than as a call that times out.
+  if (!ro.curve.on() && !serve::is_local_endpoint(args.connect))
+    throw config_error("--connect " + args.connect + " is not on this machine: give "
+                       "--curve-server-key-file (the server's CURVE public key; its calls and "
+                       "token then travel encrypted); plaintext is for loopback only");
   ro.engine_name = args.name;
   ro.model = rc.model;
   ro.block_size = rc.block_size;

@@ -116,8 +116,14 @@ class client {
   reply hello_of(const std::string& name, const model_shape& model, uint32_t block_size,
                  const attach_request* tensors, uint32_t version);
   void stamp(serve::call& c);  // the next id, the token, the engine
+  std::string no_reply();  // why a call went unanswered, as far as it can tell
   std::unique_ptr<zmq::context_t> own_context_;  // null on a shared context
   zmq::socket_t socket_;
+  // The socket's handshakes (zmq_socket_monitor): a call that times out says whether a handshake
+  // with the server ever completed (a CURVE server refuses a client without its public key).
+  zmq::socket_t monitor_;
+  bool curve_on_ = false;
+  bool handshake_done_ = false;
   std::string token_;
   std::chrono::milliseconds timeout_;
   uint64_t engine_ = 0;

@@ -112,10 +112,14 @@ TEST_CASE("serve over CURVE: encrypted calls work, strangers are refused and cou
   CHECK_FALSE(answered(stranger));
   stats_answer st = stats_of(c);
   CHECK(st.refused_connections >= 3);
-  // The token still decides, over CURVE: a wrong one is answered unauthorized and counted.
-  client wrong(s.endpoint(), "not-the-token", std::chrono::seconds(10), good);
+  // Where nothing listens, the client says that no handshake completed.
+  client nobody("tcp://127.0.0.1:" + std::to_string(kvtier::test::free_loopback_port()), token,
+                500ms);
   call ping;
   ping.op = verb::ping;
+  CHECK_THROWS_WITH(nobody.call(ping), Catch::Contains("no handshake with it completed"));
+  // The token still decides, over CURVE: a wrong one is answered unauthorized and counted.
+  client wrong(s.endpoint(), "not-the-token", std::chrono::seconds(10), good);
   CHECK_THROWS_WITH(wrong.call(ping), Catch::Contains("unauthorized"));
   CHECK(stats_of(c).errors[static_cast<int>(error_kind::unauthorized)] >= 1);
   CHECK(s.stop() == 0);
@@ -148,9 +152,31 @@ TEST_CASE("engine-sim replays through a CURVE server", "[serve][curve][engine-si
             &out) == 0);
   INFO(out);
   CHECK(fs::exists(keys.dir / "sim" / "summary.json"));
-  // Without the server's key engine-sim cannot reach it: it says so and fails.
+  // No secret in anything engine-sim wrote or printed.
+  for (const auto& f : fs::recursive_directory_iterator(keys.dir / "sim")) {
+    if (!f.is_regular_file())
+      continue;
+    std::ifstream in(f.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(f.path());
+    CHECK(text.find(token) == std::string::npos);
+    CHECK(text.find(keys.server.sec) == std::string::npos);
+  }
+  CHECK(out.find(token) == std::string::npos);
+  // Without the server's key engine-sim cannot reach it: it says why and fails.
   CHECK(run(sim + " --out " + (keys.dir / "plain").string(), &out) != 0);
+  CHECK_THAT(out, Catch::Contains("refused this connection's handshake") &&
+                    Catch::Contains("--curve-server-key-file"));
+  // With another server's key: no handshake completes, and it says so.
+  std::ofstream(keys.dir / "other.pub") << key_pair().pub << "\n";
+  CHECK(run(sim + " --curve-server-key-file " + keys.path("other.pub") + " --out " +
+              (keys.dir / "other").string(),
+            &out) != 0);
+  CHECK_THAT(out, Catch::Contains("refused this connection's handshake") &&
+                    Catch::Contains("not its own"));
+  CHECK(out.find(token) == std::string::npos);
   CHECK(s.stop() == 0);
+  CHECK(s.output().find(token) == std::string::npos);
 }
 
 TEST_CASE("serve refuses plaintext off loopback, and names bad key files", "[serve][curve]") {
@@ -164,6 +190,10 @@ TEST_CASE("serve refuses plaintext off loopback, and names bad key files", "[ser
   std::ofstream(keys.dir / "junk.key") << "not a key\n";
   CHECK(run(bin + " serve --curve-key-file " + keys.path("junk.key"), &out) == 2);
   CHECK(out.find("junk.key' does not start with a CURVE key") != std::string::npos);
+  // engine-sim will not send its token in clear to another machine either.
+  CHECK(run(bin + " engine-sim --connect tcp://192.0.2.1:5557 --token " + token, &out) == 2);
+  CHECK_THAT(out, Catch::Contains("give --curve-server-key-file"));
+  CHECK(out.find(token) == std::string::npos);
 }
 
 TEST_CASE("stats count a malformed, unknown or oversized frame as its error, not as a ping",

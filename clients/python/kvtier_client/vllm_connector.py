@@ -106,9 +106,11 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         self._init_worker()
         if role == KVConnectorRole.SCHEDULER:
             client = extra.get("kvtier.client")  # an open Client (tests); else connect
-            self._client = client or Client(str(extra.get("kvtier.endpoint",
-                                                          "tcp://127.0.0.1:5557")),
-                                            extra.get("kvtier.token"))
+            self._client = client or Client(
+                str(extra.get("kvtier.endpoint", "tcp://127.0.0.1:5557")),
+                extra.get("kvtier.token"),
+                server_key=extra.get("kvtier.curve_server_key_file"),
+                client_secret_key=extra.get("kvtier.curve_key_file"))
             m = extra["kvtier.model"]
             hello = self._client.hello(
                 ModelShape(m["name"], int(m["layers"]), int(m["kv_heads"]),

@@ -211,9 +211,6 @@ class ConnectorTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class CurveTest(unittest.TestCase):
     """``kvtier serve --curve-key-file``: the client's calls travel encrypted (ZeroMQ CURVE); a
@@ -289,3 +286,7 @@ class CurveTest(unittest.TestCase):
         self.assertIn(self.server_public.decode(), printed)
         for secret in (self.TOKEN, self.server_secret.decode(), self.listed_secret.decode()):
             self.assertNotIn(secret, printed)
+
+
+if __name__ == "__main__":
+    unittest.main()
