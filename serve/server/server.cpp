@@ -164,6 +164,8 @@ int run_server(const serve_job& job) {
     server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
     settings.off_actor = off_actor;
     settings.refused_connections = loop.refused_connections();
+    if (metrics)
+      metrics->count_refused_connections(loop.refused_connections());
     if (!security.curve_secret.empty() && job.on_ready)
       job.on_ready("kvtier serve: CURVE on; the server's public key (clients need it): " +
                    curve_public_of(security.curve_secret) +

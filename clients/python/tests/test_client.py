@@ -237,7 +237,8 @@ class CurveTest(unittest.TestCase):
         with open(cls.paths["clients"], "wb") as f:
             f.write(b"# engines admitted\n" + cls.listed_public + b"\n")
         cls.server = Server(*SMALL, "--token", cls.TOKEN, "--curve-key-file",
-                            cls.paths["server.key"], "--curve-clients-file", cls.paths["clients"])
+                            cls.paths["server.key"], "--curve-clients-file", cls.paths["clients"],
+                            metrics=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -274,6 +275,14 @@ class CurveTest(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertGreaterEqual(refused, 3)
+        import re
+        import urllib.request
+        url = f"http://127.0.0.1:{self.server.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r"^kvtier_refused_connections_total (\S+)$", text, re.M)
+        self.assertIsNotNone(m, text)
+        self.assertGreaterEqual(float(m.group(1)), 3)
         # A wrong token over CURVE is refused too, by the server itself.
         wrong = Client(self.server.endpoint, token="not-the-token", timeout_ms=10000,
                        server_key=self.paths["server.pub"],

@@ -182,6 +182,15 @@ serve_metrics::serve_metrics(const serve_metrics_options& options,
 
 serve_metrics::~serve_metrics() = default;
 
+void serve_metrics::count_refused_connections(
+  std::shared_ptr<const std::atomic<uint64_t>> refused) {
+  counter* c = &registry_->add_counter(
+    "kvtier_refused_connections_total",
+    "Connections refused at the handshake (CURVE: plaintext, another server key, an unlisted "
+    "client key).");
+  registry_->add_collector([c, refused] { c->set_total(static_cast<double>(refused->load())); });
+}
+
 uint16_t serve_metrics::port() const {
   return http_->port();
 }
