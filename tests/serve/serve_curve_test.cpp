@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <zmq.h>
 
@@ -227,4 +228,29 @@ TEST_CASE("stats count a malformed, unknown or oversized frame as its error, not
   CHECK(st.errors[static_cast<int>(error_kind::malformed)] == 2);
   CHECK(st.errors[static_cast<int>(error_kind::unknown_op)] == 1);
   CHECK(st.errors[static_cast<int>(error_kind::too_large)] == 1);
+}
+
+TEST_CASE("same_secret: equal only when equal, whatever the lengths", "[serve][curve]") {
+  CHECK(same_secret("s3cret", "s3cret"));
+  CHECK(same_secret("", ""));
+  CHECK_FALSE(same_secret("s3cre", "s3cret"));     // a prefix
+  CHECK_FALSE(same_secret("s3cretX", "s3cret"));   // longer
+  CHECK_FALSE(same_secret("", "s3cret"));
+  CHECK_FALSE(same_secret("s3cret", ""));
+  CHECK_FALSE(same_secret("t3cret", "s3cret"));    // first byte
+  CHECK_FALSE(same_secret("s3creu", "s3cret"));    // last byte
+  CHECK_FALSE(same_secret(std::string_view("s3cret\0", 7), "s3cret"));  // a trailing NUL
+  // On random pairs it agrees with ==.
+  std::mt19937 rng(40);
+  for (int i = 0; i < 2000; ++i) {
+    auto text = [&] {
+      std::string t(rng() % 4, '\0');
+      for (char& c : t)
+        c = static_cast<char>('a' + rng() % 2);
+      return t;
+    };
+    std::string a = text(), b = text();
+    INFO(a << " / " << b);
+    CHECK(same_secret(a, b) == (a == b));
+  }
 }
