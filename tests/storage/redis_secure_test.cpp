@@ -34,13 +34,13 @@ namespace {
 
 constexpr const char* password = "pw-7c1f0e93-do-not-print";
 
-struct temp_dir {
+struct secrets_dir {
   fs::path path;
-  temp_dir() {
+  secrets_dir() {
     std::string t = (fs::temp_directory_path() / "kvtier-secure-XXXXXX").string();
     path = ::mkdtemp(t.data());
   }
-  ~temp_dir() { fs::remove_all(path); }
+  ~secrets_dir() { fs::remove_all(path); }
 };
 
 backend_options redis_options(const std::string& address) {
@@ -213,7 +213,7 @@ TEST_CASE("redis cluster with a password: routers, listings and the failover wai
 
 TEST_CASE("redis over TLS: the server's certificate checked, a client certificate where asked",
           "[storage][redis][secure][tls]") {
-  temp_dir dir;
+  secrets_dir dir;
   certificates certs(dir.path);
   tls_server plain_clients(certs, "no", password);
   backend_options o = redis_options(plain_clients.tls_address());
@@ -261,7 +261,7 @@ TEST_CASE("redis over TLS: the server's certificate checked, a client certificat
 // The command line as a user runs it: the password from a file or the environment, never echoed.
 TEST_CASE("kvtier replay against a secured redis: no secret in any output",
           "[storage][redis][secure][cli]") {
-  temp_dir dir;
+  secrets_dir dir;
   redis_server a("64mb", {}, "/tmp", 0, password);
   fs::path trace = dir.path / "trace.jsonl";
   {
