@@ -38,12 +38,12 @@ instance spawn_instance(caf::actor_system& sys, const instance_config& config,
   instance x;
   x.name = config.name;
   x.role = config.role;
-  if (config.remote_controller) {
-    x.controller = config.remote_controller(sys, config.scheduler.clock);
+  if (config.remote) {
+    x.controller = config.remote.spawn(sys, config.scheduler.clock);
     scheduler_config sc = config.scheduler;
-    if (config.remote_compute) {
-      x.compute = spawn_gpu_compute(sys, config.remote_compute);
-      config.remote_compute->set_compute_sink(post_to(x.compute));
+    if (config.remote.compute) {
+      x.compute = spawn_gpu_compute(sys, config.remote.compute);
+      config.remote.compute->set_compute_sink(post_to(x.compute));
       sc.gpu_compute = x.compute;
     }
     x.scheduler = spawn_scheduler(sys, sc, x.controller);

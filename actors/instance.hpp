@@ -21,6 +21,15 @@ namespace kvtier {
 using controller_factory =
   std::function<cache_controller_actor(caf::actor_system&, const sim_clock&)>;
 
+/// A live server's cache controller in place of the instance's own (kvtier engine-sim).
+struct remote_controller {
+  controller_factory spawn;  ///< empty: the instance's own controller
+  /// The GPU the step compute runs on (engine-sim --backend cuda); null: modelled compute.
+  std::shared_ptr<compute_device> compute;
+
+  explicit operator bool() const { return static_cast<bool>(spawn); }
+};
+
 struct instance_config {
   std::string name = "mixed-0";
   pd_role role = pd_role::mixed;
@@ -28,10 +37,7 @@ struct instance_config {
   controller_options controller;
   scheduler_config scheduler;
   transfer_engine_options engine;
-  controller_factory remote_controller;  ///< empty: the instance's own controller
-  /// With a remote controller: the GPU the step compute runs on (engine-sim --backend cuda);
-  /// null: modelled compute.
-  std::shared_ptr<compute_device> remote_compute;
+  remote_controller remote;
 };
 
 struct instance {

@@ -34,6 +34,7 @@ struct replay_args {
   bool seed_given = false;
   bool deterministic = false;
   bool quiet = false;
+  bool print_plan = false;  ///< print the deployment plan (every key with its source) and stop
 };
 
 struct bench_serve_args {

@@ -208,7 +208,7 @@ void set_remote_replay(replay_job& job, const engine_sim_args& args,
   job.speed = args.speed;
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
-  job.remote_controller = [ro](caf::actor_system& sys, const sim_clock& clock) {
+  job.remote.spawn = [ro](caf::actor_system& sys, const sim_clock& clock) {
     return serve::spawn_remote_controller(sys, ro, clock);
   };
 }
@@ -263,7 +263,7 @@ int run_engine_sim(const engine_sim_args& in) {
     ro.verify = args.verify;
     if (args.swap_bench_blocks > 0)
       return run_swap_bench(args, ro, *gpu);
-    job.remote_compute = gpu;
+    job.remote.compute = gpu;
   }
   set_remote_replay(job, args, ro);
   replay_result result;

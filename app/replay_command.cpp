@@ -6,6 +6,7 @@
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/driver/replay_driver.hpp"
 
 namespace kvtier {
@@ -80,6 +81,11 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   cmd->add_flag("--deterministic", args.deterministic,
                 "write wall-clock figures as 0 so outputs are byte-identical across runs");
   cmd->add_flag("--quiet", args.quiet, "print nothing on success");
+  cmd->add_flag("--print-plan", args.print_plan,
+                "print the deployment plan this replay would run as JSON (each instance's role "
+                "and tiers, the storage backend, every config key with its value and where it "
+                "came from: default, preset, file, --set or a cluster group's overrides) and "
+                "stop without replaying");
   // Options that the chosen mode would ignore are refused: a user who gave them expects an effect.
   cmd->callback([cmd, &args] {
     bool clock = cmd->count("--clock") > 0, speed = cmd->count("--speed") > 0;
@@ -130,6 +136,10 @@ int run_replay(const replay_args& in) {
   job.out_dir = args.out_dir;
   job.progress = !args.quiet;
   job.seed = args.seed;
+  if (args.print_plan) {
+    std::cout << plan_json(resolve_plan(job.cfg, job)).dump(2) << '\n';
+    return exit_ok;
+  }
   bool faults = job.cfg.number(keys::pd::failure_rate) > 0 ||
                 seeded_draws(job.cfg).find("faults.*") != std::string::npos;
   if (args.seed_given && seeded_draws(job.cfg).empty())

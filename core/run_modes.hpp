@@ -7,6 +7,10 @@
 
 namespace kvtier {
 
+/// What a replay models: the four actors with timing (full), or the cache's decisions alone
+/// (hitrate: no clock, no actors).
+enum class replay_mode : uint8_t { full, hitrate };
+
 /// Which clock the actors run on: virtual time (deterministic) or the wall clock.
 enum class clock_mode : uint8_t { virtual_time, wall };
 

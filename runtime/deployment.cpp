@@ -5,11 +5,29 @@
 #include <stdexcept>
 
 #include "actors/messages.hpp"
+#include "actors/transfer_engine/cuda_copies.hpp"
 #include "runtime/config/options.hpp"
 #include "runtime/storage_check.hpp"
 #include "storage/storage_backend.hpp"
 
 namespace kvtier {
+
+namespace {
+
+// Under an engine's scheduling (kvtier serve) an instance is its block machinery alone.
+instance spawn_controller_side(caf::actor_system& sys, const instance_config& ic,
+                               const storage_actor& storage) {
+  controller_stack stack =
+    spawn_controller_stack(sys, ic.cache, ic.controller, ic.engine, storage);
+  instance x;
+  x.name = ic.name;
+  x.role = ic.role;
+  x.controller = stack.controller;
+  x.engine = stack.engine;
+  return x;
+}
+
+}  // namespace
 
 void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
   cfg.set("scheduler.max-threads", threads);
@@ -23,30 +41,41 @@ void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
   add_kvtier_types(cfg);
 }
 
+std::shared_ptr<cuda_device> prepare_gpu(deployment_plan& plan) {
+  if (plan.backend != copy_backend_kind::cuda)
+    return nullptr;
+  auto gpu = std::make_shared<cuda_device>(plan.cuda);
+  for (instance_config& ic : plan.instances)
+    use_cuda_copies(ic.engine, gpu, plan.cuda.verify ? copy_checks::verify : copy_checks::none);
+  // On the GPU a block's payload is its host block.
+  if (plan.storage.backend.kind != storage_backend_kind::model)
+    plan.storage.payload_bytes = gpu->block_bytes();
+  return gpu;
+}
+
 // Byte-carrying storage: the pool is checked against where its bytes go, then the backend is made
 // (connections opened, directories made) before the clock starts; the transfer engine then sends
-// real bytes with every store. On the GPU a block's payload is its host block. The check comes
-// first and touches nothing, so a pool refused at start leaves nothing behind (no directories).
-void prepare_storage(timed_config& config) {
-  if (config.storage_backend.kind == "model")
+// real bytes with every store. The check comes first and touches nothing, so a pool refused at
+// start leaves nothing behind (no directories).
+void prepare_storage(deployment_plan& plan) {
+  if (plan.storage.backend.kind == storage_backend_kind::model)
     return;
   try {
-    prepare_redis_access(config.storage_backend.redis_auth);  // TLS: the pre-start check uses it
+    prepare_redis_access(plan.storage.backend.redis_auth);  // TLS: the pre-start check uses it
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
-  config.engine.storage_payload_bytes =
-    config.engine.gpu ? config.engine.gpu->block_bytes() : config.storage_payload_bytes;
   // Backpressure: what may be in flight bounds what the process holds for storage at once
   // (docs/design.md "Bytes in flight to storage"), and is said at start where real I/O runs.
   machine_memory machine = read_machine_memory();
-  uint64_t inflight = config.storage_max_inflight_bytes > 0 ? config.storage_max_inflight_bytes
-                                                            : default_inflight_bytes(machine);
-  config.engine.storage_inflight_bytes = inflight;
-  check_storage_room(config, inflight, machine, std::cerr);
+  const bool configured = plan.storage.max_inflight_bytes > 0;
+  if (!configured)
+    plan.storage.max_inflight_bytes = default_inflight_bytes(machine);
+  uint64_t inflight = plan.storage.max_inflight_bytes;
+  check_storage_room(plan, inflight, machine, std::cerr);
   std::unique_ptr<storage_backend> backend;
   try {
-    backend = make_storage_backend(config.storage_backend);
+    backend = make_storage_backend(plan.storage.backend);
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
@@ -57,11 +86,52 @@ void prepare_storage(timed_config& config) {
               << (inflight >= (1u << 20) ? std::to_string(inflight >> 20) + " MiB"
                                          : std::to_string(inflight) + " bytes")
               << " of block payloads in flight (storage.max_inflight_bytes"
-              << (config.storage_max_inflight_bytes > 0 ? "" : ", 1/32 of this machine's memory")
+              << (configured ? "" : ", 1/32 of this machine's memory")
               << "); stores and loads past it wait\n";
   if (std::string note = backend->start_note(); !note.empty())
     std::cerr << "kvtier: storage (" << backend->name() << "): " << note << "\n";
-  config.storage.backend = std::move(backend);
+  plan.storage.pool.backend = std::move(backend);
+}
+
+deployment spawn_deployment(caf::actor_system& sys, deployment_plan& plan, const sim_clock& clock,
+                            std::shared_ptr<request_feed> feed) {
+  deployment d;
+  {
+    storage_options pool = plan.storage.pool;
+    pool.clock = clock;
+    d.storage = spawn_storage(sys, pool);
+  }
+  plan.storage.pool.backend.reset();  // the storage actor owns it now: it goes before the system
+  // storage.max_inflight_bytes bounds the process: each instance's engine takes its share.
+  const bool bytes = plan.storage.backend.kind != storage_backend_kind::model;
+  const uint64_t inflight_share = bytes ? plan.storage.max_inflight_bytes / plan.instances.size() : 0;
+  for (const instance_config& planned : plan.instances) {
+    instance_config ic = planned;
+    ic.scheduler.clock = clock;
+    ic.controller.clock = clock;
+    ic.engine.clock = clock;
+    ic.engine.storage_payload_bytes = bytes ? plan.storage.payload_bytes : 0;
+    ic.engine.storage_inflight_bytes = inflight_share;
+    d.instances.push_back(plan.scheduler == scheduling::kvtier
+                            ? spawn_instance(sys, ic, d.storage)
+                            : spawn_controller_side(sys, ic, d.storage));
+  }
+  if (plan.scheduler == scheduling::engine)
+    return d;
+  front_end_config fc = plan.front;
+  fc.clock = clock;
+  std::vector<front_end_target> targets;
+  for (const instance& x : d.instances)
+    targets.push_back({x.scheduler, x.controller, x.role});
+  d.front_end = spawn_front_end(sys, fc, std::move(feed), std::move(targets));
+  return d;
+}
+
+void stop_deployment(const deployment& d) {
+  caf::anon_send_exit(d.front_end, caf::exit_reason::user_shutdown);
+  for (const instance& x : d.instances)
+    stop_instance(x);
+  caf::anon_send_exit(d.storage, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace kvtier

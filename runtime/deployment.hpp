@@ -1,14 +1,21 @@
 #pragma once
 
-// What every front end does to run kvtier's actors for real: the actor system's configuration on
-// the wall clock and the storage backend made before the clock starts. Used by wall-clock
-// replays (sim/full/full_replay.cpp) and by `kvtier serve` (serve/server.cpp).
+// Running a deployment plan (deployment_plan.hpp): what every front end does to run kvtier's
+// actors. The GPU and the storage backend are made before the clock starts; then the storage
+// pool, every instance and, when kvtier schedules, the front end are spawned. Replays in virtual
+// and wall-clock time (sim/full/full_replay.cpp) and `kvtier serve` (serve/server/server.cpp) run
+// their deployments through here.
 
 #include <cstddef>
+#include <memory>
+#include <vector>
 
 #include "caf/actor_system_config.hpp"
 
-#include "runtime/config/timed_config.hpp"
+#include "actors/front_end/front_end.hpp"
+#include "actors/instance.hpp"
+#include "actors/storage/storage.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 namespace kvtier {
 
@@ -17,9 +24,32 @@ namespace kvtier {
 /// kvtier's message types.
 void configure_wall_clock(caf::actor_system_config& cfg, size_t threads);
 
-/// Makes the byte-carrying storage backend `config.storage_backend` names (connections opened,
-/// directories made) before the clock starts, and sizes the engine's payloads; nothing for
-/// `model`. Throws config_error naming what is wrong. Used by replays and `kvtier serve`.
-void prepare_storage(timed_config& config);
+/// Backend cuda: makes the GPU the plan describes (device and pinned host memory allocated,
+/// compute calibrated; an engine's tensors are attached later under `kvtier serve`) and points
+/// every instance's copies at it, before the clock starts so that no request is charged for it.
+/// Returns it; null for modelled copies.
+std::shared_ptr<cuda_device> prepare_gpu(deployment_plan& plan);
+
+/// Makes the byte-carrying storage backend the plan names (connections opened, directories
+/// made) before the clock starts, and settles how many payload bytes may be in flight; nothing
+/// for `model`. Throws config_error naming what is wrong.
+void prepare_storage(deployment_plan& plan);
+
+/// The actors of a running deployment.
+struct deployment {
+  storage_actor storage;
+  std::vector<instance> instances;  ///< in the plan's order
+  front_end_actor front_end;        ///< none when an engine schedules
+};
+
+/// Spawns the plan's actors on `clock`: the storage pool (which takes the plan's backend: it
+/// goes with the actor, before the actor system), every instance, and, when kvtier schedules,
+/// the front end over `feed`. Under an engine's scheduling an instance is its cache controller
+/// and transfer engine.
+deployment spawn_deployment(caf::actor_system& sys, deployment_plan& plan, const sim_clock& clock,
+                            std::shared_ptr<request_feed> feed);
+
+/// Stops every actor of `d`.
+void stop_deployment(const deployment& d);
 
 }  // namespace kvtier

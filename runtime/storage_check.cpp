@@ -50,11 +50,11 @@ uint64_t redis_reserve(uint64_t payload) {
 // Mooncake sample (BENCHMARKS.md, "A real L3 under load"), rounded up to 1 GiB.
 constexpr uint64_t working_bytes = uint64_t{1} << 30;
 
-uint64_t own_bytes(const timed_config& config, uint64_t inflight_bytes) {
+uint64_t own_bytes(const deployment_plan& plan, uint64_t inflight_bytes) {
   uint64_t host = 0;
-  if (config.engine.gpu)
-    host = uint64_t{config.cache.host_blocks} * config.engine.storage_payload_bytes *
-           std::max<size_t>(1, config.instances.size());
+  if (plan.backend == copy_backend_kind::cuda)
+    for (const instance_config& ic : plan.instances)
+      host += uint64_t{ic.cache.host_blocks} * plan.storage.payload_bytes;
   return inflight_bytes + host + working_bytes;
 }
 
@@ -71,41 +71,41 @@ struct pool_shape {
 };
 
 [[noreturn]] void refuse(const pool_shape& pool, uint64_t block_cost, uint64_t room,
-                         const timed_config& config, const std::string& where) {
+                         const deployment_plan& plan, const std::string& where) {
   uint64_t fits = block_cost > 0 ? room / block_cost * pool.nodes : 0;
-  uint32_t block_size = config.controller.block_size;
+  uint32_t block_size = plan.run.block_size;
   throw config_error(
     "storage: the pool's " + std::to_string(pool.capacity) + " blocks of " +
-    std::to_string(config.engine.storage_payload_bytes) + " bytes need " +
+    std::to_string(plan.storage.payload_bytes) + " bytes need " +
     gb(pool.per_node() * block_cost) + " on each of " + std::to_string(pool.nodes) +
     " node(s), but " + where + " has room for " + gb(room) + ": set storage.capacity_blocks=" +
     std::to_string(fits) + " (storage.capacity_tokens=" +
     std::to_string(fits * block_size) + ") or less, or a smaller storage.payload_bytes");
 }
 
-void check_redis(const timed_config& config, const std::vector<std::string>& addresses,
+void check_redis(const deployment_plan& plan, const std::vector<std::string>& addresses,
                  const pool_shape& pool, uint64_t inflight_bytes, const machine_memory& machine,
                  std::ostream& warn) {
-  uint64_t cost = redis_block_cost(config.engine.storage_payload_bytes);
+  uint64_t cost = redis_block_cost(plan.storage.payload_bytes);
   uint64_t need = pool.per_node() * cost;
   // Servers on this machine without maxmemory share what it has left beside kvtier's own bytes.
   size_t unbounded_local = 0;
   for (const std::string& a : addresses) {
-    auto m = redis_memory_of(a, config.storage_backend.redis_auth);
+    auto m = redis_memory_of(a, plan.storage.backend.redis_auth);
     unbounded_local += m && m->maxmemory == 0 && is_local_address(a);
   }
   for (const std::string& a : addresses) {
-    auto m = redis_memory_of(a, config.storage_backend.redis_auth);
+    auto m = redis_memory_of(a, plan.storage.backend.redis_auth);
     if (!m)
       continue;  // unreachable now: the backend said so when it dialled
     if (!m->policy.empty() && m->policy != "noeviction")
       warn << "kvtier: warning: redis " << a << " has maxmemory-policy " << m->policy
            << ": Redis may drop blocks the pool still indexes (they read as misses); set it to "
               "noeviction\n";
-    uint64_t reserve = redis_reserve(config.engine.storage_payload_bytes);
+    uint64_t reserve = redis_reserve(plan.storage.payload_bytes);
     if (m->maxmemory > 0) {
       if (need + reserve > m->maxmemory)
-        refuse(pool, cost, m->maxmemory > reserve ? m->maxmemory - reserve : 0, config,
+        refuse(pool, cost, m->maxmemory > reserve ? m->maxmemory - reserve : 0, plan,
                "redis " + a + " (maxmemory, less " + gb(reserve) + " Redis needs beside blocks)");
       continue;
     }
@@ -114,12 +114,12 @@ void check_redis(const timed_config& config, const std::vector<std::string>& add
            << gb(need) << " per node are not checked against what it can hold\n";
       continue;
     }
-    uint64_t own = own_bytes(config, inflight_bytes);
+    uint64_t own = own_bytes(plan, inflight_bytes);
     uint64_t left = machine.available > own ? machine.available - own : 0;
     uint64_t share = left / std::max<size_t>(1, unbounded_local);
     share = share > reserve ? share - reserve : 0;
     if (need > share)
-      refuse(pool, cost, share, config,
+      refuse(pool, cost, share, plan,
              "redis " + a + " (no maxmemory; this machine has " + gb(machine.available) +
                " available, of which kvtier keeps " + gb(own) +
                ": payloads in flight, the host tier's pinned memory and 1 GiB of its own)");
@@ -141,8 +141,8 @@ std::string existing_ancestor(std::string dir) {
 // runs before it: storage/file_backend.hpp), so the disk needs the capacity's files and nothing
 // more: each block a file of its payload and one header page, rounded up to the file system's
 // blocks.
-void check_file(const timed_config& config, const pool_shape& pool) {
-  const backend_options& b = config.storage_backend;
+void check_file(const deployment_plan& plan, const pool_shape& pool) {
+  const backend_options& b = plan.storage.backend;
   if (b.file_quota_bytes > 0)
     return;  // a test's stand-in for a small disk: the run is meant to fill it
   // Directories on one file system share its free space.
@@ -167,10 +167,10 @@ void check_file(const timed_config& config, const pool_shape& pool) {
     auto free = free_disk_bytes(d.first);
     if (!free)
       continue;
-    uint64_t cost = (config.engine.storage_payload_bytes + 4096 + d.block - 1) / d.block * d.block;
+    uint64_t cost = (plan.storage.payload_bytes + 4096 + d.block - 1) / d.block * d.block;
     uint64_t share = *free / d.dirs;
     if (pool.per_node() * cost > share)
-      refuse(pool, cost, share, config, "the disk of " + d.first + " (free space)");
+      refuse(pool, cost, share, plan, "the disk of " + d.first + " (free space)");
   }
 }
 
@@ -197,22 +197,23 @@ uint64_t default_inflight_bytes(const machine_memory& m) {
   return std::clamp<uint64_t>(m.total / 32, lo, hi);
 }
 
-void check_storage_room(const timed_config& config, uint64_t inflight_bytes,
+void check_storage_room(const deployment_plan& plan, uint64_t inflight_bytes,
                         const machine_memory& machine, std::ostream& warn) {
-  pool_shape pool{config.storage.capacity_blocks, std::max<uint32_t>(1, config.storage.nodes)};
-  if (pool.capacity == 0 || config.engine.storage_payload_bytes == 0)
+  const storage_plan& s = plan.storage;
+  pool_shape pool{s.pool.capacity_blocks, std::max<uint32_t>(1, s.pool.nodes)};
+  if (pool.capacity == 0 || s.payload_bytes == 0)
     return;
-  if (config.storage_backend.kind == "redis")
-    check_redis(config, config.storage_backend.redis, pool, inflight_bytes, machine, warn);
-  if (config.storage_backend.kind == "redis_cluster") {
+  if (s.backend.kind == storage_backend_kind::redis)
+    check_redis(plan, s.backend.redis, pool, inflight_bytes, machine, warn);
+  if (s.backend.kind == storage_backend_kind::redis_cluster) {
     // The cluster spreads blocks over its masters by hash slot: each holds about its share.
-    std::vector<std::string> masters = redis_cluster_masters(config.storage_backend.redis_cluster,
-                                                             config.storage_backend.redis_auth);
+    std::vector<std::string> masters = redis_cluster_masters(s.backend.redis_cluster,
+                                                             s.backend.redis_auth);
     pool.nodes = static_cast<uint32_t>(std::max<size_t>(1, masters.size()));
-    check_redis(config, masters, pool, inflight_bytes, machine, warn);
+    check_redis(plan, masters, pool, inflight_bytes, machine, warn);
   }
-  if (config.storage_backend.kind == "file")
-    check_file(config, pool);
+  if (s.backend.kind == storage_backend_kind::file)
+    check_file(plan, pool);
 }
 
 }  // namespace kvtier

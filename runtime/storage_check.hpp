@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <ostream>
 
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 namespace kvtier {
 
@@ -29,7 +29,7 @@ uint64_t default_inflight_bytes(const machine_memory& m);
 /// with each file node's free disk. Throws config_error with the numbers and the largest capacity
 /// that fits when it cannot; writes warnings (a maxmemory-policy other than noeviction, a remote
 /// server without maxmemory) to `warn`.
-void check_storage_room(const timed_config& config, uint64_t inflight_bytes,
+void check_storage_room(const deployment_plan& plan, uint64_t inflight_bytes,
                         const machine_memory& machine, std::ostream& warn);
 
 }  // namespace kvtier

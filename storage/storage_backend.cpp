@@ -44,27 +44,50 @@ std::optional<uint64_t> hash_of_block_name(const block_namespace& ns, const std:
   return h;
 }
 
+const char* to_string(storage_backend_kind k) {
+  switch (k) {
+    case storage_backend_kind::model: return "model";
+    case storage_backend_kind::memory: return "memory";
+    case storage_backend_kind::redis: return "redis";
+    case storage_backend_kind::redis_cluster: return "redis_cluster";
+    case storage_backend_kind::file: return "file";
+  }
+  return "?";
+}
+
+std::optional<storage_backend_kind> parse_storage_backend_kind(const std::string& name) {
+  for (storage_backend_kind k :
+       {storage_backend_kind::model, storage_backend_kind::memory, storage_backend_kind::redis,
+        storage_backend_kind::redis_cluster, storage_backend_kind::file})
+    if (name == to_string(k))
+      return k;
+  return std::nullopt;
+}
+
+bool does_real_io(storage_backend_kind k) {
+  return k == storage_backend_kind::redis || k == storage_backend_kind::redis_cluster ||
+         k == storage_backend_kind::file;
+}
+
 std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o) {
-  if (o.kind == "model")
+  if (o.kind == storage_backend_kind::model)
     return nullptr;
   // Payloads are megabytes each, allocated and freed by the thousand: kept in the heap rather than
   // mapped and unmapped one by one, they are not page-faulted in afresh (and zeroed) every time.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  if (o.kind == "memory")
-    return std::make_unique<memory_backend>(o.nodes);
   // A Redis node that dies while a command is being written to it must fail that write (EPIPE),
   // not stop the process (hiredis writes with write(2), which raises SIGPIPE on a closed socket).
-  if (o.kind == "redis" || o.kind == "redis_cluster")
+  if (o.kind == storage_backend_kind::redis || o.kind == storage_backend_kind::redis_cluster)
     std::signal(SIGPIPE, SIG_IGN);
-  if (o.kind == "redis")
-    return std::make_unique<redis_backend>(o);
-  if (o.kind == "redis_cluster")
-    return std::make_unique<redis_cluster_backend>(o);
-  if (o.kind == "file")
-    return std::make_unique<file_backend>(o);
-  throw std::invalid_argument("storage.backend: unknown backend '" + o.kind +
-                              "'; expected model, memory, redis, redis_cluster or file");
+  switch (o.kind) {
+    case storage_backend_kind::model: break;
+    case storage_backend_kind::memory: return std::make_unique<memory_backend>(o.nodes);
+    case storage_backend_kind::redis: return std::make_unique<redis_backend>(o);
+    case storage_backend_kind::redis_cluster: return std::make_unique<redis_cluster_backend>(o);
+    case storage_backend_kind::file: return std::make_unique<file_backend>(o);
+  }
+  return nullptr;
 }
 
 }  // namespace kvtier

@@ -153,9 +153,21 @@ class storage_backend {
   uint32_t nodes_;
 };
 
+/// Where stored blocks' bytes go (storage.backend): nowhere (`model`: the pool's timing is
+/// modelled and no bytes are kept), this process's memory, Redis nodes, one Redis Cluster, or
+/// files.
+enum class storage_backend_kind : uint8_t { model, memory, redis, redis_cluster, file };
+
+/// The config's spelling: "model", "memory", "redis", "redis_cluster", "file".
+const char* to_string(storage_backend_kind k);
+/// The kind `name` spells; nullopt for any other text.
+std::optional<storage_backend_kind> parse_storage_backend_kind(const std::string& name);
+/// Redis, a Redis Cluster and files do real I/O on their own threads: wall clock only.
+bool does_real_io(storage_backend_kind k);
+
 /// Which backend and how it reaches its nodes (the storage.* config keys).
 struct backend_options {
-  std::string kind = "model";           ///< model | memory | redis | redis_cluster | file
+  storage_backend_kind kind = storage_backend_kind::model;
   block_namespace ns;
   uint32_t nodes = 1;                   ///< memory: node count (redis, file: one per address/dir)
   std::vector<std::string> redis;       ///< host:port of each node
@@ -174,7 +186,7 @@ struct backend_options {
   uint64_t file_quota_bytes = 0;
 };
 
-/// The backend for `o.kind`; null for "model" (modelled timing, no bytes). Throws
+/// The backend for `o.kind`; null for `model` (modelled timing, no bytes). Throws
 /// std::invalid_argument naming what is wrong (an address that does not parse, a directory that
 /// cannot be made).
 std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o);

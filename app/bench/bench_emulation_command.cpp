@@ -156,7 +156,7 @@ std::vector<gpu::step_delay> step_delays(const full_result& predicted,
 /// Fits the links to the real run's copies (and the layer wait to its steps) and writes the
 /// calibration file `args.calibration_out`; false (nothing written) if the fit is refused.
 bool emit_replay_calibration(const bench_emulation_args& args, const replay_config& rc,
-                             const timed_config& modelled, const full_result& predicted,
+                             const deployment_plan& modelled, const full_result& predicted,
                              const full_result& measured) {
   std::vector<gpu::measured_copy> copies;
   for (const transfer_log& l : measured.engine.log) {
@@ -183,7 +183,8 @@ bool emit_replay_calibration(const bench_emulation_args& args, const replay_conf
                  {"copies", {{"h2d", h2d}, {"d2h", copies.size() - h2d}}}};
   size_t wait_steps = 0;
   std::optional<double> layer_wait = gpu::fit_layer_wait(
-    waited_steps(predicted, measured, modelled.scheduler.compute.layer_wait_ns, rc.model.layers),
+    waited_steps(predicted, measured,
+                 modelled.instances.front().scheduler.compute.layer_wait_ns, rc.model.layers),
     rc.model.layers, &wait_steps);
   source["layer_wait_steps"] = wait_steps;
   if (layer_wait)
@@ -218,8 +219,7 @@ json spread_json(const error_spread& s) {
 // The same requests replayed twice: on modelled links in virtual time, and on the real
 // backend on the wall clock.
 struct emulation_runs {
-  replay_config rc;
-  timed_config modelled;
+  deployment_plan modelled;
   full_result predicted, measured;
 };
 
@@ -227,20 +227,23 @@ emulation_runs run_both(const bench_emulation_args& args) {
   config cfg = load_config(args.config);
   cfg.set("links.calibration=\"" + args.calibration + "\"");
   emulation_runs runs;
-  runs.rc = resolve(cfg);
-  const replay_config& rc = runs.rc;
-  preloaded_trace m = preload(args.traces, rc.block_size);
+  runs.modelled = resolve_plan(cfg, {});
+  preloaded_trace m = preload(args.traces, runs.modelled.run.block_size);
 
-  runs.modelled = resolve_timed(cfg, rc);
-  runs.modelled.controller.log = true;
   bool log_steps = !args.steps_out.empty() || !args.calibration_out.empty();
-  runs.modelled.scheduler.log_steps = log_steps;
+  for (instance_config& ic : runs.modelled.instances) {
+    ic.controller.log = true;
+    ic.scheduler.log_steps = log_steps;
+  }
   runs.predicted = run_full_replay(runs.modelled, feed_of(m), {});
   require_clean(runs.predicted, "modelled");
 
-  timed_config real = resolve_timed(cfg, rc);
-  use_cuda_backend(real, rc, !args.no_verify);
-  real.scheduler.log_steps = log_steps;
+  run_choices on_gpu;
+  on_gpu.backend = copy_backend_kind::cuda;
+  on_gpu.verify = !args.no_verify;
+  deployment_plan real = resolve_plan(cfg, on_gpu);
+  for (instance_config& ic : real.instances)
+    ic.scheduler.log_steps = log_steps;
   full_run_options wall;
   wall.mode = clock_mode::wall;
   runs.measured = run_full_replay(real, feed_of(m), wall);
@@ -366,7 +369,7 @@ int run_bench_emulation(const bench_emulation_args& args) {
     f.commit();
   }
   if (!args.calibration_out.empty()
-      && !emit_replay_calibration(args, runs.rc, runs.modelled, predicted, measured))
+      && !emit_replay_calibration(args, runs.modelled.run, runs.modelled, predicted, measured))
     return exit_failure;
   return exit_ok;
 }

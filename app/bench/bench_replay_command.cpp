@@ -107,9 +107,8 @@ struct full_run {
 };
 
 // The timed replay of the same requests (already parsed and hashed), four actors included.
-full_run time_full(const preloaded_trace& t, const config& cfg, const replay_config& rc,
-                   uint32_t repeat) {
-  timed_config timed = resolve_timed(cfg, rc);
+full_run time_full(const preloaded_trace& t, const config& cfg, uint32_t repeat) {
+  deployment_plan timed = resolve_plan(cfg, {});
   std::vector<double> times, cpu;
   full_run run;
   for (uint32_t k = 0; k < repeat; ++k) {
@@ -160,19 +159,19 @@ namespace {
 // and, with --pd, a prefill/decode pair: each timed per simulated instance-hour, the cluster and
 // the pair against the single instance. Printed, and added to `out` under their names.
 void time_deployments(const bench_replay_args& args, const preloaded_trace& t, const config& cfg,
-                      const replay_config& rc, json& out) {
+                      json& out) {
   config cluster_cfg = cfg;
   cluster_cfg.set("cluster.instances=[{\"role\": \"mixed\", \"count\": "
                   + std::to_string(args.cluster_instances) + "}]");
   cluster_cfg.set("router.policy=round_robin");
   std::vector<std::pair<std::string, full_run>> fulls;
-  fulls.emplace_back("full", time_full(t, cfg, rc, args.repeat));
+  fulls.emplace_back("full", time_full(t, cfg, args.repeat));
   if (args.cluster_instances > 1)
-    fulls.emplace_back("cluster", time_full(t, cluster_cfg, rc, args.repeat));
+    fulls.emplace_back("cluster", time_full(t, cluster_cfg, args.repeat));
   if (args.pd) {
     config pd_cfg = cfg;
     pd_cfg.set(R"(cluster.instances=[{"role": "prefill"}, {"role": "decode"}])");
-    fulls.emplace_back("pd", time_full(t, pd_cfg, rc, args.repeat));
+    fulls.emplace_back("pd", time_full(t, pd_cfg, args.repeat));
   }
   double single_per_hour = 0, single_cpu_per_hour = 0;
   for (const auto& [name, f] : fulls) {
@@ -237,7 +236,7 @@ int run_bench_replay(const bench_replay_args& args) {
                             {"mops_per_s", mops}, {"hit_ratio_blocks", r.hit_ratio_blocks}});
   }
   if (!args.skip_full)
-    time_deployments(args, t, cfg, rc, out);
+    time_deployments(args, t, cfg, out);
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);
     f.out() << out.dump(2) << '\n';

@@ -90,31 +90,33 @@ void print_plan(const bench_plan& p, const replay_config& rc) {
 backend_options backend_options_for(const std::string& kind, const config& cfg,
                                     const replay_config& rc) {
   backend_options o;
-  o.kind = kind;
+  std::optional<storage_backend_kind> parsed = parse_storage_backend_kind(kind);
+  if (!parsed || *parsed == storage_backend_kind::model ||
+      *parsed == storage_backend_kind::redis_cluster)
+    throw config_error("bench storage: --backends: unknown backend '" + kind +
+                       "'; expected memory, redis or file");
+  o.kind = *parsed;
   o.ns = {rc.model.name, rc.model.kv_dtype};
   o.nodes = 1;
-  if (kind == "redis") {
+  if (o.kind == storage_backend_kind::redis) {
     auto list = cfg.text_list(keys::storage::redis);
     if (list.empty())
       throw config_error("bench storage: redis needs storage.redis (one host:port)");
     o.redis = {list[0]};
-  } else if (kind == "file") {
+  } else if (o.kind == storage_backend_kind::file) {
     auto list = cfg.text_list(keys::storage::file_dirs);
     if (list.empty())
       throw config_error("bench storage: file needs storage.file_dirs (one directory)");
     o.file_dirs = {list[0]};
     o.file_direct = cfg.boolean(keys::storage::file_direct);
-  } else if (kind != "memory") {
-    throw config_error("bench storage: --backends: unknown backend '" + kind +
-                       "'; expected memory, redis or file");
   }
   return o;
 }
 
 storage_figures run_baseline(const backend_options& o, const bench_plan& p, std::string& error) {
-  if (o.kind == "redis")
+  if (o.kind == storage_backend_kind::redis)
     return baseline_redis(o.redis[0], p.bytes, p.blocks, error);
-  if (o.kind == "file")
+  if (o.kind == storage_backend_kind::file)
     return baseline_file(o.file_dirs[0], p.bytes, p.blocks, p.batch, error);
   return baseline_memory(p.bytes, p.blocks, p.batch);
 }
@@ -122,7 +124,7 @@ storage_figures run_baseline(const backend_options& o, const bench_plan& p, std:
 // The first baseline. A file backend, made and held meanwhile, makes the directory it writes in.
 storage_figures first_baseline(const backend_options& o, const bench_plan& p, std::string& error) {
   std::unique_ptr<storage_backend> directory_maker;
-  if (o.kind == "file")
+  if (o.kind == storage_backend_kind::file)
     directory_maker = make_storage_backend(o);
   return run_baseline(o, p, error);
 }

@@ -1,7 +1,7 @@
 #pragma once
 
 // The cache.* config keys: the device and host tiers (capacities, eviction, and when blocks are
-// copied down the tiers; docs/design.md). Read by replay_config.cpp and timed_config.cpp.
+// copied down the tiers; docs/design.md). Read by replay_config.cpp and instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in cache_keys.cpp.
 

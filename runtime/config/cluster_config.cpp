@@ -1,5 +1,6 @@
 #include "runtime/config/cluster_config.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace kvtier {
@@ -28,36 +29,27 @@ void flat_keys(const json& j, const std::string& prefix, std::vector<std::string
   }
 }
 
-instance_role role_of(const json& v, const std::string& where) {
-  if (v.is_string()) {
-    const std::string& t = v.get_ref<const std::string&>();
-    if (t == "mixed")
-      return instance_role::mixed;
-    if (t == "prefill")
-      return instance_role::prefill;
-    if (t == "decode")
-      return instance_role::decode;
-  }
+pd_role role_of(const json& v, const std::string& where) {
+  if (v.is_string())
+    for (pd_role r : {pd_role::mixed, pd_role::prefill, pd_role::decode})
+      if (v.get_ref<const std::string&>() == to_string(r))
+        return r;
   throw config_error(where + ".role: expected one of mixed, prefill, decode, got " + v.dump());
 }
 
-}  // namespace
-
-const char* to_string(instance_role r) {
-  switch (r) {
-    case instance_role::mixed: return "mixed";
-    case instance_role::prefill: return "prefill";
-    case instance_role::decode: return "decode";
-  }
-  return "?";
+size_t count_of(const std::vector<instance_spec>& specs, pd_role role) {
+  return static_cast<size_t>(std::count_if(specs.begin(), specs.end(),
+                                           [&](const instance_spec& x) { return x.role == role; }));
 }
+
+}  // namespace
 
 std::vector<instance_spec> resolve_cluster(const config& c) {
   const json& groups = c.list(keys::cluster::instances);
   if (groups.empty())
     throw config_error("cluster.instances: expected at least one group of instances");
   std::vector<instance_spec> out;
-  std::map<instance_role, uint32_t> numbered;
+  std::map<pd_role, uint32_t> numbered;
   for (size_t i = 0; i < groups.size(); ++i) {
     std::string where = "cluster.instances[" + std::to_string(i) + "]";
     const json& g = groups[i];
@@ -69,7 +61,7 @@ std::vector<instance_spec> resolve_cluster(const config& c) {
                            + "' (fields: role, count, overrides)");
     if (!g.contains("role"))
       throw config_error(where + ": field 'role' is missing (mixed, prefill or decode)");
-    instance_role role = role_of(g["role"], where);
+    pd_role role = role_of(g["role"], where);
     uint64_t count = 1;
     if (g.contains("count")) {
       const json& n = g["count"];
@@ -102,14 +94,12 @@ std::vector<instance_spec> resolve_cluster(const config& c) {
     }
   }
   // Disaggregated: every request is prefilled on a prefill instance and decoded on a decode one.
-  size_t by_role[3] = {0, 0, 0};
-  for (const instance_spec& x : out)
-    ++by_role[static_cast<int>(x.role)];
-  bool pd = by_role[1] + by_role[2] > 0;
-  if (pd && (by_role[1] == 0 || by_role[2] == 0 || by_role[0] > 0))
+  size_t mixed = count_of(out, pd_role::mixed), prefill = count_of(out, pd_role::prefill),
+         decode = count_of(out, pd_role::decode);
+  if (prefill + decode > 0 && (prefill == 0 || decode == 0 || mixed > 0))
     throw config_error("cluster.instances: a disaggregated deployment needs prefill and decode "
-                       "instances and no mixed ones (got " + std::to_string(by_role[0]) + " mixed, "
-                       + std::to_string(by_role[1]) + " prefill, " + std::to_string(by_role[2])
+                       "instances and no mixed ones (got " + std::to_string(mixed) + " mixed, "
+                       + std::to_string(prefill) + " prefill, " + std::to_string(decode)
                        + " decode)");
   return out;
 }

@@ -7,17 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "model/pd/pd_options.hpp"
 #include "runtime/config/options.hpp"
 
 namespace kvtier {
 
-enum class instance_role { mixed, prefill, decode };
-
-const char* to_string(instance_role r);
-
 struct instance_spec {
   std::string name;   ///< role-index, e.g. mixed-0
-  instance_role role = instance_role::mixed;
+  pd_role role = pd_role::mixed;
   config settings;    ///< the run's config with the group's overrides laid over it
 };
 

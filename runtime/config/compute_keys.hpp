@@ -1,7 +1,7 @@
 #pragma once
 
 // The compute.* config keys: the step cost model of a timed replay
-// (model/scheduler/cost_model.hpp). Read by timed_config.cpp.
+// (model/scheduler/cost_model.hpp). Read by instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in compute_keys.cpp.
 

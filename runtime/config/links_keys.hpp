@@ -1,7 +1,7 @@
 #pragma once
 
 // The links.* config keys: the PCIe, NIC and PD links of a timed replay
-// (actors/transfer_engine/transfer_engine.hpp). Read by timed_config.cpp.
+// (actors/transfer_engine/transfer_engine.hpp). Read by instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in links_keys.cpp.
 

@@ -334,6 +334,38 @@ std::vector<std::string> config::text_list(text_list_key key) const {
   return value(key).get<std::vector<std::string>>();
 }
 
+const char* to_string(value_origin o) {
+  switch (o) {
+    case value_origin::defaults: return "default";
+    case value_origin::preset: return "preset";
+    case value_origin::file: return "file";
+    case value_origin::set: return "set";
+    case value_origin::cluster_override: return "cluster override";
+  }
+  return "?";
+}
+
+const json& config::value_of(const std::string& key) const {
+  return values_[index_of(key)];
+}
+
+// The sources assign() records: "configs/default.json", "preset.model=...", "--set k=v", a
+// group's "cluster.instances[i].overrides" (cluster_config.cpp), else a file or a sweep cell.
+value_source config::source_of(const std::string& key) const {
+  const std::string& where = sources_[index_of(key)];
+  auto starts = [&](const char* prefix) { return where.rfind(prefix, 0) == 0; };
+  value_origin origin = value_origin::file;
+  if (where == "configs/default.json")
+    origin = value_origin::defaults;
+  else if (starts("preset."))
+    origin = value_origin::preset;
+  else if (starts("--set "))
+    origin = value_origin::set;
+  else if (starts("cluster.instances["))
+    origin = value_origin::cluster_override;
+  return {origin, where};
+}
+
 json config::effective() const {
   json out = json::object();
   for (size_t i = 0; i < specs().size(); ++i) {

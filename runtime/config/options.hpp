@@ -33,6 +33,19 @@ const option_spec& option_spec_of(key_name key);
 /// What a value of `spec` must be, in words, with its range: "a number in [1e-6, 1e6]".
 std::string expected_value_text(const option_spec& spec);
 
+/// Where a key's value came from, in increasing precedence: configs/default.json, a preset
+/// (preset.model, preset.gpu), a JSON object laid over it (a --config file, a sweep cell), a
+/// --set, or a cluster.instances group's overrides.
+enum class value_origin : uint8_t { defaults, preset, file, set, cluster_override };
+
+const char* to_string(value_origin o);
+
+/// A key's origin, and its words: the file, the assignment, the preset or the group.
+struct value_source {
+  value_origin origin = value_origin::defaults;
+  std::string where;
+};
+
 class config {
  public:
   /// The defaults (configs/default.json as compiled in).
@@ -58,6 +71,9 @@ class config {
 
   /// All keys and values as one nested object (for summary.json and `kvtier config`).
   nlohmann::json effective() const;
+  /// The value of the key named `key` (null when unset) and where it came from.
+  const nlohmann::json& value_of(const std::string& key) const;
+  value_source source_of(const std::string& key) const;
 
  private:
   /// No key set: what the compiled-in defaults are merged into, once.

@@ -1,7 +1,7 @@
 #pragma once
 
 // The pd.* config keys: prefill/decode disaggregation, the KV handoff and its failures
-// (docs/cluster.md). Read by timed_config.cpp.
+// (docs/cluster.md). Read by instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in pd_keys.cpp.
 

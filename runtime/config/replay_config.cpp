@@ -27,8 +27,7 @@ uint64_t blocks_of(const config& c, integer_key tokens_key, integer_key blocks_k
 
 }  // namespace
 
-replay_config resolve(const config& c) {
-  replay_config r;
+void resolve_tiers(const config& c, replay_config& r) {
   r.block_size = static_cast<uint32_t>(c.integer(keys::cache::block_size));
   const uint64_t u32 = 0xffffffffull;
   r.cache.device_blocks = static_cast<uint32_t>(
@@ -52,6 +51,16 @@ replay_config resolve(const config& c) {
   r.storage_blocks =
     blocks_of(c, keys::storage::capacity_tokens, keys::storage::capacity_blocks, r.block_size,
               u32);
+  r.cache.storage_tier = r.storage_blocks > 0;
+  if (r.cache.storage_tier && r.cache.host_blocks == 0)
+    throw config_error("storage.capacity_*: a storage tier needs a host tier (blocks read from "
+                       "storage land in host memory); set cache.host_tokens or "
+                       "storage.capacity_tokens=0");
+}
+
+replay_config resolve(const config& c) {
+  replay_config r;
+  resolve_tiers(c, r);
   r.storage_nodes = static_cast<uint32_t>(c.integer(keys::storage::nodes));
   r.storage_pool.eviction = c.text(keys::storage::eviction) == "watermark"
                               ? storage_eviction::watermark
@@ -59,11 +68,6 @@ replay_config resolve(const config& c) {
   r.storage_pool.high_watermark = c.number(keys::storage::high_watermark);
   r.storage_pool.evict_fraction = c.number(keys::storage::evict_fraction);
   r.storage_pool.lease_ns = time_from(c.number(keys::storage::lease_ms) * 1e6);
-  r.cache.storage_tier = r.storage_blocks > 0;
-  if (r.cache.storage_tier && r.cache.host_blocks == 0)
-    throw config_error("storage.capacity_*: a storage tier needs a host tier (blocks read from "
-                       "storage land in host memory); set cache.host_tokens or "
-                       "storage.capacity_tokens=0");
   r.spec = resolve_model_spec(c);
   r.parallel = resolve_parallelism(c, r.spec);
   r.model = shape_per_rank(r.spec, r.parallel);

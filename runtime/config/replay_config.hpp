@@ -32,4 +32,9 @@ struct replay_config {
 /// Resolves and cross-checks the settings; throws config_error on an inconsistent config.
 replay_config resolve(const config& c);
 
+/// Resolves into `r` what a cluster.instances group may override (cache.*): the block size, the
+/// tiers and their policies, and the storage tier's capacity in blocks of that size; the model
+/// and the pool stay `r`'s. resolve() does this first.
+void resolve_tiers(const config& c, replay_config& r);
+
 }  // namespace kvtier

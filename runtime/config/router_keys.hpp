@@ -1,7 +1,7 @@
 #pragma once
 
 // The router.* config keys: which instance a request goes to (docs/cluster.md). Read by
-// timed_config.cpp.
+// instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in router_keys.cpp.
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // The scheduler.* config keys: the timed replay's scheduler (batch limits, the output reserve,
-// preemption; docs/preemption.md). Read by timed_config.cpp.
+// preemption; docs/preemption.md). Read by instance_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in scheduler_keys.cpp.
 

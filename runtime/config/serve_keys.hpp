@@ -1,7 +1,7 @@
 #pragma once
 
 // The serve.* config keys: the live controller, kvtier serve (docs/protocol.md, docs/events.md).
-// Read by serve/server.cpp and serve/observe/serve_wiring.cpp.
+// Read by serve/server/server.cpp and serve/server/observe_wiring.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in serve_keys.cpp.
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // The storage.* config keys: the storage (L3) pool (capacity, nodes, media, backend, prefetch and
-// eviction; docs/design.md). Read by replay_config.cpp and timed_config.cpp.
+// eviction; docs/design.md). Read by replay_config.cpp and storage_settings.cpp.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in storage_keys.cpp.
 

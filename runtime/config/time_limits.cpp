@@ -34,8 +34,8 @@ void check_transfer(const char* what, double bytes, double gbps, double latency_
 
 }  // namespace
 
-void check_time_limits(const timed_config& t) {
-  double block = static_cast<double>(t.block_bytes);
+void check_time_limits(const instance_config& t, const storage_options& storage) {
+  double block = static_cast<double>(t.engine.block_bytes);
   if (block > block_bytes_limit)
     throw config_error(std::string(block_keys) + ": " + time_limit_figure(block) +
                        " bytes per block is more than the " +
@@ -64,17 +64,17 @@ void check_time_limits(const timed_config& t) {
                  l.d2h_latency_ns,
                  "cache.device_* x bytes per block, links.d2h_gbps, links.duplex_gbps, "
                  "links.d2h_latency_us");
-  if (t.storage.capacity_blocks > 0) {
+  if (storage.capacity_blocks > 0) {
     check_transfer("moving the whole host tier over the network", host, l.nic_gbps,
                    l.nic_latency_ns, "cache.host_* x bytes per block, links.nic_gbps, "
                    "links.nic_latency_us");
-    double nodes = std::max<uint32_t>(t.storage.nodes, 1);
-    check_transfer("reading the whole host tier from storage", host / nodes, t.storage.read_gbps,
-                   t.storage.read_latency_ns(),
+    double nodes = std::max<uint32_t>(storage.nodes, 1);
+    check_transfer("reading the whole host tier from storage", host / nodes, storage.read_gbps,
+                   storage.read_latency_ns(),
                    "cache.host_* x bytes per block, storage.read_gbps, storage.nodes, "
                    "storage.read_op_latency_us (or storage.op_latency_us)");
-    check_transfer("writing the whole host tier to storage", host / nodes, t.storage.write_gbps,
-                   t.storage.op_latency_ns, "cache.host_* x bytes per block, storage.write_gbps, "
+    check_transfer("writing the whole host tier to storage", host / nodes, storage.write_gbps,
+                   storage.op_latency_ns, "cache.host_* x bytes per block, storage.write_gbps, "
                    "storage.nodes, storage.op_latency_us");
   }
 

@@ -7,7 +7,9 @@
 
 #include <string>
 
-#include "runtime/config/timed_config.hpp"
+#include "actors/instance.hpp"
+#include "actors/storage/storage.hpp"
+#include "runtime/config/options.hpp"
 
 namespace kvtier {
 
@@ -16,9 +18,9 @@ constexpr double block_bytes_limit = 1099511627776.0;
 /// Largest device or host tier: 1 PiB.
 constexpr double tier_bytes_limit = 1125899906842624.0;
 
-/// Throws config_error when a block, a tier, the slowest transfer of a whole tier over a link, or
-/// the longest possible step exceeds its limit.
-void check_time_limits(const timed_config& t);
+/// Throws config_error when an instance's block, a tier, the slowest transfer of a whole tier
+/// over a link (to the shared `storage` too), or the longest possible step exceeds its limit.
+void check_time_limits(const instance_config& instance, const storage_options& storage);
 
 /// `x` to 4 significant figures, and `ns` as days: how the limits' errors write figures.
 std::string time_limit_figure(double x);

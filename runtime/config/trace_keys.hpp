@@ -1,7 +1,7 @@
 #pragma once
 
 // The trace.* config keys: how traces are read (the time scale, and the limits on what one line,
-// document or request may hold). Read by timed_config.cpp; the limits by sim/driver/ and serve/.
+// document or request may hold). Read by deployment_plan.cpp; the limits by sim/driver/ and serve/.
 // Each key is a named constant, so a misspelled key is a compile error; its type, range and
 // meaning are its row in trace_keys.cpp.
 

@@ -2,8 +2,6 @@
 
 #include "serve/wire/curve.hpp"
 
-#include "actors/instance.hpp"
-#include "actors/storage/storage.hpp"
 #include "runtime/deployment.hpp"
 #include "serve/server/observe_wiring.hpp"
 #include "serve/server/off_actor_lookups.hpp"
@@ -25,32 +23,20 @@ bool is_local_endpoint(const std::string& e) {
 
 namespace {
 
-// The actors a server runs: the storage pool and one instance's controller stack (no scheduler:
-// the engine is the scheduler), then the server actor in front of them.
+// The actors a server runs: its deployment, the storage pool and one instance's cache controller
+// and transfer engine (no scheduler: the engine is the scheduler), then the server actor in
+// front of them.
 struct served_actors {
-  storage_actor storage;
-  controller_stack stack;
+  deployment deployed;
   caf::actor server;
 
+  const instance& one() const { return deployed.instances.front(); }
   void stop() const {
     if (server)
       caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(stack.controller, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(stack.engine, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+    stop_deployment(deployed);
   }
 };
-
-served_actors spawn_served(caf::actor_system& sys, timed_config& t, double speed) {
-  sim_clock clock(sys.clock().now(), speed, clock_mode::wall);
-  t.storage.clock = clock;
-  t.engine.clock = clock;
-  served_actors a;
-  a.storage = spawn_storage(sys, t.storage);
-  t.storage.backend.reset();
-  a.stack = spawn_controller_stack(sys, t.cache, t.controller, t.engine, a.storage);
-  return a;
-}
 
 // A restarted pool: index what the backend still holds, before any call is taken.
 uint64_t rebuild_index(caf::scoped_actor& self, const storage_actor& storage) {
@@ -65,7 +51,8 @@ uint64_t rebuild_index(caf::scoped_actor& self, const storage_actor& storage) {
 
 server_settings settings_of(const serve_job& job, const server_plan& p, caf::actor_system& sys,
                             serve_metrics* metrics, serve_events& events) {
-  const replay_config& rc = p.replay;
+  const replay_config& rc = p.deployment.run;
+  const instance_config& ic = p.deployment.instances.front();
   server_settings ss;
   ss.token = job.token;
   ss.client_timeout_s = p.client_timeout_s;
@@ -73,12 +60,11 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.model = rc.model;
   ss.block_size = rc.block_size;
   ss.layers = rc.model.layers;
-  ss.device_blocks = p.timed.cache.device_blocks;
-  ss.host_blocks = p.timed.cache.host_blocks;
-  ss.storage = p.timed.controller.storage;
+  ss.device_blocks = ic.cache.device_blocks;
+  ss.host_blocks = ic.cache.host_blocks;
+  ss.storage = ic.controller.storage;
   ss.storage_namespace = rc.storage_namespace;
-  ss.max_blocks_per_request =
-    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request));
+  ss.max_blocks_per_request = p.deployment.trace.max_blocks_per_request;
   ss.speed = job.speed;
   ss.epoch = sys.clock().now();
   ss.observers = job.observers;
@@ -121,24 +107,43 @@ void announce(const serve_job& job, const std::string& bound, uint64_t rebuilt,
     job.on_ready(metrics->ready_line());
 }
 
+// CURVE on the socket (docs/protocol.md, "Encryption"): keys from the files the job names.
+socket_security security_of(const serve_job& job) {
+  socket_security security;
+  if (!job.curve_key_file.empty())
+    security.curve_secret = read_curve_key(job.curve_key_file, "--curve-key-file");
+  if (!job.curve_clients_file.empty())
+    security.curve_clients = read_curve_key_list(job.curve_clients_file, "--curve-clients-file");
+  return security;
+}
+
+// Said at start: the public key clients need (never the secret one).
+std::string curve_line(const socket_security& security) {
+  return "kvtier serve: CURVE on; the server's public key (clients need it): " +
+         curve_public_of(security.curve_secret) +
+         (security.curve_clients.empty()
+            ? std::string("; any client key admitted")
+            : "; " + std::to_string(security.curve_clients.size()) + " client keys admitted");
+}
+
 }  // namespace
 
 int run_server(const serve_job& job) {
   stop_signals signals;
   server_plan plan = plan_server(job);
+  controller_options& controller = plan.deployment.instances.front().controller;
   // KV events (observe/): made before the actors, which report to its sink until they end.
   std::unique_ptr<serve_events> events = open_events(job);
-  plan.timed.controller.events = events->sink();
+  controller.events = events->sink();
   // Lookups off the actor read the blocks the controller reports (off_actor_lookups.hpp);
   // the reports go on to the KV events.
   std::shared_ptr<off_actor_lookups> off_actor;
   if (plan.lookups == lookup_path::published) {
-    auto max_blocks = static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request));
     off_actor = std::make_shared<off_actor_lookups>(
-      off_actor_settings{job.token, plan.replay.block_size, max_blocks,
-                         plan.timed.controller.storage},
+      off_actor_settings{job.token, plan.deployment.run.block_size,
+                         plan.deployment.trace.max_blocks_per_request, controller.storage},
       events->sink());
-    plan.timed.controller.events = off_actor->sink();
+    controller.events = off_actor->sink();
   }
   caf::actor_system_config cfg;
   // One worker: a call crosses the server actor, the controller and storage, and on one worker
@@ -146,42 +151,38 @@ int run_server(const serve_job& job) {
   // thread's, dominated a call's cost: most of its time went to context switches).
   configure_wall_clock(cfg, 1);
   caf::actor_system sys{cfg};
-  served_actors actors = spawn_served(sys, plan.timed, job.speed);
+  served_actors actors;
+  actors.deployed = spawn_deployment(sys, plan.deployment,
+                                     sim_clock(sys.clock().now(), job.speed, clock_mode::wall),
+                                     nullptr);
+  const instance& served = actors.one();
+  const storage_actor& storage = actors.deployed.storage;
   caf::scoped_actor self{sys};
   try {
-    uint64_t rebuilt = rebuild_index(self, actors.storage);
-    socket_security security;
-    if (!job.curve_key_file.empty())
-      security.curve_secret = read_curve_key(job.curve_key_file, "--curve-key-file");
-    if (!job.curve_clients_file.empty())
-      security.curve_clients = read_curve_key_list(job.curve_clients_file, "--curve-clients-file");
+    uint64_t rebuilt = rebuild_index(self, storage);
+    socket_security security = security_of(job);
     socket_loop loop(job.bind, plan.max_message_bytes, security);
     // GET /metrics (observe/): made after the actors it reads.
-    const timed_config& t = plan.timed;
+    const cache_options& tiers = plan.deployment.instances.front().cache;
     std::unique_ptr<serve_metrics> metrics =
-      open_metrics(job, {&sys, actors.stack.controller, actors.stack.engine, actors.storage,
-                         t.cache.device_blocks, t.cache.host_blocks, events->publisher()});
+      open_metrics(job, {&sys, served.controller, served.engine, storage, tiers.device_blocks,
+                         tiers.host_blocks, events->publisher()});
     server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
     settings.off_actor = off_actor;
     settings.refused_connections = loop.refused_connections();
     if (metrics)
       metrics->count_refused_connections(loop.refused_connections());
     if (!security.curve_secret.empty() && job.on_ready)
-      job.on_ready("kvtier serve: CURVE on; the server's public key (clients need it): " +
-                   curve_public_of(security.curve_secret) +
-                   (security.curve_clients.empty()
-                      ? std::string("; any client key admitted")
-                      : "; " + std::to_string(security.curve_clients.size()) +
-                          " client keys admitted"));
+      job.on_ready(curve_line(security));
     loop.answer_lookups(off_actor);
-    actors.server = spawn_server_actor(sys, std::move(settings), actors.stack.controller,
-                                       actors.storage, loop.sink());
+    actors.server =
+      spawn_server_actor(sys, std::move(settings), served.controller, storage, loop.sink());
     if (plan.gpu)
       hook_swap_ins(*plan.gpu, actors.server);
     announce(job, loop.endpoint(), rebuilt, *events, metrics.get());
-    int code = loop.run(self, actors.server, actors.stack.controller);
+    int code = loop.run(self, actors.server, served.controller);
     actors.stop();
-    self->wait_for(actors.server, actors.stack.controller, actors.stack.engine, actors.storage);
+    self->wait_for(actors.server, served.controller, served.engine, storage);
     return code;
   } catch (...) {
     actors.stop();

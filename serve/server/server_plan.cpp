@@ -1,8 +1,6 @@
 #include "serve/server/server_plan.hpp"
 
-#include "actors/transfer_engine/cuda_copies.hpp"
 #include "gpu/device_info.hpp"
-#include "runtime/config/fault_config.hpp"
 #include "runtime/deployment.hpp"
 
 namespace kvtier::serve {
@@ -24,13 +22,7 @@ void check_bind(const serve_job& job) {
     throw config_error("--bind: empty endpoint");
 }
 
-void check_job(const serve_job& job, const timed_config& t, const replay_config& rc) {
-  if (!t.instances.empty())
-    throw config_error("cluster.instances: kvtier serve runs one instance (the engine's); "
-                       "remove cluster.instances");
-  if (resolve_faults(job.cfg, 0, rc.storage_nodes, rc.storage_blocks).any())
-    throw config_error("faults.*: faults are deterministic in virtual time only; kvtier serve "
-                       "runs on the wall clock");
+void check_backend(const serve_job& job) {
   if (job.backend != copy_backend_kind::cuda && job.verify)
     throw config_error("--verify checks real bytes: it needs --backend cuda");
   if (job.backend == copy_backend_kind::cuda && !gpu::cuda_built())
@@ -38,42 +30,29 @@ void check_job(const serve_job& job, const timed_config& t, const replay_config&
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
-// Real mode: the copies run on the engine's tensors, which come with its hello.
-std::shared_ptr<cuda_device> open_gpu(const serve_job& job, const replay_config& rc,
-                                      timed_config& t) {
-  cuda_device_options o;
-  o.shape = rc.model;
-  o.block_size = rc.block_size;
-  o.device_blocks = rc.cache.device_blocks;
-  o.host_blocks = rc.cache.host_blocks;
-  o.verify = job.verify;
-  o.attach_later = true;
-  auto gpu = std::make_shared<cuda_device>(o);
-  use_cuda_copies(t.engine, gpu, job.verify ? copy_checks::verify : copy_checks::none);
-  // The reply of a step goes before its swap-in lands: the engine waits on IPC events.
-  t.controller.grant_early = true;
-  t.controller.verify = job.verify;
-  return gpu;
-}
-
 }  // namespace
 
 server_plan plan_server(const serve_job& job) {
   check_bind(job);
+  run_choices choices;
+  choices.scheduler = scheduling::engine;  // the engine schedules; kvtier runs its controller
+  choices.clock = clock_mode::wall;
+  choices.backend = job.backend;
+  choices.verify = job.verify;
   server_plan p;
-  p.replay = resolve(job.cfg);
-  p.timed = resolve_timed(job.cfg, p.replay);
-  check_job(job, p.timed, p.replay);
+  p.deployment = resolve_plan(job.cfg, choices);
+  check_backend(job);
+  const deployment_plan& d = p.deployment;
   p.client_timeout_s = job.cfg.number(keys::serve::client_timeout_s);
   p.max_message_bytes = static_cast<uint64_t>(job.cfg.integer(keys::serve::max_message_bytes));
   // Without prefix caching nothing matches, as the controller's own lookup answers.
   p.lookups = job.cfg.text(keys::serve::lookups) == "actor" ||
-                  p.replay.cache.caching == prefix_caching::off
+                  d.run.cache.caching == prefix_caching::off
                 ? lookup_path::actor
                 : lookup_path::published;  // a checked choice
-  if (job.backend == copy_backend_kind::cuda)
-    p.gpu = open_gpu(job, p.replay, p.timed);
-  prepare_storage(p.timed);
+  // Real mode: the copies run on the engine's tensors, which come with its hello.
+  p.gpu = prepare_gpu(p.deployment);
+  prepare_storage(p.deployment);
   return p;
 }
 

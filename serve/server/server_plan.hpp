@@ -1,15 +1,15 @@
 #pragma once
 
-// What `kvtier serve` settles before any actor runs: the job's settings checked, the tiers
-// resolved from the same keys a replay reads, the GPU opened in real mode and the storage
-// backend made. Every refusal is a config_error naming what to change.
+// What `kvtier serve` settles before any actor runs: the job's settings checked, the deployment
+// planned from the same keys a replay reads (runtime/config/deployment_plan.hpp: one instance, which
+// the engine schedules), the GPU opened in real mode and the storage backend made. Every refusal
+// is a config_error naming what to change.
 
 #include <cstdint>
 #include <memory>
 
 #include "actors/device/cuda_device.hpp"
-#include "runtime/config/replay_config.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "serve/server/server.hpp"
 
 namespace kvtier::serve {
@@ -18,8 +18,7 @@ namespace kvtier::serve {
 enum class lookup_path : uint8_t { actor, published };
 
 struct server_plan {
-  replay_config replay;
-  timed_config timed;               ///< the actors' options, the storage backend made
+  deployment_plan deployment;       ///< the actors' options, the storage backend made
   std::shared_ptr<cuda_device> gpu; ///< real mode (--backend cuda); null: modelled copies
   double client_timeout_s = 30;
   uint64_t max_message_bytes = 0;

@@ -7,19 +7,16 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/config/compute_config.hpp"
-#include "runtime/config/replay_config.hpp"
+#include "runtime/config/keys.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/driver/progress.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"
 #include "sim/full/request_count_checks.hpp"
-#include "sim/full/trace_feed.hpp"
-#include "runtime/config/time_limits.hpp"
 #include "sim/full/time_checks.hpp"
+#include "sim/full/trace_feed.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
 #include "sim/report/atomic_file.hpp"
-#include "runtime/config/fault_config.hpp"
-#include "runtime/config/keys.hpp"
 #include "sim/report/fault_report.hpp"
 #include "sim/report/full_report.hpp"
 #include "sim/report/hitrate_report.hpp"
@@ -41,28 +38,28 @@ double seconds_since(clock_type::time_point start) {
 
 const std::vector<std::string> output_names = {"summary.json", "requests.csv"};
 
-workload_variant variant_of(const config& cfg, uint64_t seed) {
+workload_variant variant_of(const trace_plan& t, uint64_t seed) {
   workload_variant v;
   v.seed = seed;
-  v.sample_fraction = cfg.number(keys::trace::sample_fraction);
-  v.arrival_jitter_s = cfg.number(keys::trace::arrival_jitter_s);
-  v.session_shift_s = cfg.number(keys::trace::session_shift_s);
+  v.sample_fraction = t.sample_fraction;
+  v.arrival_jitter_s = t.arrival_jitter_s;
+  v.session_shift_s = t.session_shift_s;
   return v;
 }
 
-std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job) {
+std::vector<std::unique_ptr<trace_source>> open_traces(const replay_job& job,
+                                                       const trace_plan& t) {
   auto format = parse_trace_format(job.format);
   if (!format)
     throw trace_error(job.format, 0, "--format", "unknown trace format");
   reader_options options;
   options.skip_bad_lines = job.skip_bad_lines;
   options.on_skip = job.on_skip;
-  options.max_line_bytes = static_cast<uint64_t>(job.cfg.integer(keys::trace::max_line_bytes));
-  options.max_document_bytes =
-    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_document_bytes));
-  workload_variant variant = variant_of(job.cfg, job.seed);
+  options.max_line_bytes = t.max_line_bytes;
+  options.max_document_bytes = t.max_document_bytes;
+  workload_variant variant = variant_of(t, job.seed);
   // Copy 0 of every file first: the merger's first sources are the files as given.
-  auto copies = static_cast<uint32_t>(job.cfg.integer(keys::trace::session_copies));
+  uint32_t copies = t.session_copies;
   std::vector<std::unique_ptr<trace_source>> sources;
   for (uint32_t copy = 0; copy < copies; ++copy)
     for (size_t i = 0; i < job.traces.size(); ++i) {
@@ -83,21 +80,19 @@ std::vector<trace_file_info> file_infos(const replay_job& job, const trace_merge
   return files;
 }
 
-run_info run_info_of(const replay_job& job) {
+run_info run_info_of(const replay_job& job, const deployment_plan& plan) {
   run_info run;
   run.config = job.cfg.effective();
   run.config.erase("serve");  // the live server's keys change no replay
   run.config.erase("output");  // nor do the optional outputs
   run.config.erase("slo");     // nor do the SLO study's limits
-  run.model = model_summary(job.cfg, resolve(job.cfg));
+  run.model = plan.model_summary;
   run.deterministic = job.deterministic;
   return run;
 }
 
-request_blocks mapper_of(const replay_job& job, const replay_config& rc) {
-  return request_blocks(
-    rc.block_size, job.traces,
-    static_cast<uint64_t>(job.cfg.integer(keys::trace::max_blocks_per_request)));
+request_blocks mapper_of(const replay_job& job, const deployment_plan& plan) {
+  return request_blocks(plan.run.block_size, job.traces, plan.trace.max_blocks_per_request);
 }
 
 // The outputs of one run: the folder is made (and checked writable, by opening both temporaries)
@@ -168,25 +163,17 @@ std::string fault_text(const nlohmann::json& f) {
   return line;
 }
 
-replay_result replay_hitrate(const replay_job& job) {
+replay_result replay_hitrate(const replay_job& job, const deployment_plan& plan) {
   auto start = clock_type::now();
-  replay_config rc = resolve(job.cfg);
-  check_calibrations(job.cfg);
-  if (resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks).any())
-    throw config_error("faults.*: faults need timing: --mode full (hit-rate replays have no "
-                       "clock to inject them on)");
-  if (job.cfg.boolean(keys::output::timeseries))
-    throw config_error("output.timeseries: a time series needs timing: --mode full (hit-rate "
-                       "replays have no clock)");
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
-  trace_merger merger(open_traces(job));
-  request_blocks mapper = mapper_of(job, rc);
-  hitrate_replay replay(rc, job.check_every);
+  trace_merger merger(open_traces(job, plan.trace));
+  request_blocks mapper = mapper_of(job, plan);
+  hitrate_replay replay(plan.run, job.check_every);
   std::ostream* csv = outputs ? &outputs->csv.out() : nullptr;
   if (csv)
     write_hitrate_csv_header(*csv);
-  const double time_scale = job.cfg.number(keys::trace::time_scale);
-  run_info run = run_info_of(job);
+  const double time_scale = plan.front.time_scale;
+  run_info run = run_info_of(job, plan);
   std::vector<uint64_t> per_file(job.traces.size(), 0);
   progress_bar progress("replay", merger.bytes_total(), job.progress);
   trace_request request;
@@ -223,29 +210,6 @@ replay_result replay_hitrate(const replay_job& job) {
   return result;
 }
 
-// The timed model's config: the file's, with what the command line and the run's backend add.
-timed_config timed_config_of(const replay_job& job, const replay_config& rc) {
-  timed_config timed = resolve_timed(job.cfg, rc);
-  timed.controller.check_every = job.check_every;
-  timed.pd.seed = job.seed;
-  timed.storage.faults = resolve_faults(job.cfg, job.seed, rc.storage_nodes, rc.storage_blocks);
-  if (timed.storage.faults.any() &&
-      (job.clock == clock_mode::wall || job.backend == copy_backend_kind::cuda))
-    throw config_error("faults.*: faults are deterministic in virtual time only; replay them "
-                       "without --clock wall and --backend cuda");
-  if (job.backend == copy_backend_kind::cuda)
-    use_cuda_backend(timed, rc, job.verify);
-  if (job.remote_controller) {
-    if (!timed.instances.empty())
-      throw config_error("cluster.instances: a live server is one instance's controller");
-    timed.remote_controller = job.remote_controller;
-    timed.remote_compute = job.remote_compute;
-    timed.storage_backend.kind = "model";  // the server keeps the pool and its bytes
-  }
-  check_time_limits(timed);
-  return timed;
-}
-
 // The end-of-run checks beyond the controller's own: their violations join its count, and the
 // first of them is reported when the controller found none.
 void add_end_checks(const full_result& fr, replay_result& result) {
@@ -277,16 +241,16 @@ void add_end_checks(const full_result& fr, replay_result& result) {
     inv["messages"].push_back(m);
 }
 
-replay_result replay_full(const replay_job& job) {
+replay_result replay_full(const replay_job& job, const deployment_plan& plan) {
   auto start = clock_type::now();
-  replay_config rc = resolve(job.cfg);
-  timed_config timed = timed_config_of(job, rc);
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
-  uint32_t max_device_blocks = timed.scheduler.device_blocks;
-  for (const instance_config& ic : timed.instances)
+  // A request larger than every instance's device tier is rejected: its blocks are not built.
+  uint32_t max_device_blocks = plan.run.cache.device_blocks;
+  for (const instance_config& ic : plan.instances)
     max_device_blocks = std::max(max_device_blocks, ic.scheduler.device_blocks);
-  auto feed = std::make_shared<trace_feed>(open_traces(job), job.traces, mapper_of(job, rc),
-                                           rc.block_size, max_device_blocks, timed.time_scale);
+  auto feed = std::make_shared<trace_feed>(open_traces(job, plan.trace), job.traces,
+                                           mapper_of(job, plan), plan.run.block_size,
+                                           max_device_blocks, plan.front.time_scale);
   progress_bar progress("replay", feed->merger().bytes_total(), job.progress);
   full_run_options options;
   options.mode = job.backend == copy_backend_kind::cuda ? clock_mode::wall : job.clock;
@@ -294,26 +258,25 @@ replay_result replay_full(const replay_job& job) {
   options.progress = [&] { progress.update(feed->merger().bytes_read(), feed->read()); };
   options.on_poll = job.on_poll;
   tier_occupancy_sampler occupancy;
-  const bool series = job.cfg.boolean(keys::output::timeseries);
-  if (series)
+  if (plan.timeseries)
     options.occupancy = &occupancy;
-  full_result fr = run_full_replay(timed, feed, options);
+  full_result fr = run_full_replay(plan, feed, options);
   progress.finish();
   check_virtual_time(fr);
 
-  run_info run = run_info_of(job);
+  run_info run = run_info_of(job, plan);
   run.parse_s = feed->parse_s();
   run.wall_s = seconds_since(start);
   run.trace = feed->totals();
-  run.block_bytes = timed.block_bytes;
+  run.block_bytes = plan.run.block_bytes();
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.summary["kvtier"] = build_info_json();
   result.text = full_text(result.summary, job.out_dir);
   add_end_checks(fr, result);
-  result.summary["faults"] = faults_summary(fr, timed.storage.faults);
-  result.summary["storage"]["pool"] = pool_summary(fr, timed.storage.pool);
-  if (timed.storage.faults.any())
+  result.summary["faults"] = faults_summary(fr, plan.storage.pool.faults);
+  result.summary["storage"]["pool"] = pool_summary(fr, plan.storage.pool.pool);
+  if (plan.storage.pool.faults.any())
     result.text += fault_text(result.summary["faults"]);
   result.drained = fr.drained;
   if (auto w = lag_warning(job, result.summary))
@@ -324,7 +287,7 @@ replay_result replay_full(const replay_job& job) {
     write_full_csv(outputs->csv.out(), fr);
     outputs->commit(result.summary);
   }
-  if (outputs && series) {
+  if (outputs && plan.timeseries) {
     atomic_file f(job.out_dir + "/timeseries.csv");
     write_timeseries(f.out(), fr, occupancy);
     f.commit();
@@ -345,7 +308,11 @@ std::string seeded_draws(const config& cfg) {
     draws = "faults.*";
   if (cfg.number(keys::pd::failure_rate) > 0)
     draws += std::string(draws.empty() ? "" : ", ") + "pd.failure_rate";
-  if (variant_of(cfg, 0).any())
+  workload_variant variant;
+  variant.sample_fraction = cfg.number(keys::trace::sample_fraction);
+  variant.arrival_jitter_s = cfg.number(keys::trace::arrival_jitter_s);
+  variant.session_shift_s = cfg.number(keys::trace::session_shift_s);
+  if (variant.any())
     draws += std::string(draws.empty() ? "" : ", ") + "a workload variant (trace.*)";
   return draws;
 }
@@ -357,7 +324,8 @@ replay_result run_replay_job(const replay_job& job) {
     throw config_error("--backend cuda replays in full mode on the wall clock");
   if (job.verify && job.backend != copy_backend_kind::cuda)
     throw config_error("--verify checks real bytes: it needs --backend cuda");
-  return job.mode == replay_mode::hitrate ? replay_hitrate(job) : replay_full(job);
+  deployment_plan plan = resolve_plan(job.cfg, job);  // every config value, once
+  return job.mode == replay_mode::hitrate ? replay_hitrate(job, plan) : replay_full(job, plan);
 }
 
 }  // namespace kvtier

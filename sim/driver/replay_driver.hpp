@@ -2,8 +2,8 @@
 
 // The replay driver as a library call: a config and a trace list in, a result out. `kvtier
 // replay` is a thin command over it; `kvtier sweep` runs one call per cell, and `kvtier
-// engine-sim` runs one with a remote controller. `kvtier serve` does not use it: the server
-// assembles its own actors (serve/server.cpp).
+// engine-sim` runs one with a remote controller. `kvtier serve` does not use it: it spawns the
+// same deployment plan with an engine scheduling (serve/server/server.cpp).
 //
 // Bad input (config, trace) throws config_error / trace_error before any output is touched; a
 // replay that ran but failed (invariant violations, requests left unfinished) returns with
@@ -17,30 +17,23 @@
 #include <nlohmann/json.hpp>
 
 #include "core/run_modes.hpp"
-#include "actors/instance.hpp"
 #include "runtime/config/options.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {
 
-enum class replay_mode { full, hitrate };
-
-struct replay_job {
+/// The run's choices (mode, clock, backend, verify, check_every, seed, a remote controller: the
+/// deployment plan's, runtime/config/deployment_plan.hpp), and what the job reads and writes. The seed
+/// draws the faults (faults.*, pd.failure_rate) and the workload variant (trace.sample_fraction,
+/// arrival_jitter_s, session_shift_s); nothing else is random.
+struct replay_job : run_choices {
   config cfg;                        ///< defaults, file and --set already applied
   std::vector<std::string> traces;   ///< at least one
   std::string format = "auto";
-  replay_mode mode = replay_mode::full;
-  clock_mode clock = clock_mode::virtual_time;  ///< full mode: which clock the actors run on
   double speed = 1.0;                ///< wall clock: virtual seconds per wall second
-  /// Full mode: modelled links or the real GPU (cuda: on the wall clock whatever `clock` says).
-  copy_backend_kind backend = copy_backend_kind::modelled;
-  bool verify = false;               ///< backend cuda: check every block's bytes wherever it lands
   bool skip_bad_lines = false;
-  uint64_t check_every = 0;          ///< invariant checks every N requests (hitrate) or commits
   bool deterministic = false;        ///< write wall-clock figures as 0
-  /// Draws the faults (faults.*, pd.failure_rate) and the workload variant (trace.sample_fraction,
-  /// arrival_jitter_s, session_shift_s); nothing else is random.
-  uint64_t seed = 0;
   std::string out_dir;               ///< summary.json and requests.csv; empty: write nothing
   bool progress = false;             ///< a progress bar on stderr (when it is a terminal)
   /// Full mode, wall clock: called about every 5 ms with the replay's virtual time
@@ -48,10 +41,6 @@ struct replay_job {
   std::function<void(int64_t virtual_now_ns)> on_poll;
   /// With skip_bad_lines: told of every skipped line.
   std::function<void(const trace_error&)> on_skip;
-  /// Full mode, wall clock: the instance's cache controller is a live server's (engine-sim).
-  controller_factory remote_controller;
-  /// With remote_controller: the GPU the step compute runs on (engine-sim --backend cuda).
-  std::shared_ptr<compute_device> remote_compute;
 };
 
 struct replay_result {
@@ -66,7 +55,8 @@ struct replay_result {
   bool failed() const { return invariant_violations > 0 || !drained; }
 };
 
-/// Runs one replay; writes its outputs to job.out_dir when one is named.
+/// Runs one replay: resolves its deployment plan once, then replays; writes its outputs to
+/// job.out_dir when one is named.
 replay_result run_replay_job(const replay_job& job);
 
 /// What a replay's seed draws under `cfg`: "" when nothing (no fault, no workload variant), else

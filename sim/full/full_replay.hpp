@@ -1,20 +1,20 @@
 #pragma once
 
-// Runs the four actors over a trace. In virtual time (the default) CAF's deterministic test
-// coordinator drives everything: drain every mailbox, then jump the clock to the next timer, until
-// nothing is left; no wall clock is read on that path, so identical inputs give identical
-// results. In wall-clock time the same actors run on CAF's work-stealing scheduler and wait for
-// real (optionally sped up: `speed` virtual seconds per wall second).
+// Runs the four actors over a trace: the clocks and the run loops. In virtual time (the default)
+// CAF's deterministic test coordinator drives everything: drain every mailbox, then jump the
+// clock to the next timer, until nothing is left; no wall clock is read on that path, so
+// identical inputs give identical results. In wall-clock time the same actors run on CAF's
+// work-stealing scheduler and wait for real (optionally sped up: `speed` virtual seconds per
+// wall second).
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 
-#include "gpu/startup_progress.hpp"
 #include "model/front_end/request_feed.hpp"
-#include "actors/messages.hpp"
-#include "runtime/config/timed_config.hpp"
-#include "sim/full/tier_occupancy.hpp"
+#include "runtime/config/deployment_plan.hpp"
+#include "sim/report/full_result.hpp"
+#include "sim/report/tier_occupancy.hpp"
 
 namespace kvtier {
 
@@ -31,37 +31,10 @@ struct full_run_options {
   tier_occupancy_sampler* occupancy = nullptr;
 };
 
-/// One instance's reports.
-struct instance_result {
-  std::string name;
-  pd_role role = pd_role::mixed;
-  scheduler_report scheduler;
-  controller_report controller;
-  engine_report engine;
-};
-
-/// `scheduler`, `controller` and `engine` sum every instance's (requests in id order); a cluster
-/// also has each instance's apart in `instances`.
-struct full_result {
-  front_end_report front_end;
-  std::vector<instance_result> instances;  ///< empty for a single instance
-  /// PD: `scheduler.requests` has one record per request, its prefill and its decode joined
-  /// (arrival, hits and first token from the prefill instance; finish from the decode one).
-  bool disaggregated = false;
-  pd_transfer pd_mode = pd_transfer::direct;
-  bool drained = false;  ///< every request was answered and the instance holds none
-  scheduler_report scheduler;
-  controller_report controller;
-  engine_report engine;
-  storage_report storage;
-  uint64_t messages = 0;   ///< messages the actors handled (virtual mode)
-  int64_t last_event_ns = 0;
-  gpu::startup_timing startup;  ///< real backend: what creating the GPU cache took
-};
-
-/// Replays what `feed` gives. Bad input met by the feed throws trace_error or config_error once
-/// the requests already in flight have settled.
-full_result run_full_replay(const timed_config& config, std::shared_ptr<request_feed> feed,
+/// Replays what `feed` gives through the deployment `plan` describes (runtime/deployment.hpp
+/// makes its GPU and storage backend and spawns it). Bad input met by the feed throws
+/// trace_error or config_error once the requests already in flight have settled.
+full_result run_full_replay(deployment_plan plan, std::shared_ptr<request_feed> feed,
                             const full_run_options& options);
 
 }  // namespace kvtier

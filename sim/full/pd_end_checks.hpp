@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
 
 namespace kvtier {
 

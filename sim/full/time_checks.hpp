@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
 #include "sim/trace/trace_reader.hpp"
 
 namespace kvtier {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "model/front_end/request_feed.hpp"
-#include "sim/report/hitrate_report.hpp"
 #include "sim/request_blocks.hpp"
 #include "sim/trace/trace_reader.hpp"
+#include "sim/trace/trace_totals.hpp"
 
 namespace kvtier {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/storage/storage.hpp"
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
 
 namespace kvtier {
 

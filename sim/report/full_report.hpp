@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/report/summary_math.hpp"
 

@@ -10,8 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/hitrate/hitrate_replay.hpp"
 #include "core/trace_request.hpp"
+#include "sim/hitrate/hitrate_replay.hpp"
+#include "sim/trace/trace_totals.hpp"
 
 namespace kvtier {
 
@@ -27,13 +28,6 @@ void write_hitrate_csv_header(std::ostream& out);
 /// `time_scale` (trace.time_scale) stretches the recorded arrival, as the full replay's does.
 void write_hitrate_csv_row(std::ostream& out, const trace_request& r, const request_outcome& o,
                            double time_scale);
-
-/// The trace as read (full mode counts it apart from the requests that finished).
-struct trace_totals {
-  uint64_t input_tokens = 0;
-  uint64_t output_tokens = 0;
-  uint64_t blocks = 0;  ///< prompt blocks; a request too large for the device: ceil(input / block)
-};
 
 struct run_info {
   std::vector<trace_file_info> files;

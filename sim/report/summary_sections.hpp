@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
 #include "sim/report/hitrate_report.hpp"
 #include "sim/report/request_tally.hpp"
 

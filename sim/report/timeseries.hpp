@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "core/tier.hpp"
-#include "sim/full/full_replay.hpp"
+#include "sim/report/full_result.hpp"
+#include "sim/report/tier_occupancy.hpp"
 
 namespace kvtier {
 

@@ -5,7 +5,7 @@
 #include "storage/payload_pattern.hpp"
 #include "actors/storage/storage.hpp"
 #include "model/storage/storage_index.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 namespace fs = std::filesystem;
@@ -77,7 +77,7 @@ TEST_CASE("storage actor over files: bytes in, bytes out, evicted files deleted,
   std::string t = (fs::temp_directory_path() / "kvtier-pool-XXXXXX").string();
   fs::path dir = ::mkdtemp(t.data());
   backend_options b;
-  b.kind = "file";
+  b.kind = storage_backend_kind::file;
   b.ns = {"m", "bf16"};
   b.nodes = 1;
   b.file_dirs = {(dir / "node0").string()};
@@ -129,8 +129,7 @@ TEST_CASE("storage backend config: errors name the key and what is expected", "[
     config c;
     for (const auto& s : sets)
       c.set(s);
-    replay_config rc = resolve(c);
-    return resolve_timed(c, rc);
+    return resolve_plan(c, {});
   };
   CHECK_THROWS_WITH(resolve_with({"storage.backend=redis"}),
                     Catch::Contains("storage.redis") && Catch::Contains("none given"));
@@ -140,8 +139,8 @@ TEST_CASE("storage backend config: errors name the key and what is expected", "[
   CHECK_THROWS_WITH(resolve_with({"storage.backend=redis", "storage.redis=[\"nohost\"]"}),
                     Catch::Contains("'nohost': expected host:port"));
   CHECK_THROWS_AS(resolve_with({"storage.redis=5"}), config_error);
-  timed_config t = resolve_with({"storage.backend=file", "storage.file_dirs=[\"d\"]"});
-  CHECK(t.storage_backend.kind == "file");
-  CHECK(t.storage_payload_bytes == 64u * 128 * 1024);  // the default model's block
-  CHECK(resolve_with({}).storage_payload_bytes == 0);  // model: no bytes
+  deployment_plan t = resolve_with({"storage.backend=file", "storage.file_dirs=[\"d\"]"});
+  CHECK(t.storage.backend.kind == storage_backend_kind::file);
+  CHECK(t.storage.payload_bytes == 64u * 128 * 1024);  // the default model's block
+  CHECK(resolve_with({}).storage.payload_bytes == 0);  // model: no bytes
 }

@@ -153,3 +153,30 @@ TEST_CASE("cli: the default replay is a load one instance sustains and an overlo
         so["load"]["queue_wait_s_by_quarter"][0].get<double>() + 60);
   fs::remove_all(out);
 }
+
+TEST_CASE("cli: --print-plan prints the deployment with every key's source, and replays nothing",
+          "[cli][plan]") {
+  fs::path out = scratch("plan");
+  auto r = kvtier("replay --print-plan --out " + out.string() +
+                  " --set cache.block_size=32 --set "
+                  "'cluster.instances=[{\"role\":\"prefill\"},{\"role\":\"decode\","
+                  "\"overrides\":{\"cache.device_blocks\":100}}]'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(fs::exists(out));
+  json p = json::parse(r.out);
+  REQUIRE(p["instances"].size() == 2);
+  CHECK(p["instances"][0]["name"] == "prefill-0");
+  CHECK(p["instances"][1]["role"] == "decode");
+  CHECK(p["instances"][1]["device_blocks"] == 100);
+  CHECK(p["instances"][1]["overrides"]["cache.device_blocks"]["source"] == "cluster override");
+  CHECK(p["disaggregated"] == true);
+  CHECK(p["storage"]["backend"] == "model");
+  CHECK(p["keys"]["cache.block_size"]["source"] == "set");
+  CHECK(p["keys"]["cache.block_size"]["value"] == 32);
+  CHECK(p["keys"]["cache.write_policy"]["source"] == "default");
+  // A plan that cannot be made is bad input, as a replay of it would be.
+  auto bad = kvtier("replay --print-plan --set 'cluster.instances=[{\"role\":\"prefill\"}]'");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("cluster.instances") != std::string::npos);
+}

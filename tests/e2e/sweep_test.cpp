@@ -328,7 +328,7 @@ std::vector<std::map<std::string, std::string>> replicate_rows(const fs::path& o
 
 }  // namespace
 
-TEST_CASE("sweep: seeds draw workload variants; without one they are warned to change nothing",
+TEST_CASE("sweep: seeds draw workload variants, and without one they are warned to change nothing",
           "[sweep][replicates]") {
   fs::path out = sweep_scratch("replicates");
   const std::string base = "sweep --jobs 2 --mode hitrate --trace " + sample +

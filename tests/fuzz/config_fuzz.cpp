@@ -11,8 +11,7 @@
 
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/config/time_limits.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 #include "tests/fuzz/memory_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -32,12 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         sets = eol == std::string_view::npos ? std::string_view() : sets.substr(eol + 1);
       }
     }
-    replay_config rc = resolve(c);
+    resolve(c);
     // A calibration names another file: the fuzzer's paths would read whatever they point at.
     if (c.is_set(keys::links::calibration))
       return 0;
-    timed_config t = resolve_timed(c, rc);
-    check_time_limits(t);
+    resolve_plan(c, {});  // the time limits checked, instance by instance
     (void)c.effective().dump();
   } catch (const config_error&) {
   }

@@ -143,7 +143,7 @@ TEST_CASE("metrics: histogram buckets are cumulative and end with +Inf", "[metri
   CHECK_THROWS_AS(r.add_histogram("kvtier_bad", "x", {1}, {{"le", "1"}}), std::invalid_argument);
 }
 
-TEST_CASE("metrics: label values and help are escaped; bad names are refused", "[metrics]") {
+TEST_CASE("metrics: label values and help are escaped, and bad names are refused", "[metrics]") {
   CHECK(escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
   CHECK(escape_help("line\\one\ntwo \"q\"") == "line\\\\one\\ntwo \"q\"");
   metrics_registry r;
@@ -172,7 +172,7 @@ TEST_CASE("metrics: label values and help are escaped; bad names are refused", "
   CHECK(format_sample_value(0.1) == "0.1");
 }
 
-TEST_CASE("metrics: collectors run at each render; updates from many threads add up",
+TEST_CASE("metrics: collectors run at each render, and updates from many threads add up",
           "[metrics]") {
   metrics_registry r;
   gauge& used = r.add_gauge("kvtier_tier_used_blocks", "Used", {{"tier", "device"}});

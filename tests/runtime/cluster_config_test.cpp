@@ -4,7 +4,7 @@
 
 #include "runtime/config/cluster_config.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 
@@ -14,8 +14,11 @@ TEST_CASE("cluster config: the default is one mixed instance", "[config][cluster
   REQUIRE(specs.size() == 1);
   CHECK(specs[0].name == "mixed-0");
   CHECK(single_instance(c));
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.instances.empty());  // the template is the one instance
+  deployment_plan t = resolve_plan(c, {});
+  REQUIRE(t.instances.size() == 1);  // a plan is always a list of instances
+  CHECK(t.instances[0].name == "mixed-0");
+  CHECK(t.instances[0].role == pd_role::mixed);
+  CHECK_FALSE(t.disaggregated());
 }
 
 TEST_CASE("cluster config: groups expand by count and apply their overrides", "[config][cluster]") {
@@ -24,16 +27,18 @@ TEST_CASE("cluster config: groups expand by count and apply their overrides", "[
         {"role": "mixed", "overrides": {"cache": {"device_blocks": 100}, "scheduler.max_num_seqs": 3}}])");
   c.set("router.policy=cache_aware");
   CHECK_FALSE(single_instance(c));
-  timed_config t = resolve_timed(c, resolve(c));
+  deployment_plan t = resolve_plan(c, {});
   REQUIRE(t.instances.size() == 3);
   CHECK(t.instances[0].name == "mixed-0");
   CHECK(t.instances[2].name == "mixed-2");
-  CHECK(t.instances[0].cache.device_blocks == t.cache.device_blocks);
+  CHECK(t.instances[0].cache.device_blocks == t.run.cache.device_blocks);
   CHECK(t.instances[2].cache.device_blocks == 100);
   CHECK(t.instances[2].scheduler.device_blocks == 100);
   CHECK(t.instances[2].scheduler.options.max_num_seqs == 3);
-  CHECK(t.instances[1].scheduler.options.max_num_seqs == t.scheduler.options.max_num_seqs);
-  CHECK(t.router.policy == route_policy::cache_aware);
+  CHECK(t.instances[1].scheduler.options.max_num_seqs ==
+        t.instances[0].scheduler.options.max_num_seqs);
+  CHECK(t.instances[1].scheduler.options.max_num_seqs != 3);
+  CHECK(t.front.router.policy == route_policy::cache_aware);
 }
 
 TEST_CASE("cluster config: bad groups are errors naming the item and field", "[config][cluster]") {
@@ -77,9 +82,9 @@ TEST_CASE("cluster config: prefill and decode roles make a disaggregated deploym
   c.set("pd.transfer=storage");
   c.set("pd.on_handoff_failure=recompute");
   c.set("pd.wait_decode_resource_s=2");
-  timed_config t = resolve_timed(c, resolve(c));
+  deployment_plan t = resolve_plan(c, {});
   REQUIRE(t.instances.size() == 3);
-  CHECK(t.disaggregated);
+  CHECK(t.disaggregated());
   CHECK(t.instances[0].name == "prefill-0");
   CHECK(t.instances[1].name == "prefill-1");
   CHECK(t.instances[2].name == "decode-0");
@@ -87,9 +92,9 @@ TEST_CASE("cluster config: prefill and decode roles make a disaggregated deploym
   CHECK(t.instances[2].scheduler.role == pd_role::decode);
   CHECK(t.instances[2].scheduler.pd.link_gbps == 50);
   CHECK(t.instances[0].scheduler.pd.link_gbps == 25);
-  CHECK(t.pd.transfer == pd_transfer::storage);
+  CHECK(t.front.pd.transfer == pd_transfer::storage);
   CHECK(t.instances[2].scheduler.pd.on_failure == handoff_failure_rule::recompute);
-  CHECK(t.pd.wait_decode_resource_ns == 2'000'000'000);
+  CHECK(t.front.pd.wait_decode_resource_ns == 2'000'000'000);
 }
 
 TEST_CASE("cluster config: a storage handoff needs a modelled storage pool",
@@ -101,7 +106,7 @@ TEST_CASE("cluster config: a storage handoff needs a modelled storage pool",
     for (const std::string& s : sets)
       c.set(s);
     try {
-      resolve_timed(c, resolve(c));
+      resolve_plan(c, {});
     } catch (const config_error& e) {
       return std::string(e.what());
     }
@@ -116,10 +121,10 @@ TEST_CASE("cluster config: the CUDA backend refuses a prefill/decode deployment"
           "[config][cluster][pd]") {
   config c;
   c.set(R"(cluster.instances=[{"role": "prefill"}, {"role": "decode"}])");
-  replay_config rc = resolve(c);
-  timed_config t = resolve_timed(c, rc);
+  run_choices on_gpu;
+  on_gpu.backend = copy_backend_kind::cuda;
   try {
-    use_cuda_backend(t, rc, false);
+    resolve_plan(c, on_gpu);
     FAIL("no error");
   } catch (const config_error& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("prefill/decode deployments"));
@@ -130,5 +135,5 @@ TEST_CASE("cluster config: output caching needs a storage pool", "[config][clust
   config c;
   c.set("cache.output_caching=true");
   c.set("storage.capacity_tokens=0");
-  CHECK_THROWS_WITH(resolve_timed(c, resolve(c)), Catch::Contains("cache.output_caching"));
+  CHECK_THROWS_WITH(resolve_plan(c, {}), Catch::Contains("cache.output_caching"));
 }

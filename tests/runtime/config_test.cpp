@@ -1,7 +1,7 @@
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "runtime/config/storage_calibration.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -123,7 +123,7 @@ TEST_CASE("config: a number beyond double's range is refused naming the file", "
   std::ofstream(path) << "{\"schema\": \"kvtier.calibration/1\", \"duplex_gbps\": 1e999}";
   config c;
   c.set("links.calibration=" + path);
-  std::string calibration = error_of([&] { resolve_timed(c, resolve(c)); });
+  std::string calibration = error_of([&] { resolve_plan(c, {}); });
   CHECK(calibration.find("links.calibration: " + path + ": not valid JSON") == 0);
   std::remove(path.c_str());
 }
@@ -131,35 +131,35 @@ TEST_CASE("config: a number beyond double's range is refused naming the file", "
 TEST_CASE("config: preemption modes and prefetch policies resolve, and need their tiers",
           "[config][preemption]") {
   config c;
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.scheduler.options.preemption == preemption_mode::recompute);
-  CHECK(t.controller.preemption == preemption_mode::recompute);
-  CHECK(t.controller.prefetch == prefetch_policy::wait_complete);
-  CHECK(t.controller.prefetch_threshold_tokens == 0);
-  CHECK(t.controller.prefetch_capacity_blocks == 0);
+  deployment_plan t = resolve_plan(c, {});
+  CHECK(t.instances[0].scheduler.options.preemption == preemption_mode::recompute);
+  CHECK(t.instances[0].controller.preemption == preemption_mode::recompute);
+  CHECK(t.instances[0].controller.prefetch == prefetch_policy::wait_complete);
+  CHECK(t.instances[0].controller.prefetch_threshold_tokens == 0);
+  CHECK(t.instances[0].controller.prefetch_capacity_blocks == 0);
   c.set("scheduler.preemption=save_to_storage");
   c.set("storage.prefetch_policy=timeout");
   c.set("storage.prefetch_timeout_ms=50");
   c.set("storage.prefetch_timeout_per_ki_token_ms=2.5");
   c.set("storage.prefetch_threshold_tokens=256");
   c.set("storage.prefetch_capacity_blocks=1000");
-  t = resolve_timed(c, resolve(c));
-  CHECK(t.scheduler.options.preemption == preemption_mode::save_to_storage);
-  CHECK(t.controller.preemption == preemption_mode::save_to_storage);
-  CHECK(t.controller.prefetch == prefetch_policy::timeout);
-  CHECK(t.controller.prefetch_timeout_ns == 50'000'000);
-  CHECK(t.controller.prefetch_timeout_per_ki_token_ns == 2'500'000);
-  CHECK(t.controller.prefetch_threshold_tokens == 256);
-  CHECK(t.controller.prefetch_capacity_blocks == 1000);
+  t = resolve_plan(c, {});
+  CHECK(t.instances[0].scheduler.options.preemption == preemption_mode::save_to_storage);
+  CHECK(t.instances[0].controller.preemption == preemption_mode::save_to_storage);
+  CHECK(t.instances[0].controller.prefetch == prefetch_policy::timeout);
+  CHECK(t.instances[0].controller.prefetch_timeout_ns == 50'000'000);
+  CHECK(t.instances[0].controller.prefetch_timeout_per_ki_token_ns == 2'500'000);
+  CHECK(t.instances[0].controller.prefetch_threshold_tokens == 256);
+  CHECK(t.instances[0].controller.prefetch_capacity_blocks == 1000);
   // save_to_storage without a storage tier, swap_to_host without a host tier: refused.
   c.set("storage.capacity_tokens=0");
-  std::string e = error_of([&] { resolve_timed(c, resolve(c)); });
+  std::string e = error_of([&] { resolve_plan(c, {}); });
   CHECK(e.find("scheduler.preemption=save_to_storage") != std::string::npos);
   CHECK(e.find("no storage tier") != std::string::npos);
   c.set("scheduler.preemption=swap_to_host");
-  CHECK(resolve_timed(c, resolve(c)).controller.preemption == preemption_mode::swap_to_host);
+  CHECK(resolve_plan(c, {}).instances[0].controller.preemption == preemption_mode::swap_to_host);
   c.set("cache.host_tokens=0");
-  e = error_of([&] { resolve_timed(c, resolve(c)); });
+  e = error_of([&] { resolve_plan(c, {}); });
   CHECK(e.find("scheduler.preemption=swap_to_host") != std::string::npos);
   CHECK(e.find("no host tier") != std::string::npos);
   // Unknown names are errors that list what is valid.
@@ -169,22 +169,22 @@ TEST_CASE("config: preemption modes and prefetch policies resolve, and need thei
   CHECK(e.find("best_effort") != std::string::npos);
 }
 
-TEST_CASE("config: storage.read_op_latency_us gives gets their own latency; null follows the "
+TEST_CASE("config: storage.read_op_latency_us gives gets their own latency, and null follows the "
           "op latency", "[config][storage]") {
   config c;
   CHECK_FALSE(c.is_set(keys::storage::read_op_latency_us));
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.storage.op_latency_ns == 100'000);
-  CHECK_FALSE(t.storage.read_op_latency_ns.has_value());
+  deployment_plan t = resolve_plan(c, {});
+  CHECK(t.storage.pool.op_latency_ns == 100'000);
+  CHECK_FALSE(t.storage.pool.read_op_latency_ns.has_value());
   c.set("storage.read_op_latency_us=42.5");
   c.set("storage.op_latency_us=250");
-  t = resolve_timed(c, resolve(c));
-  CHECK(t.storage.op_latency_ns == 250'000);
-  CHECK(t.storage.read_op_latency_ns == 42'500);
+  t = resolve_plan(c, {});
+  CHECK(t.storage.pool.op_latency_ns == 250'000);
+  CHECK(t.storage.pool.read_op_latency_ns == 42'500);
   c.set("storage.read_op_latency_us=0");  // in range: a read side without latency
-  CHECK(resolve_timed(c, resolve(c)).storage.read_op_latency_ns == 0);
+  CHECK(resolve_plan(c, {}).storage.pool.read_op_latency_ns == 0);
   c.set("storage.read_op_latency_us=null");
-  CHECK_FALSE(resolve_timed(c, resolve(c)).storage.read_op_latency_ns.has_value());
+  CHECK_FALSE(resolve_plan(c, {}).storage.pool.read_op_latency_ns.has_value());
   std::string e = error_of([&] { c.set("storage.read_op_latency_us=-1"); });
   INFO(e);
   CHECK(e == "--set storage.read_op_latency_us=-1: storage.read_op_latency_us: expected a number "
@@ -211,7 +211,7 @@ TEST_CASE("config: a storage calibration round-trips, the read latency included"
   config c;
   c.set("storage.calibration=" + path);
   c.set("storage.read_op_latency_us=999");  // the calibration's measurement replaces it
-  storage_options s = resolve_timed(c, resolve(c)).storage;
+  storage_options s = resolve_plan(c, {}).storage.pool;
   CHECK(s.read_gbps == 6.5);
   CHECK(s.write_gbps == 3.25);
   CHECK(s.op_latency_ns == 120'400);
@@ -225,12 +225,12 @@ TEST_CASE("config: a storage calibration round-trips, the read latency included"
   std::ofstream(path) << old.dump(2);
   config plain;
   plain.set("storage.calibration=" + path);
-  CHECK_FALSE(resolve_timed(plain, resolve(plain)).storage.read_op_latency_ns.has_value());
-  CHECK(resolve_timed(c, resolve(c)).storage.read_op_latency_ns == 999'000);
+  CHECK_FALSE(resolve_plan(plain, {}).storage.pool.read_op_latency_ns.has_value());
+  CHECK(resolve_plan(c, {}).storage.pool.read_op_latency_ns == 999'000);
   // A measured latency that is not a positive number is refused, naming the file and field.
   old["read_op_latency_us"] = -3;
   std::ofstream(path) << old.dump(2);
-  std::string e = error_of([&] { resolve_timed(plain, resolve(plain)); });
+  std::string e = error_of([&] { resolve_plan(plain, {}); });
   CHECK(e == "storage.calibration: " + path +
                ": field 'read_op_latency_us': expected a positive number");
   std::remove(path.c_str());
@@ -243,7 +243,8 @@ TEST_CASE("config: the default preemption is recompute even with a storage tier"
   config c;
   replay_config r = resolve(c);
   REQUIRE(r.cache.storage_tier);
-  CHECK(resolve_timed(c, r).scheduler.options.preemption == preemption_mode::recompute);
+  CHECK(resolve_plan(c, {}).instances[0].scheduler.options.preemption ==
+        preemption_mode::recompute);
 }
 
 TEST_CASE("config: cache.prefix_caching switches matching off", "[config]") {

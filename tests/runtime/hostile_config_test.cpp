@@ -13,7 +13,7 @@
 
 #include "runtime/config/options.hpp"
 #include "runtime/config/replay_config.hpp"
-#include "runtime/config/timed_config.hpp"
+#include "runtime/config/deployment_plan.hpp"
 
 using namespace kvtier;
 namespace fs = std::filesystem;
@@ -54,7 +54,7 @@ std::string timed_error(const std::string& calibration_path) {
   return error_of([&] {
     config c;
     c.set("links.calibration=" + calibration_path);
-    resolve_timed(c, resolve(c));
+    resolve_plan(c, {});
   });
 }
 
@@ -130,11 +130,11 @@ TEST_CASE("calibration: values take the ranges of the keys they replace", "[conf
   temp_file good(calibration(20, 7));
   config c;
   c.set("links.calibration=" + good.path);
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.engine.links.h2d_gbps == 20);
-  CHECK(t.engine.links.h2d_layer_latency_ns == 7000);
+  deployment_plan t = resolve_plan(c, {});
+  CHECK(t.instances[0].engine.links.h2d_gbps == 20);
+  CHECK(t.instances[0].engine.links.h2d_layer_latency_ns == 7000);
   // No compute section (a file from before the stall was measured): the key's value stays.
-  CHECK(t.scheduler.compute.layer_wait_ns == 0);
+  CHECK(t.instances[0].scheduler.compute.layer_wait_ns == 0);
 }
 
 TEST_CASE("config: a calibration's layer wait reaches the modelled pipeline, checked",
@@ -144,12 +144,12 @@ TEST_CASE("config: a calibration's layer wait reaches the modelled pipeline, che
   temp_file good(j.dump());
   config c;
   c.set("links.calibration=" + good.path);
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.engine.links.h2d_layer_wait_ns == 17500);
-  CHECK(t.scheduler.compute.layer_wait_ns == 17500);
+  deployment_plan t = resolve_plan(c, {});
+  CHECK(t.instances[0].engine.links.h2d_layer_wait_ns == 17500);
+  CHECK(t.instances[0].scheduler.compute.layer_wait_ns == 17500);
   config k;
   k.set("links.h2d_layer_wait_us=3");
-  CHECK(resolve_timed(k, resolve(k)).scheduler.compute.layer_wait_ns == 3000);
+  CHECK(resolve_plan(k, {}).instances[0].scheduler.compute.layer_wait_ns == 3000);
   j["compute"] = {{"layer_wait_us", -1}};
   temp_file bad(j.dump());
   std::string e = timed_error(bad.path);
@@ -164,17 +164,17 @@ TEST_CASE("config: a calibration's swap-in submission per block reaches the mode
   temp_file plain(j.dump());  // a file with no submission figure: the key's value stays
   config none;
   none.set("links.calibration=" + plain.path);
-  CHECK(resolve_timed(none, resolve(none)).scheduler.compute.swap_in_submit_ns_per_block == 0);
+  CHECK(resolve_plan(none, {}).instances[0].scheduler.compute.swap_in_submit_ns_per_block == 0);
   j["h2d"]["submit_us_per_block"] = 52.5;
   temp_file good(j.dump());
   config c;
   c.set("links.calibration=" + good.path);
-  timed_config t = resolve_timed(c, resolve(c));
-  CHECK(t.engine.links.h2d_submit_ns_per_block == 52500);
-  CHECK(t.scheduler.compute.swap_in_submit_ns_per_block == 52500);
+  deployment_plan t = resolve_plan(c, {});
+  CHECK(t.instances[0].engine.links.h2d_submit_ns_per_block == 52500);
+  CHECK(t.instances[0].scheduler.compute.swap_in_submit_ns_per_block == 52500);
   config k;
   k.set("links.h2d_submit_us_per_block=4");
-  CHECK(resolve_timed(k, resolve(k)).scheduler.compute.swap_in_submit_ns_per_block == 4000);
+  CHECK(resolve_plan(k, {}).instances[0].scheduler.compute.swap_in_submit_ns_per_block == 4000);
   j["h2d"]["submit_us_per_block"] = -1;
   temp_file bad(j.dump());
   std::string e = timed_error(bad.path);

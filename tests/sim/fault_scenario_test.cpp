@@ -13,13 +13,13 @@ namespace {
 
 // A device of 4 blocks, a host of 6, storage of 64: request 3 repeats request 0's prompt after two
 // others have pushed it out of device and host memory, so only storage holds it.
-timed_config storage_config() {
-  timed_config c = small_config(4, 6);
-  c.cache.storage = storage_write::always;
-  c.cache.storage_tier = true;
-  c.controller.storage = true;
-  c.storage.capacity_blocks = 64;
-  c.storage.op_latency_ns = 100;
+deployment_plan storage_config() {
+  deployment_plan c = small_config(4, 6);
+  instance_of(c).cache.storage = storage_write::always;
+  instance_of(c).cache.storage_tier = true;
+  instance_of(c).controller.storage = true;
+  c.storage.pool.capacity_blocks = 64;
+  c.storage.pool.op_latency_ns = 100;
   return c;
 }
 
@@ -54,8 +54,8 @@ TEST_CASE("fault scenario: a failed get recomputes the prefix storage held",
   CHECK(hit.computed_tokens == 16);
   CHECK(ok.controller.failed_loads == 0);
 
-  timed_config c = storage_config();
-  c.storage.faults.get_fail_probability = 1;
+  deployment_plan c = storage_config();
+  c.storage.pool.faults.get_fail_probability = 1;
   full_result failed = run_scenario(c, requests());
   require_clean_storage(failed);
   const request_record& miss = record(failed, 3);
@@ -71,9 +71,9 @@ TEST_CASE("fault scenario: a failed get recomputes the prefix storage held",
 
 TEST_CASE("fault scenario: a node lost before the read takes the prefix with it",
           "[actors][storage][faults]") {
-  timed_config c = storage_config();
-  c.storage.faults.node_loss_at_ns = 2'500'000;  // after the writes, before request 3 arrives
-  c.storage.faults.down_ns = 100'000'000;
+  deployment_plan c = storage_config();
+  c.storage.pool.faults.node_loss_at_ns = 2'500'000;  // after the writes, before request 3 arrives
+  c.storage.pool.faults.down_ns = 100'000'000;
   full_result r = run_scenario(c, requests());
   require_clean_storage(r);
   CHECK(r.storage.node_losses == 1);
@@ -87,8 +87,8 @@ TEST_CASE("fault scenario: a node lost before the read takes the prefix with it"
 
 TEST_CASE("fault scenario: failed puts leave nothing for a later request to read",
           "[actors][storage][faults]") {
-  timed_config c = storage_config();
-  c.storage.faults.put_fail_probability = 1;
+  deployment_plan c = storage_config();
+  c.storage.pool.faults.put_fail_probability = 1;
   full_result r = run_scenario(c, requests());
   require_clean_storage(r);
   CHECK(r.storage.stored == 0);

@@ -110,7 +110,7 @@ TEST_CASE("faults: 200 seeded replays lose no request and no block", "[storage][
   CHECK(storage_hits > 0);
 }
 
-TEST_CASE("faults: a seed repeats exactly; another seed draws other faults",
+TEST_CASE("faults: a seed repeats exactly, and another seed draws other faults",
           "[storage][faults]") {
   replay_result a = replay_seed(7), b = replay_seed(7), c = replay_seed(9);
   CHECK(a.summary.dump() == b.summary.dump());

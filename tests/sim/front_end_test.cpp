@@ -39,20 +39,16 @@ class failing_feed : public request_feed {
   std::optional<input_problem> problem_;
 };
 
-timed_config two_instances(route_policy policy) {
-  timed_config c = small_config(16, 0);
-  c.scheduler.compute.prefill_token_ns = 10;
-  c.scheduler.compute.decode_token_ns = 100;
-  instance_config one;
-  one.cache = c.cache;
-  one.controller = c.controller;
-  one.scheduler = c.scheduler;
-  one.engine = c.engine;
+deployment_plan two_instances(route_policy policy) {
+  deployment_plan c = small_config(16, 0);
+  instance_of(c).scheduler.compute.prefill_token_ns = 10;
+  instance_of(c).scheduler.compute.decode_token_ns = 100;
+  instance_config one = instance_of(c);
   c.instances = {one, one};
   c.instances[0].name = "mixed-0";
   c.instances[1].name = "mixed-1";
-  c.router.policy = policy;
-  c.router.session_affinity = false;
+  c.front.router.policy = policy;
+  c.front.router.session_affinity = false;
   return c;
 }
 
@@ -60,7 +56,7 @@ timed_config two_instances(route_policy policy) {
 
 TEST_CASE("front end: bad input ends the run with the feed's file, line and field",
           "[actors][front_end]") {
-  timed_config c = small_config(16, 0);
+  deployment_plan c = small_config(16, 0);
   try {
     run_full_replay(c, std::make_shared<failing_feed>(3), {});
     FAIL("no error");
@@ -123,7 +119,7 @@ class throwing_feed : public failing_feed {
 
 TEST_CASE("front end: an actor that stops on its own ends the run with what stopped it",
           "[actors][front_end]") {
-  timed_config c = small_config(16, 0);
+  deployment_plan c = small_config(16, 0);
   for (clock_mode mode : {clock_mode::virtual_time, clock_mode::wall}) {
     full_run_options o;
     o.mode = mode;

@@ -15,7 +15,7 @@ using namespace kvtier::test;
 
 namespace {
 
-instance_config member(const timed_config& t, pd_role role, const std::string& name,
+instance_config member(const deployment_plan& t, pd_role role, const std::string& name,
                        uint32_t device_blocks) {
   instance_config ic = pd_member(t, role, name);
   ic.cache.device_blocks = ic.scheduler.device_blocks = device_blocks;
@@ -30,34 +30,33 @@ instance_config member(const timed_config& t, pd_role role, const std::string& n
 // 17th, R1 a 2nd at its first. At 4211 (R0's 18th step, R1's 17th) R1 needs a 3rd block and
 // none is free: R1, admitted last, is preempted with 32 tokens of KV (its prompt block and one
 // full generated block) and 17 tokens generated, and dropped.
-timed_config drop_config(preemption_mode mode) {
-  timed_config t = small_config(16, 16);
-  t.cache.policy = write_policy::write_through_selective;  // no host copies of its own accord
-  t.cache.storage = storage_write::never;
-  t.scheduler.compute.prefill_token_ns = 10;
-  t.scheduler.compute.decode_token_ns = 100;
-  t.scheduler.options.preemption = mode;
-  t.controller.preemption = mode;
-  t.cache.storage_tier = true;
-  t.controller.storage = true;
-  t.storage.capacity_blocks = 64;
-  t.storage.nodes = 1;
-  t.storage.read_gbps = 1;
-  t.storage.write_gbps = 1;
-  t.storage.op_latency_ns = 0;
-  t.disaggregated = true;
-  t.pd.transfer = pd_transfer::direct;
-  t.pd.link_gbps = 100;
-  t.pd.link_latency_ns = 100;
-  t.pd.retry_decode_resource = true;  // D has no room for R1 again until R0 leaves
-  t.pd.retry_interval_ns = 1000;
+deployment_plan drop_config(preemption_mode mode) {
+  deployment_plan t = small_config(16, 16);
+  instance_of(t).cache.policy = write_policy::write_through_selective;  // no host copies of its own accord
+  instance_of(t).cache.storage = storage_write::never;
+  instance_of(t).scheduler.compute.prefill_token_ns = 10;
+  instance_of(t).scheduler.compute.decode_token_ns = 100;
+  instance_of(t).scheduler.options.preemption = mode;
+  instance_of(t).controller.preemption = mode;
+  instance_of(t).cache.storage_tier = true;
+  instance_of(t).controller.storage = true;
+  t.storage.pool.capacity_blocks = 64;
+  t.storage.pool.nodes = 1;
+  t.storage.pool.read_gbps = 1;
+  t.storage.pool.write_gbps = 1;
+  t.storage.pool.op_latency_ns = 0;
+  t.front.disaggregated = true;
+  t.front.pd.transfer = pd_transfer::direct;
+  t.front.pd.link_gbps = 100;
+  t.front.pd.link_latency_ns = 100;
+  t.front.pd.retry_decode_resource = true;  // D has no room for R1 again until R0 leaves
+  t.front.pd.retry_interval_ns = 1000;
   // The worked times below have D preallocate the prompt's blocks alone: with FastDeploy's 2
   // extra blocks each, R1 would be refused at first instead of preempted later.
-  t.pd.decode_extra_blocks = 0;
-  t.pd.storage_namespace = t.controller.storage_namespace;
-  t.instances.push_back(member(t, pd_role::prefill, "prefill-0", 16));
-  t.instances.push_back(member(t, pd_role::decode, "decode-0", 8));
-  return t;
+  t.front.pd.decode_extra_blocks = 0;
+  t.front.pd.storage_namespace = instance_of(t).controller.storage_namespace;
+  return deploy(t, {member(t, pd_role::prefill, "prefill-0", 16),
+                    member(t, pd_role::decode, "decode-0", 8)});
 }
 
 full_result drop_run(preemption_mode mode) {

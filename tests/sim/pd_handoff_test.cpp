@@ -11,34 +11,33 @@ using namespace kvtier::test;
 
 namespace {
 
-timed_config one_p_one_d(pd_transfer mode, uint32_t decode_blocks = 16) {
-  timed_config t = small_config(16, 0);
-  t.scheduler.compute.prefill_token_ns = 10;
-  t.scheduler.compute.decode_token_ns = 100;
-  t.disaggregated = true;
-  t.pd.transfer = mode;
-  t.pd.link_gbps = 1;
-  t.pd.link_latency_ns = 100;
-  t.pd.storage_namespace = t.controller.storage_namespace;
+deployment_plan one_p_one_d(pd_transfer mode, uint32_t decode_blocks = 16) {
+  deployment_plan t = small_config(16, 0);
+  instance_of(t).scheduler.compute.prefill_token_ns = 10;
+  instance_of(t).scheduler.compute.decode_token_ns = 100;
+  t.front.disaggregated = true;
+  t.front.pd.transfer = mode;
+  t.front.pd.link_gbps = 1;
+  t.front.pd.link_latency_ns = 100;
+  t.front.pd.storage_namespace = instance_of(t).controller.storage_namespace;
   if (mode == pd_transfer::storage) {
-    t.storage.capacity_blocks = 64;
-    t.storage.read_gbps = 1;
-    t.storage.write_gbps = 1;
-    t.storage.op_latency_ns = 0;
+    t.storage.pool.capacity_blocks = 64;
+    t.storage.pool.read_gbps = 1;
+    t.storage.pool.write_gbps = 1;
+    t.storage.pool.op_latency_ns = 0;
   }
-  t.instances.push_back(pd_member(t, pd_role::prefill, "prefill-0"));
+  instance_config p = pd_member(t, pd_role::prefill, "prefill-0");
   instance_config d = pd_member(t, pd_role::decode, "decode-0");
   d.cache.device_blocks = d.scheduler.device_blocks = decode_blocks;
-  t.instances.push_back(d);
-  return t;
+  return deploy(t, {p, d});
 }
 
 // The handoff settings of every instance follow the deployment's (the decode side reads its
 // failure rule from its own).
-timed_config& synced(timed_config& t) {
+deployment_plan& synced(deployment_plan& t) {
   for (instance_config& ic : t.instances) {
     double gbps = ic.scheduler.pd.link_gbps;
-    ic.scheduler.pd = t.pd;
+    ic.scheduler.pd = t.front.pd;
     ic.scheduler.pd.link_gbps = gbps;
   }
   return t;
@@ -51,7 +50,7 @@ TEST_CASE("pd direct: each layer streams as prefill computes it, D decodes at th
   // 64 prompt tokens: one 640 ns prefill step, layers ending at 160, 320, 480, 640. D lacks all
   // 4 blocks: 1024 bytes per layer over the 1 byte/ns link, each layer after the one before:
   // layer 0 160 .. 1184, 1 .. 2208, 2 .. 3232, 3 .. 4256, +100 latency: KV at D at 4356.
-  timed_config t = one_p_one_d(pd_transfer::direct);
+  deployment_plan t = one_p_one_d(pd_transfer::direct);
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
   require_clean_pd(r);
   const request_record& x = record(r, 0);
@@ -69,7 +68,7 @@ TEST_CASE("pd direct: each layer streams as prefill computes it, D decodes at th
 
 TEST_CASE("pd direct: a fast link hides all but the last layer behind the prefill",
           "[actors][pd]") {
-  timed_config t = one_p_one_d(pd_transfer::direct);
+  deployment_plan t = one_p_one_d(pd_transfer::direct);
   for (instance_config& ic : t.instances)
     ic.scheduler.pd.link_gbps = 100;  // 1024 bytes: 11 ns on the wire
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 3)});
@@ -82,7 +81,7 @@ TEST_CASE("pd direct: a fast link hides all but the last layer behind the prefil
 
 TEST_CASE("pd direct: blocks D already holds are not sent", "[actors][pd]") {
   // The second request shares the first's 3 leading blocks, which D keeps after decoding it.
-  timed_config t = one_p_one_d(pd_transfer::direct);
+  deployment_plan t = one_p_one_d(pd_transfer::direct);
   full_result r = run_scenario(t, {request(0, 0, {1, 2, 3, 4}, 2),
                                    request(1, 100'000, {1, 2, 3, 9}, 2)});
   require_clean_pd(r);
@@ -98,7 +97,7 @@ TEST_CASE("pd storage: P writes every block, the partial one under its own key, 
   // 1 byte/ns): the first token comes at 560 + 2 x 4096. D reads them back: media and NIC at
   // once, then a swap-in into its preallocated blocks: decoding starts 2 x 4096 later, and two
   // decode steps follow.
-  timed_config t = one_p_one_d(pd_transfer::storage);
+  deployment_plan t = one_p_one_d(pd_transfer::storage);
   trace_request q = request(0, 0, {1, 2, 3, 4}, 3);
   q.input_tokens = 56;
   full_result r = run_scenario(t, {q});
@@ -118,8 +117,8 @@ TEST_CASE("pd storage: a partial block is never matched as a shared prefix", "[a
   // Two prefill instances prefetching from storage. The first request's partial 4th block is
   // stored under its own key: the second, whose 4th block is the full block 4, finds only the
   // 3 full blocks in storage.
-  timed_config t = one_p_one_d(pd_transfer::storage);
-  t.router.session_affinity = false;
+  deployment_plan t = one_p_one_d(pd_transfer::storage);
+  t.front.router.session_affinity = false;
   instance_config second = t.instances[0];
   second.name = "prefill-1";
   t.instances.insert(t.instances.begin() + 1, second);
@@ -139,8 +138,8 @@ TEST_CASE("pd storage: a partial block is never matched as a shared prefix", "[a
 TEST_CASE("pd: a failed handoff ends in error under on_handoff_failure = error",
           "[actors][pd][faults]") {
   for (pd_transfer mode : {pd_transfer::direct, pd_transfer::storage}) {
-    timed_config t = one_p_one_d(mode);
-    t.pd.failure_rate = 1;
+    deployment_plan t = one_p_one_d(mode);
+    t.front.pd.failure_rate = 1;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
     require_clean_pd(r);  // D gave its preallocated blocks back
     CHECK(r.front_end.failed == 1);
@@ -157,9 +156,9 @@ TEST_CASE("pd: a failed handoff is recomputed on D under on_handoff_failure = re
           "[actors][pd][faults]") {
   // P's send completes at 4356 (as in the direct case above); D learns the KV is unusable and
   // computes prompt and first token (65 tokens, 650 ns), sampling the 2nd, then decodes the 3rd.
-  timed_config t = one_p_one_d(pd_transfer::direct);
-  t.pd.failure_rate = 1;
-  t.pd.on_failure = handoff_failure_rule::recompute;
+  deployment_plan t = one_p_one_d(pd_transfer::direct);
+  t.front.pd.failure_rate = 1;
+  t.front.pd.on_failure = handoff_failure_rule::recompute;
   full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
   require_clean_pd(r);
   CHECK(r.front_end.finished == 1);
@@ -172,9 +171,9 @@ TEST_CASE("pd: a failed handoff is recomputed on D under on_handoff_failure = re
 TEST_CASE("pd storage: a handed-off block evicted before D reads it fails the handoff",
           "[actors][pd][faults]") {
   for (handoff_failure_rule rule : {handoff_failure_rule::error, handoff_failure_rule::recompute}) {
-    timed_config t = one_p_one_d(pd_transfer::storage);
-    t.storage.capacity_blocks = 2;  // P's 4 blocks do not all stay
-    t.pd.on_failure = rule;
+    deployment_plan t = one_p_one_d(pd_transfer::storage);
+    t.storage.pool.capacity_blocks = 2;  // P's 4 blocks do not all stay
+    t.front.pd.on_failure = rule;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3)});
     require_clean_pd(r);
     CHECK(r.scheduler.handoff_read_failures == 1);
@@ -194,10 +193,10 @@ TEST_CASE("pd: D refuses a preallocation it has no room for, and P waits, then f
   // D has 6 blocks: the first request takes 4 (plus one more to decode), the second, at the
   // same instant, finds 2 free and is refused.
   for (bool retry : {false, true}) {
-    timed_config t = one_p_one_d(pd_transfer::direct, 6);
-    t.pd.wait_decode_resource_ns = 1000;
-    t.pd.retry_decode_resource = retry;
-    t.pd.retry_interval_ns = 1000;
+    deployment_plan t = one_p_one_d(pd_transfer::direct, 6);
+    t.front.pd.wait_decode_resource_ns = 1000;
+    t.front.pd.retry_decode_resource = retry;
+    t.front.pd.retry_interval_ns = 1000;
     full_result r = run_scenario(synced(t), {request(0, 0, {1, 2, 3, 4}, 3),
                                      request(1, 0, {5, 6, 7, 8}, 3)});
     require_clean_pd(r);
@@ -222,8 +221,8 @@ TEST_CASE("pd storage: P waits for blocks another put is still writing before th
   // P's write-through already stores every computed block (host copy, then storage), so its
   // handoff's put finds the blocks in flight and does not write them twice; until that put
   // completes they are invisible, and D's read would miss them.
-  timed_config t = one_p_one_d(pd_transfer::storage);
-  t.storage.write_gbps = 0.01;  // the write-through's put takes 100 us per block
+  deployment_plan t = one_p_one_d(pd_transfer::storage);
+  t.storage.pool.write_gbps = 0.01;  // the write-through's put takes 100 us per block
   for (instance_config& ic : t.instances) {
     ic.cache.host_blocks = 16;
     ic.cache.storage = storage_write::always;

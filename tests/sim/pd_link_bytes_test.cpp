@@ -12,29 +12,30 @@ using namespace kvtier::test;
 namespace {
 
 // Write-through to host and storage, one storage node, 16-token blocks of 1024 bytes.
-timed_config deployment(std::vector<pd_role> roles, pd_transfer mode) {
-  timed_config t = small_config(32, 32);
-  t.cache.storage = storage_write::always;
-  t.cache.storage_tier = true;
-  t.controller.storage = true;
-  t.storage.capacity_blocks = 64;
-  t.storage.read_gbps = 1;
-  t.storage.write_gbps = 1;
-  t.storage.op_latency_ns = 0;
+deployment_plan deployment(std::vector<pd_role> roles, pd_transfer mode) {
+  deployment_plan t = small_config(32, 32);
+  instance_of(t).cache.storage = storage_write::always;
+  instance_of(t).cache.storage_tier = true;
+  instance_of(t).controller.storage = true;
+  t.storage.pool.capacity_blocks = 64;
+  t.storage.pool.read_gbps = 1;
+  t.storage.pool.write_gbps = 1;
+  t.storage.pool.op_latency_ns = 0;
   if (roles.empty())
     return t;
-  t.disaggregated = true;
-  t.pd.transfer = mode;
-  t.pd.link_gbps = 1;
-  t.pd.link_latency_ns = 100;
-  t.pd.storage_namespace = t.controller.storage_namespace;
+  t.front.disaggregated = true;
+  t.front.pd.transfer = mode;
+  t.front.pd.link_gbps = 1;
+  t.front.pd.link_latency_ns = 100;
+  t.front.pd.storage_namespace = instance_of(t).controller.storage_namespace;
+  std::vector<instance_config> members;
   for (pd_role role : roles) {
     instance_config ic = pd_member(t, role, role == pd_role::prefill ? "prefill-0" : "decode-0");
     if (role == pd_role::prefill && mode == pd_transfer::storage)
       ic.scheduler.pd.writes = handoff_writes::unshared_blocks;  // as the config derives it
-    t.instances.push_back(ic);
+    members.push_back(ic);
   }
-  return t;
+  return deploy(t, members);
 }
 
 // Prompts with shared prefixes and partial last blocks, one after the other.

@@ -22,7 +22,7 @@ using namespace kvtier::test;
 namespace {
 
 struct pd_run {
-  timed_config config;
+  deployment_plan config;
   std::vector<trace_request> requests;
 };
 
@@ -30,34 +30,34 @@ pd_run make_pd_run(uint64_t seed) {
   std::mt19937_64 rng(seed * 6364136223846793005ULL + 1442695040888963407ULL);
   auto pick = [&](uint64_t n) { return rng() % n; };
   pd_run run;
-  timed_config& t = run.config;
+  deployment_plan& t = run.config;
   auto host = static_cast<uint32_t>(pick(3) == 0 ? 0 : 8 + pick(48));
   t = small_config(12 + static_cast<uint32_t>(pick(24)), host);
   const write_policy policies[] = {write_policy::write_through,
                                    write_policy::write_through_selective,
                                    write_policy::write_back};
-  t.cache.policy = policies[pick(3)];
-  t.scheduler.compute.step_overhead_ns = 200;
-  t.scheduler.compute.prefill_token_ns = static_cast<double>(10 + pick(100));
-  t.scheduler.compute.decode_token_ns = static_cast<double>(100 + pick(1000));
-  scheduler_options& so = t.scheduler.options;
+  instance_of(t).cache.policy = policies[pick(3)];
+  instance_of(t).scheduler.compute.step_overhead_ns = 200;
+  instance_of(t).scheduler.compute.prefill_token_ns = static_cast<double>(10 + pick(100));
+  instance_of(t).scheduler.compute.decode_token_ns = static_cast<double>(100 + pick(1000));
+  scheduler_options& so = instance_of(t).scheduler.options;
   so.max_num_seqs = static_cast<uint32_t>(1 + pick(6));
   so.token_budget = static_cast<uint32_t>(16 * (1 + pick(16)));
   so.reserve_output_blocks = static_cast<double>(pick(3));
   so.reserve_decay = 0.25;
   so.probe_limit = static_cast<uint32_t>(1 + pick(8));
-  t.disaggregated = true;
-  pd_options& pd = t.pd;
+  t.front.disaggregated = true;
+  pd_options& pd = t.front.pd;
   pd.transfer = pick(2) ? pd_transfer::storage : pd_transfer::direct;
   bool storage = pd.transfer == pd_transfer::storage || pick(2);
   if (storage) {
-    t.storage.capacity_blocks = 8 + pick(200);  // small: handed-off blocks may be evicted
-    t.storage.nodes = static_cast<uint32_t>(1 + pick(3));
-    t.storage.op_latency_ns = static_cast<int64_t>(pick(2000));
+    t.storage.pool.capacity_blocks = 8 + pick(200);  // small: handed-off blocks may be evicted
+    t.storage.pool.nodes = static_cast<uint32_t>(1 + pick(3));
+    t.storage.pool.op_latency_ns = static_cast<int64_t>(pick(2000));
     if (host > 0 && pick(2)) {
-      t.cache.storage = pick(2) ? storage_write::always : storage_write::on_host_evict;
-      t.cache.storage_tier = true;
-      t.controller.storage = true;
+      instance_of(t).cache.storage = pick(2) ? storage_write::always : storage_write::on_host_evict;
+      instance_of(t).cache.storage_tier = true;
+      instance_of(t).controller.storage = true;
     }
   }
   pd.link_gbps = 0.5 + static_cast<double>(pick(20));
@@ -68,11 +68,11 @@ pd_run make_pd_run(uint64_t seed) {
   pd.wait_decode_resource_ns = static_cast<int64_t>(pick(3) * 200'000);
   pd.retry_interval_ns = static_cast<int64_t>(1000 + pick(100'000));
   pd.seed = seed;
-  pd.storage_namespace = t.controller.storage_namespace;
+  pd.storage_namespace = instance_of(t).controller.storage_namespace;
   const route_policy routes[] = {route_policy::round_robin, route_policy::least_loaded,
                                  route_policy::cache_aware};
-  t.router.policy = routes[pick(3)];
-  t.router.session_affinity = pick(2);
+  t.front.router.policy = routes[pick(3)];
+  t.front.router.session_affinity = pick(2);
   bool output_caching = storage && pick(2);
   size_t prefill = 1 + pick(3), decode = 1 + pick(2);
   // Decode preemption (drawn apart, so that the draws above stay as they were): save_to_storage
@@ -85,28 +85,25 @@ pd_run make_pd_run(uint64_t seed) {
   uint64_t m = pick_more(3);
   if (m == 1 && storage && host > 0) {
     mode = preemption_mode::save_to_storage;
-    t.cache.storage_tier = true;  // somewhere to write victims to
-    t.controller.storage = true;
+    instance_of(t).cache.storage_tier = true;  // somewhere to write victims to
+    instance_of(t).controller.storage = true;
   }
   else if (m == 2 && host > 0)
     mode = preemption_mode::swap_to_host;
-  t.scheduler.options.preemption = mode;
-  t.controller.preemption = mode;
+  instance_of(t).scheduler.options.preemption = mode;
+  instance_of(t).controller.preemption = mode;
   bool long_outputs = pick_more(3) == 0;
+  const instance_config base = instance_of(t);
+  t.instances.clear();
   for (size_t i = 0; i < prefill + decode; ++i) {
     pd_role role = i < prefill ? pd_role::prefill : pd_role::decode;
-    instance_config ic;
+    instance_config ic = base;
     ic.name = std::string(to_string(role)) + "-" + std::to_string(i < prefill ? i : i - prefill);
     ic.role = role;
-    ic.cache = t.cache;
-    ic.controller = t.controller;
-    ic.scheduler = t.scheduler;
-    ic.engine = t.engine;
-    uint32_t device = t.cache.device_blocks + static_cast<uint32_t>(pick(12));
+    uint32_t device = base.cache.device_blocks + static_cast<uint32_t>(pick(12));
     ic.cache.device_blocks = ic.scheduler.device_blocks = device;
     ic.scheduler.role = role;
     ic.scheduler.pd = pd;
-    ic.scheduler.block_bytes = t.block_bytes;
     ic.scheduler.output_caching = role == pd_role::decode && output_caching;
     t.instances.push_back(std::move(ic));
   }
@@ -124,7 +121,7 @@ pd_run make_pd_run(uint64_t seed) {
       const auto& base = past[pick(past.size())];
       ids.assign(base.begin(), base.begin() + static_cast<long>(pick(base.size() + 1)));
     }
-    size_t longest = 2 + pick(t.cache.device_blocks + 4);
+    size_t longest = 2 + pick(base.cache.device_blocks + 4);
     for (size_t extra = 1 + pick(6); extra > 0 && ids.size() < longest; --extra)
       ids.push_back(next_id++);
     past.push_back(ids);
@@ -156,13 +153,13 @@ TEST_CASE("pd replay: random deployments drain, and requests end only by the rul
     first = last = std::strtoull(one, nullptr, 10);
   for (uint64_t seed = first; seed <= last; ++seed) {
     pd_run run = make_pd_run(seed);
-    const timed_config& c = run.config;
+    const deployment_plan& c = run.config;
     INFO("seed " << seed << " failed; rerun it alone: " << rerun_command(seed));
     INFO("seed " << seed << ": " << c.instances.size() << " instances, transfer "
-                 << to_string(c.pd.transfer) << ", on failure " << to_string(c.pd.on_failure)
-                 << ", failure rate " << c.pd.failure_rate << ", retry "
-                 << c.pd.retry_decode_resource << ", preemption "
-                 << to_string(c.scheduler.options.preemption));
+                 << to_string(c.front.pd.transfer) << ", on failure " << to_string(c.front.pd.on_failure)
+                 << ", failure rate " << c.front.pd.failure_rate << ", retry "
+                 << c.front.pd.retry_decode_resource << ", preemption "
+                 << to_string(instance_of(c).scheduler.options.preemption));
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
@@ -175,13 +172,13 @@ TEST_CASE("pd replay: random deployments drain, and requests end only by the rul
     REQUIRE(r.scheduler.requests.size() + f.rejected >= requests);
     // Failing is the configured rule's outcome, and only its.
     REQUIRE(f.failed == f.decode_resource_timeouts + (f.handoff_failures - f.recomputed));
-    if (c.pd.on_failure == handoff_failure_rule::recompute)
+    if (c.front.pd.on_failure == handoff_failure_rule::recompute)
       REQUIRE(f.handoff_failures == f.recomputed);
     else
       REQUIRE(f.recomputed == 0);
-    if (c.pd.retry_decode_resource)
+    if (c.front.pd.retry_decode_resource)
       REQUIRE(f.decode_resource_timeouts == 0);
-    if (c.pd.failure_rate == 0 && c.pd.transfer == pd_transfer::direct)
+    if (c.front.pd.failure_rate == 0 && c.front.pd.transfer == pd_transfer::direct)
       REQUIRE(f.handoff_failures == 0);
     REQUIRE(f.injected_failures <= f.handoff_failures);
     uint64_t finished = 0, failed = 0;
@@ -214,19 +211,19 @@ TEST_CASE("pd replay: random deployments drain, and requests end only by the rul
     INFO((end.empty() ? std::string{} : end.front()));
     REQUIRE(end.empty());
     REQUIRE(written == f.rerouted_saved);
-    if (c.scheduler.options.preemption == preemption_mode::swap_to_host)
+    if (instance_of(c).scheduler.options.preemption == preemption_mode::swap_to_host)
       REQUIRE(dropped == 0);  // kept on its decode instance
-    if (c.scheduler.options.preemption != preemption_mode::save_to_storage)
+    if (instance_of(c).scheduler.options.preemption != preemption_mode::save_to_storage)
       REQUIRE(written == 0);
     drops += dropped;
     saved_drops += written;
     drop_runs += dropped > 0;
-    swap_runs += c.scheduler.options.preemption == preemption_mode::swap_to_host;
+    swap_runs += instance_of(c).scheduler.options.preemption == preemption_mode::swap_to_host;
     handoffs += f.handoff_ns.size() + f.handoff_failures;
     failures += f.handoff_failures;
     recomputed += f.recomputed;
     timeouts += f.decode_resource_timeouts;
-    storage_runs += c.pd.transfer == pd_transfer::storage;
+    storage_runs += c.front.pd.transfer == pd_transfer::storage;
   }
   if (first == last)
     return;  // one seed: the totals below are over all 200
@@ -264,7 +261,7 @@ TEST_CASE("pd replay: a decode instance never holds more than scheduler.max_num_
     first = last = std::strtoull(one, nullptr, 10);
   for (uint64_t seed = first; seed <= last; ++seed) {
     pd_run run = make_pd_run(seed);
-    const timed_config& c = run.config;
+    const deployment_plan& c = run.config;
     INFO("seed " << seed << " failed; rerun it alone: KVTIER_PD_SEED=" << seed
                  << " build/tests/kvtier_actor_tests \"pd replay: a decode instance never*\"");
     full_result r = run_scenario(c, std::move(run.requests));
@@ -283,8 +280,8 @@ TEST_CASE("pd replay: a decode instance never holds more than scheduler.max_num_
       for (const auto& e : edges)
         most = std::max(most, held += e.second);
       INFO(i.name << " held " << most << " at once; max_num_seqs "
-                  << c.scheduler.options.max_num_seqs);
-      CHECK(most <= static_cast<int>(c.scheduler.options.max_num_seqs));
+                  << instance_of(c).scheduler.options.max_num_seqs);
+      CHECK(most <= static_cast<int>(instance_of(c).scheduler.options.max_num_seqs));
     }
   }
 }

@@ -10,19 +10,23 @@
 
 namespace kvtier::test {
 
-/// An instance of `t`'s deployment in `role`, with the deployment's settings.
-inline instance_config pd_member(const timed_config& t, pd_role role, const std::string& name) {
-  instance_config ic;
+/// An instance in `role` with the settings of `t`'s first instance and its deployment's handoff.
+inline instance_config pd_member(const deployment_plan& t, pd_role role, const std::string& name) {
+  instance_config ic = t.instances.front();
   ic.name = name;
   ic.role = role;
-  ic.cache = t.cache;
-  ic.controller = t.controller;
-  ic.scheduler = t.scheduler;
-  ic.engine = t.engine;
   ic.scheduler.role = role;
-  ic.scheduler.pd = t.pd;
-  ic.scheduler.block_bytes = t.block_bytes;
+  ic.scheduler.pd = t.front.pd;
   return ic;
+}
+
+/// `t` as the deployment `members` (built from its first instance by pd_member).
+inline deployment_plan& deploy(deployment_plan& t, std::vector<instance_config> members) {
+  t.instances = std::move(members);
+  t.front.disaggregated = false;
+  for (const instance_config& ic : t.instances)
+    t.front.disaggregated = t.front.disaggregated || ic.role != pd_role::mixed;
+  return t;
 }
 
 /// The (one) instance of `r` in `role`.

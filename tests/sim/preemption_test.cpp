@@ -12,14 +12,14 @@ using namespace kvtier::test;
 
 namespace {
 
-void with_storage(timed_config& c, uint32_t blocks) {
-  c.cache.storage_tier = true;
-  c.controller.storage = true;
-  c.storage.capacity_blocks = blocks;
-  c.storage.nodes = 1;
-  c.storage.read_gbps = 1;   // 1 byte/ns: a 1024-byte block in 1024 ns
-  c.storage.write_gbps = 1;
-  c.storage.op_latency_ns = 0;
+void with_storage(deployment_plan& c, uint32_t blocks) {
+  instance_of(c).cache.storage_tier = true;
+  instance_of(c).controller.storage = true;
+  c.storage.pool.capacity_blocks = blocks;
+  c.storage.pool.nodes = 1;
+  c.storage.pool.read_gbps = 1;   // 1 byte/ns: a 1024-byte block in 1024 ns
+  c.storage.pool.write_gbps = 1;
+  c.storage.pool.op_latency_ns = 0;
 }
 
 // Six device blocks. R0 (4 prompt blocks, 20 tokens out) and R1 (2 blocks, 20 out) arrive
@@ -27,14 +27,14 @@ void with_storage(timed_config& c, uint32_t blocks) {
 // is preempted. write_through_selective backs nothing up on its own (each block has one hit),
 // so whatever R1 keeps is the preemption mode's doing.
 full_result preemption_run(preemption_mode mode) {
-  timed_config c = small_config(6, 16);
-  c.cache.policy = write_policy::write_through_selective;
-  c.cache.storage = storage_write::never;
+  deployment_plan c = small_config(6, 16);
+  instance_of(c).cache.policy = write_policy::write_through_selective;
+  instance_of(c).cache.storage = storage_write::never;
   if (mode == preemption_mode::save_to_storage)
     with_storage(c, 64);
-  c.scheduler.options.preemption = mode;
-  c.controller.preemption = mode;
-  compute_profile& p = c.scheduler.compute;
+  instance_of(c).scheduler.options.preemption = mode;
+  instance_of(c).controller.preemption = mode;
+  compute_profile& p = instance_of(c).scheduler.compute;
   p.step_overhead_ns = 1000;
   p.prefill_token_ns = 10;
   p.decode_token_ns = 1000;
@@ -99,15 +99,15 @@ namespace {
 // 1, 2, which only storage holds now, and arrives at 2 ms: it prefetches them (two 1024-byte
 // blocks, storage media and NIC at 1 byte/ns).
 full_result prefetch_run(prefetch_policy policy, int64_t timeout_ns = 0, uint64_t threshold = 0) {
-  timed_config c = small_config(4, 4);
-  c.cache.policy = write_policy::write_back;
-  c.cache.storage = storage_write::always;
+  deployment_plan c = small_config(4, 4);
+  instance_of(c).cache.policy = write_policy::write_back;
+  instance_of(c).cache.storage = storage_write::always;
   with_storage(c, 64);
-  c.controller.prefetch = policy;
-  c.controller.prefetch_timeout_ns = timeout_ns;
-  c.controller.prefetch_timeout_per_ki_token_ns = 0;
-  c.controller.prefetch_threshold_tokens = threshold;
-  compute_profile& p = c.scheduler.compute;
+  instance_of(c).controller.prefetch = policy;
+  instance_of(c).controller.prefetch_timeout_ns = timeout_ns;
+  instance_of(c).controller.prefetch_timeout_per_ki_token_ns = 0;
+  instance_of(c).controller.prefetch_threshold_tokens = threshold;
+  compute_profile& p = instance_of(c).scheduler.compute;
   p.step_overhead_ns = 1000;
   p.prefill_token_ns = 100;
   return run_scenario(c, {request(0, 0, {1, 2}, 1), request(1, 1'000'000, {3, 4, 5, 6}, 1),

@@ -14,7 +14,7 @@ using namespace kvtier::test;
 namespace {
 
 struct random_run {
-  timed_config config;
+  deployment_plan config;
   std::vector<trace_request> requests;
 };
 
@@ -29,25 +29,25 @@ random_run make_run(uint64_t seed) {
   auto device = static_cast<uint32_t>(8 + pick(32));
   auto host = static_cast<uint32_t>(pick(3) == 0 ? 0 : 8 + pick(64));
   random_run run{small_config(device, host), {}};
-  timed_config& c = run.config;
-  c.cache.policy = policies[pick(3)];
-  c.cache.write_through_threshold = static_cast<uint32_t>(1 + pick(3));
-  c.cache.eviction = pick(2) ? eviction_policy::lru : eviction_policy::lfu;
+  deployment_plan& c = run.config;
+  instance_of(c).cache.policy = policies[pick(3)];
+  instance_of(c).cache.write_through_threshold = static_cast<uint32_t>(1 + pick(3));
+  instance_of(c).cache.eviction = pick(2) ? eviction_policy::lru : eviction_policy::lfu;
   if (host > 0 && pick(3) != 0) {
-    c.cache.storage = writes[pick(3)];
-    c.cache.storage_tier = true;
-    c.controller.storage = true;
-    c.storage.capacity_blocks = 16 + pick(200);
-    c.storage.nodes = static_cast<uint32_t>(1 + pick(3));
-    c.storage.op_latency_ns = static_cast<int64_t>(pick(2000));
+    instance_of(c).cache.storage = writes[pick(3)];
+    instance_of(c).cache.storage_tier = true;
+    instance_of(c).controller.storage = true;
+    c.storage.pool.capacity_blocks = 16 + pick(200);
+    c.storage.pool.nodes = static_cast<uint32_t>(1 + pick(3));
+    c.storage.pool.op_latency_ns = static_cast<int64_t>(pick(2000));
   }
-  scheduler_options& so = c.scheduler.options;
+  scheduler_options& so = instance_of(c).scheduler.options;
   so.max_num_seqs = static_cast<uint32_t>(1 + pick(8));
   so.token_budget = static_cast<uint32_t>(16 * (1 + pick(16)));
   so.reserve_output_blocks = static_cast<double>(pick(4));
   so.reserve_decay = 0.25;
   so.probe_limit = static_cast<uint32_t>(1 + pick(8));
-  compute_profile& p = c.scheduler.compute;
+  compute_profile& p = instance_of(c).scheduler.compute;
   p.step_overhead_ns = 200;
   p.prefill_token_ns = static_cast<double>(10 + pick(100));
   p.decode_token_ns = static_cast<double>(100 + pick(1000));
@@ -75,19 +75,19 @@ random_run make_run(uint64_t seed) {
   const preemption_mode modes[] = {preemption_mode::recompute, preemption_mode::save_to_storage,
                                    preemption_mode::swap_to_host};
   preemption_mode mode = modes[pick(3)];
-  if (mode == preemption_mode::save_to_storage && !c.controller.storage)
+  if (mode == preemption_mode::save_to_storage && !instance_of(c).controller.storage)
     mode = host > 0 ? preemption_mode::swap_to_host : preemption_mode::recompute;
   if (mode == preemption_mode::swap_to_host && host == 0)
     mode = preemption_mode::recompute;
   so.preemption = mode;
-  c.controller.preemption = mode;
+  instance_of(c).controller.preemption = mode;
   const prefetch_policy policies_of_prefetch[] = {
     prefetch_policy::best_effort, prefetch_policy::wait_complete, prefetch_policy::timeout};
-  c.controller.prefetch = policies_of_prefetch[pick(3)];
-  c.controller.prefetch_timeout_ns = static_cast<int64_t>(pick(5000));
-  c.controller.prefetch_timeout_per_ki_token_ns = static_cast<int64_t>(pick(100'000));
-  c.controller.prefetch_threshold_tokens = pick(3) == 0 ? 16 * pick(4) : 0;
-  c.controller.prefetch_capacity_blocks = pick(2) ? static_cast<uint32_t>(pick(device)) : 0;
+  instance_of(c).controller.prefetch = policies_of_prefetch[pick(3)];
+  instance_of(c).controller.prefetch_timeout_ns = static_cast<int64_t>(pick(5000));
+  instance_of(c).controller.prefetch_timeout_per_ki_token_ns = static_cast<int64_t>(pick(100'000));
+  instance_of(c).controller.prefetch_threshold_tokens = pick(3) == 0 ? 16 * pick(4) : 0;
+  instance_of(c).controller.prefetch_capacity_blocks = pick(2) ? static_cast<uint32_t>(pick(device)) : 0;
   return run;
 }
 
@@ -103,13 +103,13 @@ TEST_CASE("replay: random workloads drain with every invariant under every polic
     seeds.push_back(seed);
   for (uint64_t seed : seeds) {
     random_run run = make_run(seed);
-    const timed_config& c = run.config;
-    INFO("seed " << seed << " device " << c.cache.device_blocks << " host "
-                 << c.cache.host_blocks << " storage " << c.storage.capacity_blocks << " policy "
-                 << to_string(c.cache.policy) << " preemption "
-                 << to_string(c.controller.preemption) << " prefetch "
-                 << to_string(c.controller.prefetch) << " protected "
-                 << c.controller.prefetch_capacity_blocks);
+    const deployment_plan& c = run.config;
+    INFO("seed " << seed << " device " << instance_of(c).cache.device_blocks << " host "
+                 << instance_of(c).cache.host_blocks << " storage " << c.storage.pool.capacity_blocks << " policy "
+                 << to_string(instance_of(c).cache.policy) << " preemption "
+                 << to_string(instance_of(c).controller.preemption) << " prefetch "
+                 << to_string(instance_of(c).controller.prefetch) << " protected "
+                 << instance_of(c).controller.prefetch_capacity_blocks);
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
@@ -145,26 +145,24 @@ TEST_CASE("cluster replay: random deployments drain with every invariant on ever
                                    route_policy::cache_aware};
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     random_run run = make_run(seed);
-    timed_config& c = run.config;
+    deployment_plan& c = run.config;
     std::mt19937_64 rng(seed * 7727);
     size_t count = 2 + rng() % 3;
+    const instance_config base = instance_of(c);
+    c.instances.clear();
     for (size_t i = 0; i < count; ++i) {
-      instance_config one;
+      instance_config one = base;
       one.name = "mixed-" + std::to_string(i);
-      one.cache = c.cache;
-      one.controller = c.controller;
-      one.scheduler = c.scheduler;
-      one.engine = c.engine;
-      uint32_t device = c.cache.device_blocks + static_cast<uint32_t>(rng() % 16);
+      uint32_t device = base.cache.device_blocks + static_cast<uint32_t>(rng() % 16);
       one.cache.device_blocks = device;
       one.scheduler.device_blocks = device;
       c.instances.push_back(one);
     }
-    c.router.policy = policies[rng() % 3];
-    c.router.session_affinity = rng() % 2 == 0;
-    c.router.load_weight = static_cast<double>(rng() % 3) / 2;
+    c.front.router.policy = policies[rng() % 3];
+    c.front.router.session_affinity = rng() % 2 == 0;
+    c.front.router.load_weight = static_cast<double>(rng() % 3) / 2;
     INFO("seed " << seed << " instances " << count << " policy "
-                 << static_cast<int>(c.router.policy));
+                 << static_cast<int>(c.front.router.policy));
     size_t requests = run.requests.size();
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}
@@ -194,12 +192,12 @@ TEST_CASE("replay: save_to_storage victims are looked up and restored from stora
   uint64_t runs = 0, lookups = 0, from_storage = 0, stored = 0;
   for (uint64_t seed = 1; seed <= 600; ++seed) {
     random_run run = make_run(seed);
-    timed_config& c = run.config;
-    if (!c.controller.storage)
+    deployment_plan& c = run.config;
+    if (!instance_of(c).controller.storage)
       continue;
-    c.scheduler.options.preemption = preemption_mode::save_to_storage;
-    c.controller.preemption = preemption_mode::save_to_storage;
-    c.controller.prefetch = prefetch_policy::wait_complete;
+    instance_of(c).scheduler.options.preemption = preemption_mode::save_to_storage;
+    instance_of(c).controller.preemption = preemption_mode::save_to_storage;
+    instance_of(c).controller.prefetch = prefetch_policy::wait_complete;
     INFO("seed " << seed);
     full_result r = run_scenario(c, std::move(run.requests));
     INFO((r.controller.invariant_messages.empty() ? std::string{}

@@ -6,8 +6,8 @@ using namespace kvtier;
 using namespace kvtier::test;
 
 TEST_CASE("replay: two requests worked out by hand", "[actors][replay]") {
-  timed_config c = small_config(100, 0);
-  compute_profile& p = c.scheduler.compute;
+  deployment_plan c = small_config(100, 0);
+  compute_profile& p = instance_of(c).scheduler.compute;
   p.step_overhead_ns = 1000;
   p.prefill_token_ns = 100;
   p.decode_token_ns = 1000;
@@ -37,9 +37,9 @@ TEST_CASE("replay: two requests worked out by hand", "[actors][replay]") {
 // R2 asks for 1..8 plus one: 2 device hits, 6 host hits swapped in layer by layer while its one
 // new block is computed. Per layer the swap-in moves 6 x 256 bytes: 1536 ns.
 full_result overlap_run(double prefill_token_ns, int64_t layer_wait_ns = 0) {
-  timed_config c = small_config(10, 64);
-  c.scheduler.compute.prefill_token_ns = prefill_token_ns;
-  c.scheduler.compute.layer_wait_ns = layer_wait_ns;
+  deployment_plan c = small_config(10, 64);
+  instance_of(c).scheduler.compute.prefill_token_ns = prefill_token_ns;
+  instance_of(c).scheduler.compute.layer_wait_ns = layer_wait_ns;
   std::vector<uint64_t> first{1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<uint64_t> other{11, 12, 13, 14, 15, 16, 17, 18};
   std::vector<uint64_t> again = first;
@@ -85,10 +85,10 @@ TEST_CASE("replay: each layer of a step after a swap-in loses the GPU's event wa
 
 TEST_CASE("replay: a request short of blocks preempts the last admitted, which recomputes",
           "[actors][replay][preemption]") {
-  timed_config c = small_config(6, 0);
-  c.scheduler.compute.step_overhead_ns = 1000;
-  c.scheduler.compute.prefill_token_ns = 10;
-  c.scheduler.compute.decode_token_ns = 1000;
+  deployment_plan c = small_config(6, 0);
+  instance_of(c).scheduler.compute.step_overhead_ns = 1000;
+  instance_of(c).scheduler.compute.prefill_token_ns = 10;
+  instance_of(c).scheduler.compute.decode_token_ns = 1000;
   // R0: 4 blocks of prompt + 2 of output fills the device alone; R1 gets in first while R0 has
   // not grown, then R0's growth preempts it (last admitted, first out).
   auto r = run_scenario(c, {request(0, 0, {1, 2, 3, 4}, 20), request(1, 0, {10, 11}, 20)});
@@ -104,11 +104,11 @@ TEST_CASE("replay: a request short of blocks preempts the last admitted, which r
 }
 
 TEST_CASE("replay: identical inputs give identical results", "[actors][replay][determinism]") {
-  timed_config c = small_config(12, 20);
-  c.cache.policy = write_policy::write_back;
-  c.scheduler.compute.step_overhead_ns = 500;
-  c.scheduler.compute.prefill_token_ns = 50;
-  c.scheduler.compute.decode_token_ns = 700;
+  deployment_plan c = small_config(12, 20);
+  instance_of(c).cache.policy = write_policy::write_back;
+  instance_of(c).scheduler.compute.step_overhead_ns = 500;
+  instance_of(c).scheduler.compute.prefill_token_ns = 50;
+  instance_of(c).scheduler.compute.decode_token_ns = 700;
   std::vector<trace_request> reqs;
   for (uint64_t i = 0; i < 30; ++i)
     reqs.push_back(request(i, static_cast<int64_t>(i) * 3000, {i % 4 + 1, i % 3 + 10, i + 100}, 5));
@@ -131,11 +131,11 @@ TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits
           "[actors][replay][wall_clock]") {
   // Requests 50 ms apart, each a few ms of work: far apart enough that thread scheduling jitter,
   // even on a loaded machine, cannot reorder anything.
-  timed_config c = small_config(10, 40);
-  c.scheduler.compute.step_overhead_ns = 1'000'000;
-  c.scheduler.compute.prefill_token_ns = 20'000;
-  c.scheduler.compute.decode_token_ns = 500'000;
-  c.controller.check_every = 0;
+  deployment_plan c = small_config(10, 40);
+  instance_of(c).scheduler.compute.step_overhead_ns = 1'000'000;
+  instance_of(c).scheduler.compute.prefill_token_ns = 20'000;
+  instance_of(c).scheduler.compute.decode_token_ns = 500'000;
+  instance_of(c).controller.check_every = 0;
   std::vector<trace_request> reqs;
   for (uint64_t i = 0; i < 10; ++i)
     reqs.push_back(request(i, static_cast<int64_t>(i) * 50'000'000,
@@ -167,9 +167,9 @@ TEST_CASE("replay: the same actors on the wall clock give the virtual run's hits
 
 TEST_CASE("replay: under write_back, a step reusing evicted blocks starts after their D2H",
           "[actors][replay][write_policy]") {
-  timed_config c = small_config(2, 4);
-  c.cache.policy = write_policy::write_back;
-  c.scheduler.compute.prefill_token_ns = 100;
+  deployment_plan c = small_config(2, 4);
+  instance_of(c).cache.policy = write_policy::write_back;
+  instance_of(c).scheduler.compute.prefill_token_ns = 100;
   auto r = run_scenario(c, {request(0, 0, {1, 2}, 1), request(1, 1'000'000, {3, 4}, 1)});
   require_clean(r);  // check_step_start found no step computing under a D2H
   CHECK(r.controller.write_backs == 2);

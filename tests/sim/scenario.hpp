@@ -13,14 +13,22 @@
 
 namespace kvtier::test {
 
-/// 16-token blocks, 4 layers, 64 bytes per token (1024 per block, 256 per layer), links of
-/// 1 byte/ns with no latency, no overhead; capacities and costs to be set by the test.
-inline timed_config small_config(uint32_t device_blocks, uint32_t host_blocks) {
-  timed_config t;
+/// The one instance of a plan, or its first.
+inline instance_config& instance_of(deployment_plan& t) {
+  return t.instances.front();
+}
+inline const instance_config& instance_of(const deployment_plan& t) {
+  return t.instances.front();
+}
+
+/// One mixed instance of 16-token blocks, 4 layers, 64 bytes per token (1024 per block, 256 per
+/// layer), links of 1 byte/ns with no latency, no overhead; capacities and costs to be set by
+/// the test.
+inline deployment_plan small_config(uint32_t device_blocks, uint32_t host_blocks) {
+  instance_config t;
   t.cache.device_blocks = device_blocks;
   t.cache.host_blocks = host_blocks;
   t.cache.policy = write_policy::write_through;
-  t.block_bytes = 1024;
   t.controller.block_size = 16;
   t.controller.layers = 4;
   t.controller.storage_namespace = 1;
@@ -32,11 +40,14 @@ inline timed_config small_config(uint32_t device_blocks, uint32_t host_blocks) {
   so.reserve_output_blocks = 0;
   t.scheduler.compute.layers = 4;
   t.scheduler.device_blocks = device_blocks;
+  t.scheduler.block_bytes = 1024;
   t.engine.layers = 4;
   t.engine.block_bytes = 1024;
   t.engine.links = {1, 1, 100, 0, 0, 1, 0};
-  t.storage.capacity_blocks = 0;
-  return t;
+  deployment_plan p;
+  p.instances = {t};
+  p.storage.pool.capacity_blocks = 0;
+  return p;
 }
 
 /// A request arriving at `at_ns` whose prompt is the 16-token blocks `ids`.
@@ -53,7 +64,7 @@ inline trace_request request(uint64_t seq, int64_t at_ns, std::vector<uint64_t> 
   return r;
 }
 
-inline full_result run_scenario(const timed_config& config, std::vector<trace_request> requests,
+inline full_result run_scenario(const deployment_plan& config, std::vector<trace_request> requests,
                                 const full_run_options& options = {}) {
   preloaded_trace t = preload(std::move(requests), 16);
   return run_full_replay(config, feed_of(t), options);

@@ -161,12 +161,12 @@ TEST_CASE("a file pool larger than its disk's free space is refused before the r
 TEST_CASE("the pre-start check counts what redis's allocator makes of a block",
           "[storage][redis][prestart]") {
   redis_server a("100mb");
-  timed_config c;
-  c.controller.block_size = 64;
-  c.storage.capacity_blocks = 90;  // 94 MB of payload: under 100 MB, but 118 MB in Redis
-  c.engine.storage_payload_bytes = 1 << 20;
-  c.storage_backend.kind = "redis";
-  c.storage_backend.redis = {a.address()};
+  deployment_plan c;
+  c.run.block_size = 64;
+  c.storage.pool.capacity_blocks = 90;  // 94 MB of payload: under 100 MB, but 118 MB in Redis
+  c.storage.payload_bytes = 1 << 20;
+  c.storage.backend.kind = storage_backend_kind::redis;
+  c.storage.backend.redis = {a.address()};
   std::ostringstream warn;
   uint64_t fits = 0;
   try {
@@ -183,7 +183,7 @@ TEST_CASE("the pre-start check counts what redis's allocator makes of a block",
   CHECK(fits < 90);
   // The suggested capacity fits: every block is stored, none refused for memory.
   backend_options o;
-  o.kind = "redis";
+  o.kind = storage_backend_kind::redis;
   o.redis = {a.address()};
   redis_backend r(o);
   std::vector<block_ref> blocks;

@@ -93,7 +93,7 @@ void round_trip(storage_backend& b) {
 
 backend_options options(const std::string& kind) {
   backend_options o;
-  o.kind = kind;
+  o.kind = *parse_storage_backend_kind(kind);
   o.ns = {"test-model", "bf16"};
   o.nodes = 3;
   return o;

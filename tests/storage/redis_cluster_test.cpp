@@ -17,7 +17,7 @@ namespace {
 
 backend_options cluster_options(const redis_cluster_servers& cluster) {
   backend_options o;
-  o.kind = "redis_cluster";
+  o.kind = storage_backend_kind::redis_cluster;
   o.ns = {"test-model", "bf16"};
   o.nodes = 1;
   o.redis_cluster = cluster.seeds();

@@ -66,7 +66,7 @@ int fail(const std::string& what) {
 
 int check(const std::string& dir) {
   backend_options o;
-  o.kind = "file";
+  o.kind = storage_backend_kind::file;
   o.ns = {"m", "bf16"};
   o.nodes = 1;
   o.file_dirs = {dir + "/node0"};

@@ -17,21 +17,21 @@ using namespace kvtier::test;
 TEST_CASE("cuda replay: blocks survive every tier on the real backend, verified",
           "[gpu][replay]") {
   // 16-token blocks of 4 layers x 1 head x 4 dims in bf16: 1024 bytes, as small_config says.
-  timed_config c = small_config(10, 12);
-  c.cache.storage_tier = true;
-  c.cache.storage = storage_write::always;
-  c.controller.storage = true;
-  c.storage.capacity_blocks = 64;
-  c.scheduler.compute.prefill_token_ns = 2000;
+  deployment_plan c = small_config(10, 12);
+  instance_of(c).cache.storage_tier = true;
+  instance_of(c).cache.storage = storage_write::always;
+  instance_of(c).controller.storage = true;
+  c.storage.pool.capacity_blocks = 64;
+  instance_of(c).scheduler.compute.prefill_token_ns = 2000;
   c.backend = copy_backend_kind::cuda;
-  c.cuda_options.shape = gpu::test::kv_of(4, 1, 4, 2);
-  c.cuda_options.block_size = 16;
-  c.cuda_options.device_blocks = 10;
-  c.cuda_options.host_blocks = 12;
-  c.cuda_options.verify = true;
-  c.controller.grant_early = true;
-  c.controller.verify = true;
-  c.controller.log = true;
+  c.cuda.shape = gpu::test::kv_of(4, 1, 4, 2);
+  c.cuda.block_size = 16;
+  c.cuda.device_blocks = 10;
+  c.cuda.host_blocks = 12;
+  c.cuda.verify = true;
+  instance_of(c).controller.grant_early = true;
+  instance_of(c).controller.verify = true;
+  instance_of(c).controller.log = true;
   // Three conversations of two turns: the host (12 blocks) cannot keep everything, so the
   // second turns find their first turns partly in host memory and partly only in storage.
   std::vector<trace_request> reqs;

@@ -380,7 +380,7 @@ TEST_CASE("scheduler core: a prefill instance answers a storage handoff once it 
 }
 
 TEST_CASE("scheduler core, GPU compute: only a step after a swap-in counts its stall as a "
-          "layer wait; the other steps' stalls are layer gaps",
+          "layer wait, and the other steps' stalls are layer gaps",
           "[scheduler][scheduler_core]") {
   int64_t now = 0;
   scheduler_core core(opts(), step_compute::gpu, [&] { return now; });

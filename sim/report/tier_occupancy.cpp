@@ -1,4 +1,4 @@
-#include "sim/full/tier_occupancy.hpp"
+#include "sim/report/tier_occupancy.hpp"
 
 #include <algorithm>
 
