@@ -45,7 +45,7 @@ struct secrets_dir {
 
 backend_options redis_options(const std::string& address) {
   backend_options o;
-  o.kind = "redis";
+  o.kind = storage_backend_kind::redis;
   o.ns = {"test-model", "bf16"};
   o.nodes = 1;
   o.redis = {address};
@@ -187,7 +187,7 @@ TEST_CASE("redis cluster with a password: routers, listings and the failover wai
           "authenticate", "[storage][redis][cluster][secure]") {
   redis_cluster_servers cluster(3, 0, "64mb", 1000, password);
   backend_options o;
-  o.kind = "redis_cluster";
+  o.kind = storage_backend_kind::redis_cluster;
   o.ns = {"test-model", "bf16"};
   o.nodes = 1;
   o.redis_cluster = {cluster.seeds()[0]};
