@@ -26,6 +26,13 @@ std::function<void(const trace_error&)> name_skipped_lines() {
   };
 }
 
+// A number as a person would write it: 1e+308, not its 309 digits.
+std::string as_written(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
 }  // namespace
 
 CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
@@ -96,13 +103,10 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     // Virtual time is wall time x speed in 64-bit nanoseconds: past this pace it would overflow
     // within hours of wall time, and no trace needs more.
     constexpr double max_speed = 1e6;
-    if (speed && args.speed > max_speed) {
-      char given[32];  // as a person would write it: 1e+308, not its 309 digits
-      std::snprintf(given, sizeof(given), "%g", args.speed);
-      throw CLI::ValidationError("--speed", std::string("at most 1e6 virtual seconds per wall "
-                                                        "second (") + given + " given); for "
+    if (speed && args.speed > max_speed)
+      throw CLI::ValidationError("--speed", "at most 1e6 virtual seconds per wall second (" +
+                                              as_written(args.speed) + " given); for "
                                               "faster, use --clock virtual");
-    }
     if (speed && args.clock != "wall" && args.backend != "cuda")
       throw CLI::ValidationError("--speed", "sets the pace of the wall clock: it needs --clock "
                                             "wall (the virtual clock runs as fast as it can)");

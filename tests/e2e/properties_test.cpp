@@ -52,7 +52,7 @@ void check_tiers_sum(const json& s) {
 
 }  // namespace
 
-TEST_CASE("property: per-tier hit ratios sum to the total in both modes; no duration is negative",
+TEST_CASE("property: per-tier hit ratios sum to the total in both modes, and no duration is negative",
           "[cli][property]") {
   for (uint64_t seed : property_seeds(10)) {
     swarm_case c = draw_case(seed);

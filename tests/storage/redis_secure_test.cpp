@@ -121,7 +121,7 @@ struct tls_server {
 
 }  // namespace
 
-TEST_CASE("redis with a password: AUTH before anything else; a wrong one refused by name",
+TEST_CASE("redis with a password: AUTH before anything else, and a wrong one refused by name",
           "[storage][redis][secure]") {
   redis_server a("64mb", {}, "/tmp", 0, password);
   backend_options o = redis_options(a.address());
