@@ -170,6 +170,15 @@ struct model_info_args {
 CLI::App* add_model_info_command(CLI::App& app, model_info_args& args);
 int run_model_info(const model_info_args& args);
 
+struct model_fit_args {
+  std::string data = "measurements/step_times.json";
+  std::string write_doc;
+  std::string check;
+  std::string json_out;
+};
+CLI::App* add_model_fit_command(CLI::App& app, model_fit_args& args);
+int run_model_fit(const model_fit_args& args);
+
 struct sweep_args {
   config_args config;
   std::vector<std::string> traces;
@@ -188,6 +197,7 @@ struct sweep_args {
   std::string runner = "local";  ///< local or slurm (docs/sweep.md)
   size_t cells_per_task = 4;     ///< slurm: cells per array task
   bool retry_failed = false;     ///< slurm: resubmit cells that failed before
+  double cell_time_limit_s = 0;  ///< 0: none; a cell running longer is killed and failed
   std::vector<std::string> sbatch_args;
   std::string task_file;         ///< a Slurm task's entry: its batches, one line per task
   size_t task = 0;               ///< with task_file: the line (SLURM_ARRAY_TASK_ID)
@@ -203,6 +213,8 @@ struct report_args {
   std::vector<std::string> filters, metrics, scales;
   bool logx = false, logy = false;
   bool timeseries = false;  ///< dir is one replay's folder: plot its timeseries.csv
+  double interval_s = 0;    ///< timeseries: seconds per point (0: ~200 points over the run)
+  std::string out_dir;      ///< where report.md and plots/ go (empty: dir)
 };
 CLI::App* add_report_command(CLI::App& app, report_args& args);
 int run_report(const report_args& args);
@@ -223,10 +235,12 @@ int run_slo_study_command(const std::string& path, const study_args& args);
 
 /// The bundled sample trace (an excerpt of the Mooncake conversation trace).
 std::string default_trace_path();
-/// What the sample replays under unless a config file or --set says otherwise:
-/// trace.time_scale=8, one of eight instances' share of the cluster traffic it records, a load
-/// the default instance sustains.
+/// The sample scenario (configs/sample.json): what a replay or sweep given no trace replays the
+/// bundled sample under, unless a config file or --set says otherwise: trace.time_scale=8, one
+/// of eight instances' share of the cluster traffic it records, a load the default instance
+/// sustains. As assignments, laid under --config and --set.
 std::vector<std::string> sample_defaults();
+std::string sample_scenario_path();
 /// A file of the source tree (scripts, study files), found from the path CMake compiled in.
 std::string source_file(const std::string& relative);
 

@@ -7,6 +7,7 @@
 #include "serve/client/client.hpp"
 #include "serve/client/remote_controller.hpp"
 #include "serve/server/server.hpp"
+#include "serve/server/shared_config.hpp"
 #include "serve/wire/call.hpp"
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
@@ -119,6 +120,7 @@ int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
   } catch (const serve::remote_error& e) {
     std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
     return e.kind == "bad_request" || e.kind == "version" || e.kind == "model_mismatch"
+                 || e.kind == "config_mismatch"
              ? exit_bad_input : exit_failure;
   }
 }
@@ -165,7 +167,8 @@ void check_backend_options(const engine_sim_args& args, bool real) {
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
-serve::remote_options remote_options_of(const engine_sim_args& args, const replay_config& rc) {
+serve::remote_options remote_options_of(const engine_sim_args& args, const config& cfg,
+                                        const replay_config& rc) {
   serve::remote_options ro;
   ro.endpoint = args.connect;
   ro.token = args.token;
@@ -183,6 +186,7 @@ serve::remote_options remote_options_of(const engine_sim_args& args, const repla
   ro.owner = args.device_owner == "engine" ? serve::device_owner::engine
                                            : serve::device_owner::kvtier;
   ro.device_blocks = rc.cache.device_blocks;
+  ro.shared = serve::shared_config(cfg, rc);  // refused at hello unless the server's
   return ro;
 }
 
@@ -255,7 +259,7 @@ int run_engine_sim(const engine_sim_args& in) {
     return print_block_hashes(args.print_hashes, rc.block_size);
   bool real = args.backend == "cuda";
   check_backend_options(args, real);
-  serve::remote_options ro = remote_options_of(args, rc);
+  serve::remote_options ro = remote_options_of(args, job.cfg, rc);
   std::shared_ptr<engine_device> gpu;
   if (real) {
     gpu = open_engine_device(args, rc);
@@ -271,8 +275,8 @@ int run_engine_sim(const engine_sim_args& in) {
     result = run_replay_job(job);
   } catch (const serve::remote_error& e) {
     std::cerr << "kvtier engine-sim: the server refused: " << e.what() << '\n';
-    return e.kind == "model_mismatch" || e.kind == "version" || e.kind == "unauthorized"
-                 || e.kind == "bad_request"
+    return e.kind == "model_mismatch" || e.kind == "config_mismatch" || e.kind == "version"
+                 || e.kind == "unauthorized" || e.kind == "bad_request"
              ? exit_bad_input : exit_failure;
   }
   return report_replay(args, result, gpu.get());

@@ -1,5 +1,6 @@
 // kvtier: models and drives hierarchical KV-cache management for LLM serving.
 
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -22,7 +23,29 @@ std::string default_trace_path() {
 }
 
 std::vector<std::string> sample_defaults() {
-  return {"trace.time_scale=8"};
+  // The sample scenario is a config file (configs/sample.json), so that `--config` with it gives
+  // a sweep or a replay of any trace the same load; here its keys, as assignments.
+  std::string path = sample_scenario_path();
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!in || j.is_discarded() || !j.is_object())
+    throw config_error(path + ": the sample scenario is missing or not a JSON object");
+  std::vector<std::string> out;
+  std::function<void(const nlohmann::json&, const std::string&)> add =
+    [&](const nlohmann::json& v, const std::string& key) {
+      if (v.is_object()) {
+        for (auto& [k, x] : v.items())
+          add(x, key.empty() ? k : key + "." + k);
+      } else {
+        out.push_back(key + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+      }
+    };
+  add(j, "");
+  return out;
+}
+
+std::string sample_scenario_path() {
+  return source_file("configs/sample.json");
 }
 
 std::string source_file(const std::string& relative) {
@@ -52,6 +75,7 @@ std::vector<command> add_commands(CLI::App& app) {
       add_command(app, add_replay_command, run_replay),
       add_command(app, add_config_command, run_config),
       add_command(app, add_model_info_command, run_model_info),
+      add_command(app, add_model_fit_command, run_model_fit),
       add_command(app, add_sweep_command, run_sweep),
       add_command(app, add_report_command, run_report),
       add_command(app, add_study_command, run_study),

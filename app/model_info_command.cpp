@@ -22,7 +22,9 @@ json step_json(const compute_profile& p, const batch_shape& b) {
   if (p.model == compute_model::roofline) {
     roofline_parts parts = roofline_of(p.roofline, b);
     j["compute_ms"] = parts.compute_ns / 1e6;
+    j["attention_ms"] = parts.attention_ns / 1e6;
     j["memory_ms"] = parts.memory_ns / 1e6;
+    j["layer_overhead_ms"] = parts.layer_ns / 1e6;
     j["collective_ms"] = parts.collective_ns / 1e6;
     j["bound"] = parts.compute_bound() ? "compute" : "memory";
   }
@@ -33,11 +35,20 @@ json gpu_json(const gpu_spec& g) {
   return {{"name", g.name},
           {"bf16_tflops", g.bf16_tflops},
           {"fp8_tflops", g.fp8_tflops},
+          {"int8_tops", g.int8_tops},
+          {"fp4_tflops", g.fp4_tflops},
           {"hbm_gbps", g.hbm_gbps},
-          {"nvlink_gbps", g.nvlink_gbps},
+          {"hbm_gib", g.hbm_gib},
+          {"collective_latency_us", g.collective_latency_us},
+          {"collective_mid_gbps", g.collective_mid_gbps},
+          {"collective_gbps", g.collective_gbps},
           {"compute_efficiency", g.compute_efficiency},
+          {"attention_efficiency", g.attention_efficiency},
           {"memory_efficiency", g.memory_efficiency},
-          {"step_overhead_us", g.step_overhead_us}};
+          {"overlap", g.overlap},
+          {"step_overhead_us", g.step_overhead_us},
+          {"layer_overhead_us", g.layer_overhead_us},
+          {"moe_layer_overhead_us", g.moe_layer_overhead_us}};
 }
 
 }  // namespace

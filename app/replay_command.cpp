@@ -40,8 +40,9 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
   add_config_options(*cmd, args.config);
   cmd->add_option("--trace", args.traces,
                   "trace file (repeatable; several merge by arrival time). Default: the bundled "
-                  "sample, an excerpt of the Mooncake conversation trace, at trace.time_scale=8 unless a "
-                  "config or --set gives one");
+                  "sample, an excerpt of the Mooncake conversation trace, in the sample scenario "
+                  "(configs/sample.json: trace.time_scale=8) under --config and --set. A trace "
+                  "given here replays as its config says (as recorded by default)");
   cmd->add_option("--format", args.format, "trace format")
     ->check(CLI::IsMember({"auto", "mooncake", "azure", "agentic", "native"}));
   cmd->add_option("--out", args.out_dir, "output directory (summary.json, requests.csv)")

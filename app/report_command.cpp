@@ -10,7 +10,7 @@ namespace kvtier {
 CLI::App* add_report_command(CLI::App& app, report_args& args) {
   auto* cmd = app.add_subcommand(
     "report", "Turn a sweep folder into report.md with tables and figures (PNG, SVG, PDF), or "
-              "plot a replay's timeseries.csv");
+              "plot a replay's timeseries.csv (docs/sweep.md, \"Reports\")");
   cmd->add_option("dir", args.dir, "the sweep's folder (holding results.csv)")->required();
   cmd->add_option("--title", args.title, "the report's title");
   cmd->add_option("--x", args.x, "the grid axis along the figures' x (default: a capacity axis)");
@@ -20,13 +20,21 @@ CLI::App* add_report_command(CLI::App& app, report_args& args) {
   cmd->add_option("--filter", args.filters, "KEY=VALUE: only cells with this grid value "
                   "(repeatable; a key given twice keeps either value)");
   cmd->add_option("--metric", args.metrics,
-                  "a results column to plot instead of the default figures (repeatable)");
+                  "a results column to plot instead of the default figures, as "
+                  "plots/metric-COLUMN.* (repeatable; with --out, away from the default report)");
   cmd->add_option("--scale", args.scales,
                   "x=log|linear or y=log|linear (default: log where values span decades)");
   cmd->add_flag("--logx", args.logx, "log x axis");
   cmd->add_flag("--logy", args.logy, "log y axis");
   cmd->add_flag("--timeseries", args.timeseries,
                 "dir is one replay's folder: plot its timeseries.csv (output.timeseries)");
+  cmd->add_option("--interval", args.interval_s,
+                  "with --timeseries: seconds per point (default: a round number that gives "
+                  "about 200 points over the run)")
+    ->check(CLI::PositiveNumber);
+  cmd->add_option("--out", args.out_dir,
+                  "write report.md and plots/ (or the time series' plots/) here instead of into "
+                  "dir; the figures an earlier report wrote there are replaced, never left stale");
   return cmd;
 }
 
@@ -69,8 +77,19 @@ int run_report(const report_args& args) {
     argv_s.push_back(args.title);
   }
   add_figure_options(args, argv_s);
-  if (args.timeseries)
+  if (!args.out_dir.empty()) {
+    argv_s.push_back("--out");
+    argv_s.push_back(args.out_dir);
+  }
+  if (args.timeseries) {
     argv_s.push_back("--timeseries");
+    if (args.interval_s > 0) {
+      argv_s.push_back("--interval");
+      argv_s.push_back(std::to_string(args.interval_s));
+    }
+  } else if (args.interval_s > 0) {
+    throw config_error("--interval: a time series' option (--timeseries)");
+  }
   return run_python_script("tools/sweep_report.py", argv_s);
 }
 

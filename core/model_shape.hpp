@@ -16,12 +16,18 @@ struct model_shape {
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
   std::string kv_dtype;
-  uint32_t dtype_bytes = 0;  ///< bytes of one kv_dtype element (0 where only the name is known)
+  /// bytes of one kv_dtype element (0 where only the name is known, and for 4-bit dtypes, whose
+  /// elements pack below a byte: then packed_layer_bytes holds one layer's bytes)
+  uint32_t dtype_bytes = 0;
   /// MLA: elements of the one latent a layer caches per token (no separate K and V); 0 otherwise
   uint32_t latent_dim = 0;
+  /// 4-bit KV: bytes one layer of one token takes, elements and their scales packed; 0 otherwise
+  uint32_t packed_layer_bytes = 0;
 
   /// K and V (or MLA's latent) of every layer for one token.
   uint64_t bytes_per_token() const {
+    if (packed_layer_bytes > 0)
+      return uint64_t{layers} * packed_layer_bytes;
     if (latent_dim > 0)
       return uint64_t{layers} * latent_dim * dtype_bytes;
     return 2ull * layers * kv_heads * head_dim * dtype_bytes;

@@ -5,10 +5,24 @@
 
 namespace kvtier {
 
-uint64_t kv_bytes_per_token(const model_spec& m) {
+namespace {
+
+// KV elements one layer of one token holds on a rank with `heads` KV heads.
+uint64_t layer_elements(const model_spec& m, uint32_t heads) {
   if (m.latent_kv())
-    return uint64_t{m.layers} * (m.kv_lora_rank + m.rope_head_dim) * m.kv_dtype_bytes;
-  return 2ull * m.layers * m.kv_heads * m.head_dim * m.kv_dtype_bytes;
+    return uint64_t{m.kv_lora_rank} + m.rope_head_dim;
+  return 2ull * heads * m.head_dim;
+}
+
+}  // namespace
+
+uint64_t packed_bytes(uint64_t elements, double bits) {
+  // Exact for the dtypes' bits (multiples of 1/4) and any element count below 2^50.
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(elements) * bits / 8.0));
+}
+
+uint64_t kv_bytes_per_token(const model_spec& m) {
+  return uint64_t{m.layers} * packed_bytes(layer_elements(m, m.kv_heads), m.kv_bits);
 }
 
 uint32_t kv_heads_per_rank(const model_spec& m, const parallelism& p) {
@@ -30,29 +44,38 @@ model_shape shape_per_rank(const model_spec& m, const parallelism& p) {
   s.head_dim = m.head_dim;
   s.latent_dim = m.latent_kv() ? m.kv_lora_rank + m.rope_head_dim : 0;
   s.kv_dtype = m.kv_dtype;
-  s.dtype_bytes = m.kv_dtype_bytes;
+  double whole_bytes = m.kv_bits / 8.0;
+  if (whole_bytes == std::floor(whole_bytes)) {
+    s.dtype_bytes = static_cast<uint32_t>(whole_bytes);
+  } else {
+    // 4-bit elements pack two to a byte beside their scales: no whole bytes per element.
+    s.dtype_bytes = 0;
+    s.packed_layer_bytes =
+      static_cast<uint32_t>(packed_bytes(layer_elements(m, s.kv_heads), m.kv_bits));
+  }
   return s;
 }
 
 double kv_bytes_per_token_split(const model_spec& m, const parallelism& p) {
-  double whole = static_cast<double>(kv_bytes_per_token(m));
-  if (m.latent_kv())
-    return whole;
-  return whole * kv_heads_per_rank(m, p) / m.kv_heads;
+  return static_cast<double>(m.layers) *
+         static_cast<double>(packed_bytes(layer_elements(m, kv_heads_per_rank(m, p)), m.kv_bits));
 }
 
 double dense_flops_per_token(const model_spec& m) {
   return 2.0 * m.active_params;
 }
 
-double attention_flops_per_pair(const model_spec& m) {
-  double qk = m.head_dim + m.rope_head_dim;
-  double v = m.head_dim;
-  return 2.0 * m.layers * m.attention_heads * (qk + v);
+double attention_flops_per_pair(const model_spec& m, attention_phase phase) {
+  double per_head = 0;
+  if (m.latent_kv() && phase == attention_phase::decode)
+    per_head = (m.kv_lora_rank + m.rope_head_dim) + m.kv_lora_rank;
+  else
+    per_head = (m.head_dim + m.rope_head_dim) + m.head_dim;
+  return 2.0 * m.layers * m.attention_heads * per_head;
 }
 
 double weight_bytes(const model_spec& m) {
-  return m.params * m.weight_dtype_bytes;
+  return m.params * m.weight_bits / 8.0;
 }
 
 double weight_bytes_read(const model_spec& m, double tokens) {
@@ -63,15 +86,24 @@ double weight_bytes_read(const model_spec& m, double tokens) {
   double shared = m.active_params - m.active_experts * expert;
   double untouched = std::pow(1.0 - static_cast<double>(m.active_experts) / m.experts, tokens);
   double experts_read = m.experts * (1.0 - untouched);
-  return (shared + experts_read * expert) * m.weight_dtype_bytes;
+  return (shared + experts_read * expert) * m.weight_bits / 8.0;
 }
 
-uint32_t dtype_size(const std::string& dtype) {
-  if (dtype == "fp8")
-    return 1;
+double dtype_bits(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16")
+    return 16;
   if (dtype == "fp32")
-    return 4;
-  return 2;
+    return 32;
+  if (dtype == "fp8" || dtype == "int8")
+    return 8;
+  // A group of 128 values with one 16-bit scale and one 16-bit zero point (AWQ/GPTQ weights,
+  // LMDeploy's int4 KV per head and token): 4 + 32/128 bits.
+  if (dtype == "int4")
+    return 4.25;
+  // NVFP4: E2M1 values, one FP8 (E4M3) scale per 16: 4 + 8/16 bits.
+  if (dtype == "fp4")
+    return 4.5;
+  return 0;
 }
 
 }  // namespace kvtier

@@ -1,8 +1,8 @@
 """Statistics and grouping for kvtier's sweep reports (tools/sweep_report.py; docs/sweep.md).
 
 A configuration is one value of every grid axis; its cells differ only by seed. Figures and tables
-summarise a configuration's cells by their mean and a 95% t-interval, and never pool or average
-cells of different configurations.
+summarise a configuration's cells by their mean and a 95% interval that cannot cross the figure's
+bounds (interval, below), and never pool or average cells of different configurations.
 """
 import math
 
@@ -30,17 +30,72 @@ def t975(df):
     return T975[max(below)] if df < 120 else 1.96
 
 
-def mean_ci(values):
-    """(mean, half width of the 95% t-interval or None for one value, n) of the numbers given."""
+# How an interval over a configuration's seeds is computed, by the kind of figure
+# (docs/sweep.md, "Reports"): a Student t interval of the mean on a scale where the figure's
+# bounds are out of reach, mapped back (the delta method: the mean's standard error divided by
+# the scale's slope at the mean), so that a ratio's interval stays within [0, 1] and a
+# non-negative figure's above 0. It is asymmetric around the mean; tables give it as +up/-down.
+METHODS = {
+    "ratio": "Student t on the logit scale",
+    "positive": "Student t on the log scale",
+    "any": "Student t",
+}
+
+
+def kind_of(metric):
+    """ratio: fractions in [0, 1]; positive: figures that cannot go below 0; any: the rest."""
+    m = metric.lower()
+    if m.startswith("hit_ratio") or m.endswith(("_share", "_busy", "ratio")) or "hit_ratio" in m:
+        return "ratio"
+    if m.startswith(("queue_growth", "load.queue_growth")):
+        return "any"
+    return "positive"
+
+
+class Interval:
+    """A configuration's figure over its seeds: mean, 95% interval [lo, hi], n, and how."""
+
+    def __init__(self, mean, lo, hi, n, kind, values):
+        self.mean, self.lo, self.hi, self.n, self.kind = mean, lo, hi, n, kind
+        self.values = values
+
+    @property
+    def zero_width(self):
+        """Every seed gave the same value (or one seed): the interval is a point."""
+        return self.n >= 1 and max(self.values) == min(self.values)
+
+    @property
+    def method(self):
+        return METHODS[self.kind]
+
+    def overlaps(self, other):
+        return self.lo <= other.hi and other.lo <= self.hi
+
+
+def interval(values, kind="any"):
+    """The 95% interval of the mean of the numbers given; None when there are none. A zero-width
+    interval (n = 1, or every value the same) is the value itself."""
     vals = [v for v in (num(x) for x in values) if v is not None]
     if not vals:
-        return None, None, 0
+        return None
     n = len(vals)
     mean = sum(vals) / n
-    if n < 2:
-        return mean, None, n
-    var = sum((v - mean) ** 2 for v in vals) / (n - 1)
-    return mean, t975(n - 1) * math.sqrt(var / n), n
+    if n < 2 or max(vals) == min(vals):
+        return Interval(mean, mean, mean, n, kind, vals)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    if kind == "ratio" and 0 < mean < 1:
+        center = math.log(mean / (1 - mean))
+        w = half / (mean * (1 - mean))
+        lo, hi = (1 / (1 + math.exp(-(center + d))) for d in (-w, w))
+    elif kind in ("positive", "ratio") and mean > 0:
+        w = half / mean
+        lo, hi = mean * math.exp(-w), mean * math.exp(w)
+        if kind == "ratio":
+            hi = min(hi, 1.0)  # a ratio's mean at exactly 1 with spread cannot happen: safety
+    else:
+        lo, hi = mean - half, mean + half
+    return Interval(mean, lo, hi, n, kind, vals)
 
 
 def ordered(values):

@@ -5,24 +5,25 @@ Reads DIR/slo.json (one row per configuration: the highest sustained rate under 
 p99s at it, the search's replays, the bytes each tier provisions; docs/sweep.md, "The SLO
 capacity study") and writes DIR/slo.md (the table) and DIR/plots/slo_pareto.{svg,pdf,png}: the
 cost of the host and storage tiers provisioned, at stated prices per GiB, against the sustained
-load, one panel per trace set, the Pareto front (no configuration sustains more for less)
-drawn through the configurations on it. Exit 2 on bad input.
+load, one panel per trace set, the Pareto front (no configuration sustains more for less, loads
+within the search's precision counting as equal) drawn through the configurations on it. Exit 2
+on bad input.
 """
 import argparse
 import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_figures as rf  # noqa: E402  (the reports' fonts, Type 42 in PDFs, and palette)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
+plt = rf.plt
 GIB = 1024.0 ** 3
 
 
 def config_name(row, axes):
-    return " ".join(f"{row[a]}" for a in axes if a != "traces")
+    return ", ".join(rf.value_text(a, row[a]) for a in axes if a != "traces")
 
 
 def cost_usd(row, args):
@@ -30,13 +31,36 @@ def cost_usd(row, args):
             + row["storage_bytes"] / GIB * args.storage_usd_per_gib)
 
 
-def pareto_front(points):
-    """The points no other point beats: at least as much load for no more cost, one strictly."""
-    front = []
-    for p in sorted(points, key=lambda q: (q[1], -q[0])):
-        if not front or p[0] > front[-1][0]:
-            front.append(p)
-    return front
+def pareto_front(points, precision):
+    """The points no other point beats, (rate x, req/s, cost, name) each: a point is beaten by
+    one that costs no more and sustains at least as much load, one of the two by more than a tie
+    (cost lower; rate x above by more than the search's precision, which cannot tell rates
+    closer than that apart: within it the cheaper configuration wins). Sorted by cost."""
+    def beats(a, b):
+        more = a[0] > b[0] * (1 + precision)
+        as_much = a[0] * (1 + precision) >= b[0]
+        return a[2] <= b[2] and as_much and (a[2] < b[2] or more)
+    front = [p for p in points if not any(beats(q, p) for q in points if q is not p)]
+    return sorted(front, key=lambda p: (p[2], p[1]))
+
+
+def trace_names(folder, data):
+    """{trace set: "file, file"} from the plan (the study's traces), for the panels' titles."""
+    try:
+        with open(os.path.join(folder, "plan.json")) as f:
+            cells = json.load(f)["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    out = {}
+    for c in cells:
+        files = [os.path.basename(t) for t in c.get("traces", [])]
+        text = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
+        out.setdefault(c.get("trace_set", "traces"), text)
+    if len(out) == 1:  # one trace set: its rows carry no "traces" column
+        name, text = next(iter(out.items()))
+        out["traces"] = (f"{rf.value_text('traces', name)} ({text})" if name != "traces"
+                         else text)
+    return out
 
 
 def write_table(path, data, args):
@@ -74,40 +98,54 @@ def write_table(path, data, args):
         f.write("\n".join(lines))
 
 
-def plot_pareto(out_base, data, args):
+def plot_pareto(out_base, data, args, folder):
     axes = data["axes"]
-    sets = sorted({r.get("traces", "trace") for r in data["rows"]})
-    plt.rcParams.update({"font.size": 10})
-    fig, panels = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 3.6), squeeze=False)
+    names = trace_names(folder, data)
+    sets = sorted({r.get("traces", "traces") for r in data["rows"]})
+    precision = data["slo"].get("precision", 0.05)
+    fig, panels = plt.subplots(1, len(sets), figsize=(min(7.2, 3.5 * len(sets)), 3.2),
+                               squeeze=False, constrained_layout=True)
     for panel, name in zip(panels[0], sets):
-        rows = [r for r in data["rows"] if r.get("traces", "trace") == name
+        rows = [r for r in data["rows"] if r.get("traces", "traces") == name
                 and r["sustained_rate_x"] > 0]
-        points = [(r["requests_per_s"], cost_usd(r, args), config_name(r, axes)) for r in rows]
+        points = [(r["sustained_rate_x"], r["requests_per_s"], cost_usd(r, args),
+                   config_name(r, axes)) for r in rows]
+        front = pareto_front(points, precision)
         # Configurations that land on one point (to 3 digits: the same number of whole session
         # copies may finish a few requests' worth apart) share one marker and a stacked label.
         labels = {}
-        for x, y, label in points:
-            labels.setdefault((float(f"{x:.3g}"), y), []).append(label)
-        for (x, y), names in labels.items():
-            panel.scatter([x], [y], s=28, zorder=3)
-            panel.annotate("\n".join(names), (x, y), fontsize=7, xytext=(4, -4),
-                           textcoords="offset points", va="top")
-        front = pareto_front(points)
+        for rate, x, y, label in points:
+            labels.setdefault((float(f"{x:.3g}"), y), []).append((label, (rate, x, y, label) in front))
+        xs = [x for x, _ in labels] or [0]
+        middle = (min(xs) + max(xs)) / 2
+        for k, ((x, y), named) in enumerate(labels.items()):
+            on_front = any(f for _, f in named)
+            st = rf.style(k)
+            panel.scatter([x], [y], s=30, zorder=3, marker=st["marker"],
+                          facecolors=st["color"] if on_front else "none",
+                          edgecolors=st["color"], linewidths=1.0)
+            right = x > middle  # labels point inwards, inside the panel
+            panel.annotate("\n".join(n for n, _ in named), (x, y), fontsize=7,
+                           xytext=(-5 if right else 5, -4), textcoords="offset points", va="top",
+                           ha="right" if right else "left")
         if front:
-            panel.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1,
-                       label="Pareto front", zorder=2)
-            panel.legend(loc="upper left", fontsize=8)
-        panel.margins(x=0.15, y=0.2)
-        panel.set_title(name)
+            panel.plot([p[1] for p in front], [p[2] for p in front], color="black",
+                       linestyle="--", lw=0.9, label="Pareto front (filled markers)", zorder=2)
+            panel.legend(loc="upper left", frameon=False)
+        panel.margins(x=0.25, y=0.25)
+        panel.set_title(names.get(name, name) if name == "traces"
+                        else f"{rf.value_text('traces', name)} ({names.get(name, name)})")
+        panel.xaxis.set_major_locator(MaxNLocator(4))
         panel.set_xlabel("sustained load under the SLO (req/s)")
         panel.set_ylabel("host + storage cost ($)")
         panel.grid(alpha=0.3)
     slo = data["slo"]
-    fig.suptitle(f"Cost against sustained load (TTFT p99 <= {slo['ttft_p99_ms']:g} ms, "
-                 f"TPOT p99 <= {slo['tpot_p99_ms']:g} ms)", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle("Which configuration sustains the most load for its cost?\n" + rf.title_text(
+        fig, f"SLO: TTFT p99 <= {slo['ttft_p99_ms'] / 1000:g} s, TPOT p99 <= "
+             f"{slo['tpot_p99_ms']:g} ms; loads within {precision * 100:g}% (the search's "
+             "precision) tie"), fontweight="bold")
     for ext in ("svg", "pdf", "png"):
-        fig.savefig(f"{out_base}.{ext}", dpi=200)
+        fig.savefig(f"{out_base}.{ext}", dpi=rf.DPI, bbox_inches="tight", pad_inches=0.03)
     plt.close(fig)
 
 
@@ -128,7 +166,7 @@ def main():
         return 2
     os.makedirs(os.path.join(args.dir, "plots"), exist_ok=True)
     write_table(os.path.join(args.dir, "slo.md"), data, args)
-    plot_pareto(os.path.join(args.dir, "plots", "slo_pareto"), data, args)
+    plot_pareto(os.path.join(args.dir, "plots", "slo_pareto"), data, args, args.dir)
     print(f"slo_report: {args.dir}/slo.md, {args.dir}/plots/slo_pareto.svg/.pdf/.png")
     return 0
 

@@ -31,7 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sweep_report  # noqa: E402  (derive: bytes in GB, write amplification)
-from report_stats import mean_ci  # noqa: E402
+from report_stats import METHODS, interval, kind_of  # noqa: E402
 from study_format import GB, fmt, link_sum, md_table, num  # noqa: E402
 from study_preemption import (preemption_costs_table, preemption_decode_table,  # noqa: E402
                               preemption_modes_table, prefetch_table)
@@ -46,13 +46,19 @@ class BadInput(Exception):
 # -- the write-policy page ------------------------------------------------------------------------
 
 def replicated(cells, key, digits, thousands=True):
-    """A configuration's figure over its seeds: the mean, and +- the half width of its 95%
-    t-interval when there are several seeds (docs/sweep.md, "Reports")."""
-    mean, half, n = mean_ci(c.get(key) for c in cells)
-    if mean is None:
+    """A configuration's figure over its seeds: the mean, and its 95% interval when there are
+    several seeds, as the report's tables give it (docs/sweep.md, "Reports"): ± the half width,
+    +up/−down where the bounded interval is not symmetric, ± 0 where every seed agreed."""
+    iv = interval((c.get(key) for c in cells), kind_of(key))
+    if iv is None:
         return "-"
-    text = fmt(mean, digits, thousands)
-    return text if half is None else f"{text} ± {fmt(half, digits, thousands)}"
+    text = fmt(iv.mean, digits, thousands)
+    if iv.n < 2:
+        return text
+    if iv.zero_width:
+        return f"{text} ± 0"
+    up, down = fmt(iv.hi - iv.mean, digits, thousands), fmt(iv.mean - iv.lo, digits, thousands)
+    return f"{text} ± {up}" if up == down else f"{text} +{up}/−{down}"
 
 
 def write_policy_main_table(results):
@@ -71,8 +77,10 @@ def write_policy_main_table(results):
              replicated(cells, "write_amp_host", 2)]
             for (trace, policy), cells in groups.items()]
     seeds = max(len(c) for c in groups.values()) if groups else 0
-    spread = (f"; each figure the mean over {seeds} seeds (workload variants) ± the half width "
-              "of its 95% t-interval" if seeds > 1 else "")
+    spread = (f"; each figure the mean over {seeds} seeds (workload variants) and its 95% "
+              f"interval, {METHODS['ratio']} for the hit ratio and {METHODS['positive']} for the "
+              "rest (bounded: ± the half width, +up/−down where not symmetric; ± 0: every seed "
+              "agreed)" if seeds > 1 else "")
     return ("Main table: host tier 3.2 M tokens, `cache.storage_write=always` (bytes in GB, "
             f"10^9{spread}).\n\n" + md_table(
                 ["trace", "policy", "hit ratio", "TTFT p50 (ms)", "TPOT p50 (ms)", "H2D", "D2H",

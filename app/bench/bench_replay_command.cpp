@@ -40,21 +40,24 @@ double median(std::vector<double> v) {
 struct cache_run {
   std::string name;
   double seconds = 0;
+  double cpu_seconds = 0;  ///< the process's CPU time: what a loaded machine inflates far less
   uint64_t ops = 0;
   double hit_ratio_blocks = 0;
 };
 
 cache_run time_replay(const std::string& name, const preloaded_trace& t, const replay_config& rc,
                       uint32_t repeat) {
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   cache_run run{name};
   for (uint32_t k = 0; k < repeat; ++k) {
     hitrate_replay replay(rc, 0);
     request_outcome outcome;
     auto start = clock_type::now();
+    std::clock_t cpu_start = std::clock();
     for (size_t i = 0; i < t.requests.size(); ++i)
       replay.process(t.requests[i], t.blocks[i], outcome);
     times.push_back(since(start));
+    cpu.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
     if (!replay.finish().ok())
       throw std::runtime_error("invariant violation in benchmark replay " + name);
     const hitrate_totals& tot = replay.totals();
@@ -65,17 +68,19 @@ cache_run time_replay(const std::string& name, const preloaded_trace& t, const r
     run.hit_ratio_blocks = ratio(hits, tot.blocks);
   }
   run.seconds = median(times);
+  run.cpu_seconds = median(cpu);
   return run;
 }
 
 // The baseline: infinite capacity, prefix hits via a plain std::unordered_set of block hashes.
 cache_run time_baseline(const preloaded_trace& t, uint32_t repeat) {
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   cache_run run{"baseline: std::unordered_set prefix lookup, unbounded"};
   for (uint32_t k = 0; k < repeat; ++k) {
     std::unordered_set<block_hash> seen;
     uint64_t hits = 0, ops = 0;
     auto start = clock_type::now();
+    std::clock_t cpu_start = std::clock();
     for (const auto& blocks : t.blocks) {
       size_t i = 0;
       while (i < blocks.size() && seen.count(blocks[i].hash)) {
@@ -89,10 +94,12 @@ cache_run time_baseline(const preloaded_trace& t, uint32_t repeat) {
       ops += blocks.size();
     }
     times.push_back(since(start));
+    cpu.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
     run.ops = ops;
     run.hit_ratio_blocks = ratio(hits, t.block_count);
   }
   run.seconds = median(times);
+  run.cpu_seconds = median(cpu);
   return run;
 }
 
@@ -228,12 +235,23 @@ int run_bench_replay(const bench_replay_args& args) {
   json out = {{"requests", t.requests.size()}, {"blocks", t.block_count},
               {"block_size", rc.block_size}, {"parse_s", t.parse_s}, {"hash_s", t.map_s},
               {"cache", json::array()}};
+  const cache_run& base = runs.front();
   for (const auto& r : runs) {
     double mops = static_cast<double>(r.ops) / r.seconds / 1e6;
-    std::printf("cache:   %8.3f s  %6.1f M block lookups+inserts/s  hit ratio %.4f  %s\n", r.seconds,
-                mops, r.hit_ratio_blocks, r.name.c_str());
-    out["cache"].push_back({{"name", r.name}, {"seconds", r.seconds}, {"ops", r.ops},
-                            {"mops_per_s", mops}, {"hit_ratio_blocks", r.hit_ratio_blocks}});
+    // Operations per second against the same-run baseline's, by wall and by CPU time.
+    double vs_wall = mops / (static_cast<double>(base.ops) / base.seconds / 1e6);
+    double vs_cpu = r.cpu_seconds > 0 && base.cpu_seconds > 0
+                      ? (static_cast<double>(r.ops) / r.cpu_seconds)
+                          / (static_cast<double>(base.ops) / base.cpu_seconds)
+                      : 0.0;
+    std::printf("cache:   %8.3f s  %6.1f M block lookups+inserts/s  %.2fx baseline (CPU %.3f s: "
+                "%.2fx)  hit ratio %.4f  %s\n",
+                r.seconds, mops, vs_wall, r.cpu_seconds, vs_cpu, r.hit_ratio_blocks,
+                r.name.c_str());
+    out["cache"].push_back({{"name", r.name}, {"seconds", r.seconds}, {"cpu_s", r.cpu_seconds},
+                            {"ops", r.ops}, {"mops_per_s", mops},
+                            {"vs_baseline_wall", vs_wall}, {"vs_baseline_cpu", vs_cpu},
+                            {"hit_ratio_blocks", r.hit_ratio_blocks}});
   }
   if (!args.skip_full)
     time_deployments(args, t, cfg, out);

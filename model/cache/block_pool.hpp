@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_page_allocator.hpp"
+
 namespace kvtier {
 
 using block_id = uint32_t;
@@ -75,7 +77,7 @@ class block_pool {
   block_id next_fresh_ = 0;        // ids >= next_fresh_ were never handed out
   std::vector<block_id> free_;     // released ids, reused last-in first-out
   std::vector<block_id> retired_list_;
-  std::vector<slot> slots_;        // grows with next_fresh_
+  std::vector<slot, huge_page_allocator<slot>> slots_;        // grows with next_fresh_
 };
 
 }  // namespace kvtier

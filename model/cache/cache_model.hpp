@@ -218,6 +218,8 @@ class cache_model {
 
   /// Tells `sink` of each block that becomes ready in a tier or leaves it (radix_tree).
   void set_event_sink(block_event_sink* sink) { tree_.set_event_sink(sink); }
+  /// Makes room for `nodes` tree nodes up front (radix_tree::reserve).
+  void reserve_nodes(uint32_t nodes) { tree_.reserve(nodes); }
 
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_page_allocator.hpp"
+
 namespace kvtier {
 
 class evictable_queue {
@@ -129,7 +131,7 @@ class evictable_queue {
   static constexpr size_t prefetch_far = 8, prefetch_near = 4;
   static bool after(const entry& a, const entry& b) { return before(b, a); }
 
-  std::vector<entry> fifo_;  // entries in key order from head_
+  std::vector<entry, huge_page_allocator<entry>> fifo_;  // entries in key order from head_
   size_t head_ = 0;
   std::vector<entry> stack_;  // entries in descending key order: the back is the smallest
   std::vector<entry> heap_;  // std heap with the smallest key on top

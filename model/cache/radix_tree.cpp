@@ -32,6 +32,11 @@ radix_tree::radix_tree(eviction_policy policy) : policy_(policy) {
   reset();
 }
 
+void radix_tree::reserve(uint32_t nodes) {
+  nodes_.reserve(size_t{nodes} + 1);
+  by_hash_.reserve(nodes);
+}
+
 void radix_tree::reset() {
   nodes_.clear();
   nodes_.emplace_back();

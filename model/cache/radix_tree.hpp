@@ -25,6 +25,8 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/huge_page_allocator.hpp"
+
 #include "model/cache/block_events.hpp"
 #include "core/block_hash.hpp"
 #include "core/tier.hpp"
@@ -82,6 +84,10 @@ static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bo
 class radix_tree {
  public:
   explicit radix_tree(eviction_policy policy = eviction_policy::lru);
+  /// Makes room for `nodes` nodes up front (the tiers' capacity bounds the live nodes), so that
+  /// neither the node array nor the hash map grows while requests run. Changes no result: node
+  /// ids come from the free list and the array's end as before.
+  void reserve(uint32_t nodes);
 
   // -- observers ------------------------------------------------------------------------------
 
@@ -182,9 +188,11 @@ class radix_tree {
   void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
 
   eviction_policy policy_;
-  std::vector<tree_node> nodes_;
+  std::vector<tree_node, huge_page_allocator<tree_node>> nodes_;
   std::vector<node_id> free_slots_;
-  absl::flat_hash_map<block_hash, node_id> by_hash_;
+  absl::flat_hash_map<block_hash, node_id, absl::Hash<block_hash>, std::equal_to<block_hash>,
+                      huge_page_allocator<std::pair<const block_hash, node_id>>>
+    by_hash_;
   evictable_queue queue_[node_tier_count];
   uint32_t set_count_[node_tier_count] = {0, 0};
   uint32_t reclaimable_[node_tier_count] = {0, 0};

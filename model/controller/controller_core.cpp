@@ -8,6 +8,13 @@ namespace kvtier {
 controller_core::controller_core(const cache_options& cache, const controller_options& options)
   : model_(cache), options_(options), tracker_(options.storage_namespace) {
   model_.set_event_sink(options.events);
+  // The tiers' capacity bounds the tree: sized now, its index never rehashes under a step (a
+  // pause of milliseconds once the tree holds tens of thousands of blocks). Unbounded tiers
+  // grow as they fill.
+  constexpr uint64_t reserve_limit = uint64_t{1} << 21;
+  uint64_t nodes = uint64_t{cache.device_blocks} + cache.host_blocks;
+  if (nodes <= reserve_limit)
+    model_.reserve_nodes(static_cast<uint32_t>(nodes));
 }
 
 prefix_hit controller_core::lookup(const std::vector<cache_block>& blocks) {

@@ -9,6 +9,8 @@
 
 #include "model/session/engine_session.hpp"
 
+#include <algorithm>
+
 #include "core/check.hpp"
 
 namespace kvtier::session {
@@ -184,8 +186,13 @@ released_requests engine_session::release_all() {
   released_requests out;
   for (const auto& [req, r] : st_.requests)
     (r.state == req_state::loading ? out.loading : out.finished).push_back(r.global);
+  for (const auto& [name, copies] : st_.device_copies)
+    out.device_dropped.push_back(name);
+  std::sort(out.device_dropped.begin(), out.device_dropped.end());  // one order for replays
   st_.requests.clear();
   st_.engine_ids.clear();
+  st_.device_contents.clear();
+  st_.device_copies.clear();
   return out;
 }
 

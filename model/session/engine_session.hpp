@@ -96,6 +96,8 @@ struct settled_step {
 struct released_requests {
   std::vector<request_id> finished;
   std::vector<request_id> loading;
+  /// device_owner::engine: the names the engine's device held; its device goes with it.
+  std::vector<block_hash> device_dropped;
 };
 
 class engine_session {

@@ -28,6 +28,13 @@ storage_index::storage_index(uint64_t capacity, uint32_t nodes, storage_pool_pol
     nodes_[i].capacity = capacity / nodes + (i < capacity % nodes ? 1 : 0);
 }
 
+void storage_index::reserve(uint64_t blocks) {
+  blocks = std::min(blocks, capacity_);
+  map_.reserve(blocks);
+  for (node_state& n : nodes_)
+    n.uses.reserve(2 * std::min(blocks, n.capacity) + 1024);
+}
+
 uint32_t storage_index::node_of(storage_key key) const {
   return node_of_key(key, static_cast<uint32_t>(nodes_.size()));
 }

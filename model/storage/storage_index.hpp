@@ -35,6 +35,8 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/huge_page_allocator.hpp"
+
 namespace kvtier {
 
 using storage_key = uint64_t;
@@ -72,6 +74,9 @@ class storage_index {
   uint64_t capacity() const { return capacity_; }
   uint32_t nodes() const { return static_cast<uint32_t>(nodes_.size()); }
   uint64_t size() const { return map_.size(); }
+  /// Makes room for `blocks` keys up front (at most the capacity), so that a replay timed from
+  /// its first request does not rehash the index as it fills. Changes no result.
+  void reserve(uint64_t blocks);
   uint32_t node_of(storage_key key) const;
   uint64_t evictions() const { return evictions_; }
 
@@ -141,7 +146,7 @@ class storage_index {
     uint64_t capacity = 0;
     uint64_t size = 0;
     uint64_t writing = 0;  // puts in flight that count against capacity (`accepted`)
-    std::vector<use> uses;  // in stamp order from `head`: the least recently used first
+    std::vector<use, huge_page_allocator<use>> uses;  // in stamp order from `head`: the least recently used first
     size_t head = 0;
     bool down = false;
   };
@@ -154,7 +159,10 @@ class storage_index {
   uint64_t capacity_;
   storage_pool_policy policy_;
   std::vector<node_state> nodes_;
-  absl::flat_hash_map<storage_key, uint64_t> map_;      // key -> stamp of its latest use
+  // key -> stamp of its latest use
+  absl::flat_hash_map<storage_key, uint64_t, absl::Hash<storage_key>, std::equal_to<storage_key>,
+                      huge_page_allocator<std::pair<const storage_key, uint64_t>>>
+    map_;
   absl::flat_hash_map<storage_key, uint32_t> leases_;  // keys being read -> readers
   absl::flat_hash_map<storage_key, int64_t> exists_leases_;  // key -> end of its lease
   absl::flat_hash_map<storage_key, uint32_t> writing_;       // puts in flight -> 1

@@ -1,5 +1,7 @@
 #include "observe/events/event_encoding.hpp"
 
+#include <cstring>
+
 #include <msgpack.hpp>
 
 namespace kvtier {
@@ -40,11 +42,22 @@ std::vector<wire_run> runs_of(const std::vector<published_event>& events) {
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 
-// Writes a field: its key first in the map layout, its value alone in the array layout.
+// msgpack-c writes a double with an integral value as an integer; vLLM's EventBatch.ts is a
+// float64 on the wire, whatever its value.
+void pack_float64(msgpack::sbuffer& buffer, double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  char out[9] = {static_cast<char>(0xcb)};
+  for (int i = 0; i < 8; ++i)
+    out[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  buffer.write(out, sizeof out);
+}
+
+// Writes an event's fields: its key first in the map layout, its value alone in the array layout.
 class fields_writer {
  public:
   fields_writer(packer& p, event_layout layout) : p_(p), layout_(layout) {}
-  /// Starts an event or a batch of `n` fields.
+  /// Starts an event of `n` fields, its tag counted.
   void begin(uint32_t n) {
     if (layout_ == event_layout::map)
       p_.pack_map(n);
@@ -85,16 +98,16 @@ void pack_token_ids(packer& p, const std::vector<published_event>& events, const
   }
 }
 
-// The event's fields after its tag, in vLLM's declaration order; the map layout adds
-// lora_name (nil), which later releases declare.
+// The event's tag and fields in vLLM's declaration order, each field that has no default in
+// vLLM's structs (so that a strict map decoder finds every required key): BlockStored's lora_id
+// and lora_name are nil (adapters are mixed into the hash as extra keys).
 void pack_event(packer& p, event_layout layout, const std::vector<published_event>& events,
                 const wire_run& r) {
   const block_event& e = events[r.first].block;
   fields_writer w(p, layout);
-  bool map = layout == event_layout::map;
   switch (e.kind) {
     case block_event_kind::stored:
-      w.begin(map ? 8 : 7);
+      w.begin(8);
       w.field("type").pack(std::string("BlockStored"));
       pack_hashes(w.field("block_hashes"), events, r);
       if (e.parent)
@@ -105,8 +118,7 @@ void pack_event(packer& p, event_layout layout, const std::vector<published_even
       w.field("block_size").pack_uint32(e.tokens);
       w.field("lora_id").pack_nil();
       w.field("medium").pack(std::string(medium_name(e.where)));
-      if (map)
-        w.field("lora_name").pack_nil();
+      w.field("lora_name").pack_nil();
       return;
     case block_event_kind::removed:
       w.begin(3);
@@ -159,14 +171,14 @@ std::string encode_event_batch(const event_batch_header& header,
   std::vector<wire_run> runs = runs_of(events);
   msgpack::sbuffer buffer;
   packer p(buffer);
-  fields_writer w(p, header.layout);
-  w.begin(header.data_parallel_rank ? 3 : 2);
-  w.field("ts").pack_double(header.ts);
-  w.field("events").pack_array(static_cast<uint32_t>(runs.size()));
+  // vLLM's EventBatch is array_like in every release: [ts, events, data_parallel_rank].
+  p.pack_array(header.data_parallel_rank ? 3 : 2);
+  pack_float64(buffer, header.ts);
+  p.pack_array(static_cast<uint32_t>(runs.size()));
   for (const wire_run& r : runs)
     pack_event(p, header.layout, events, r);
   if (header.data_parallel_rank)
-    w.field("data_parallel_rank").pack_int64(*header.data_parallel_rank);
+    p.pack_int64(*header.data_parallel_rank);
   return std::string(buffer.data(), buffer.size());
 }
 

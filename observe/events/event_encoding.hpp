@@ -1,14 +1,16 @@
 #pragma once
 
 // KV events on the wire (docs/events.md): a batch of the index's block events as one msgpack
-// EventBatch, in vLLM's layout. `array` (the default) is vLLM v0.11.0's: msgspec structs with
-// array_like=True, so the batch is [ts, events, data_parallel_rank] and each event an array
-// whose first element is its tag, the fields after it in declaration order; this is the layout
-// llm-d's and Dynamo's decoders read. `map` is the layout of later vLLM releases: the batch and
-// each event a map, events tagged by "type". Consecutive stores of a chained run in one tier
-// become one BlockStored (block_hashes in prefix order, parent_block_hash of the first, token_ids
-// every block's tokens in order), consecutive removals in one tier one BlockRemoved, as an engine
-// reports a request's blocks.
+// EventBatch, in vLLM's layout. The batch is always vLLM's array_like EventBatch,
+// [ts, events, data_parallel_rank]. Its events are, in the `map` layout (the default), current
+// vLLM's: since vLLM PR #42892 its event structs have no array_like, so each event is a map
+// tagged by "type" with every field that has no default (BlockStored: block_hashes,
+// parent_block_hash, token_ids, block_size, lora_id, medium, lora_name). In the `array` layout
+// they are vLLM v0.11.0's: an array led by the tag, the fields after it in declaration order,
+// lora_name last (msgspec ignores trailing fields a release lacks; llm-d's array decoder counts
+// them). Consecutive stores of a chained run in one tier become one BlockStored (block_hashes in
+// prefix order, parent_block_hash of the first, token_ids every block's tokens in order),
+// consecutive removals in one tier one BlockRemoved, as an engine reports a request's blocks.
 
 #include <cstdint>
 #include <optional>
@@ -19,6 +21,8 @@
 
 namespace kvtier {
 
+/// How the events of a batch go on the wire: `map`, current vLLM's tagged maps; `array`, vLLM
+/// v0.11.0's tagged arrays.
 enum class event_layout : uint8_t { array, map };
 
 /// "array" or "map": the spelling of serve.events_layout.
@@ -33,7 +37,7 @@ const char* medium_name(tier t);
 struct event_batch_header {
   double ts = 0;                     ///< seconds since the Unix epoch
   std::optional<int64_t> data_parallel_rank;
-  event_layout layout = event_layout::array;
+  event_layout layout = event_layout::map;
 };
 
 /// A block event as subscribers see it: `block.hash` and `block.parent` are the names the engine

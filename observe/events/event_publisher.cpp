@@ -32,12 +32,16 @@ uint64_t from_big_endian(const zmq::message_t& m) {
 
 const std::string end_of_replay = big_endian(~uint64_t{0});  // -1, signed
 
-void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, const char* what) {
+void open_or_throw(zmq::socket_t& s, const std::string& endpoint, const char* what,
+                   events_socket how = events_socket::bind) {
   try {
-    s.bind(endpoint);
+    if (how == events_socket::connect)
+      s.connect(endpoint);
+    else
+      s.bind(endpoint);
   } catch (const zmq::error_t& e) {
-    std::string text = std::string("cannot bind the ") + what + " socket to '" + endpoint
-                       + "': " + e.what();
+    std::string text = std::string("cannot ") + to_string(how) + " the " + what
+                       + " socket to '" + endpoint + "': " + e.what();
     // A taken address is the machine's state; anything else is a bad endpoint (bad input).
     if (e.num() == EADDRINUSE)
       throw std::runtime_error(text);
@@ -46,6 +50,41 @@ void bind_or_throw(zmq::socket_t& s, const std::string& endpoint, const char* wh
 }
 
 }  // namespace
+
+const char* to_string(events_socket socket) {
+  return socket == events_socket::bind ? "bind" : "connect";
+}
+
+std::optional<events_socket> events_socket_of(const std::string& name) {
+  if (name == "bind")
+    return events_socket::bind;
+  if (name == "connect")
+    return events_socket::connect;
+  return std::nullopt;
+}
+
+std::string events_topic(const std::string& pattern, const std::string& pod,
+                         const std::string& model) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size();) {
+    if (pattern[i] != '{') {
+      out += pattern[i++];
+      continue;
+    }
+    size_t end = pattern.find('}', i);
+    std::string name = pattern.substr(i, end == std::string::npos ? std::string::npos
+                                                                  : end - i + 1);
+    if (name == "{pod}")
+      out += pod;
+    else if (name == "{model}")
+      out += model;
+    else
+      throw std::invalid_argument("serve.events_topic '" + pattern + "': unknown placeholder '"
+                                  + name + "' (known: {pod}, {model})");
+    i += name.size();
+  }
+  return out;
+}
 
 struct event_publisher::sockets {
   zmq::context_t context{1};
@@ -64,11 +103,12 @@ event_publisher::event_publisher(const event_publisher_options& options)
   auto& s = *sockets_;
   s.pub.set(zmq::sockopt::sndhwm, options_.hwm);
   s.pub.set(zmq::sockopt::linger, 0);
-  bind_or_throw(s.pub, options_.endpoint, "KV events");
-  endpoint_ = s.pub.get(zmq::sockopt::last_endpoint);
+  open_or_throw(s.pub, options_.endpoint, "KV events", options_.socket);
+  endpoint_ = options_.socket == events_socket::bind ? s.pub.get(zmq::sockopt::last_endpoint)
+                                                     : options_.endpoint;
   if (!options_.replay_endpoint.empty()) {
     s.replay.set(zmq::sockopt::linger, 0);
-    bind_or_throw(s.replay, options_.replay_endpoint, "KV events replay");
+    open_or_throw(s.replay, options_.replay_endpoint, "KV events replay");
     replay_endpoint_ = s.replay.get(zmq::sockopt::last_endpoint);
     s.has_replay = true;
   }

@@ -9,6 +9,10 @@
 // no longer holds the start, the first replayed number is above it, which tells the subscriber
 // that it lost events (docs/events.md).
 //
+// The PUB socket binds (subscribers connect, as vLLM's own subscribers do) or connects to a
+// subscriber that binds (llm-d's KV cache manager binds tcp://*:5557 and waits for engines); the
+// replay socket always binds.
+//
 // publish() only queues: one thread of the publisher's own owns both sockets, encodes, sends and
 // serves replays, so the caller (the cache controller's thread) never waits on the network.
 
@@ -27,14 +31,28 @@
 
 namespace kvtier {
 
+/// Whether the PUB socket binds its endpoint or connects to it (serve.events_socket).
+enum class events_socket : uint8_t { bind, connect };
+
+/// "bind" or "connect": the spelling of serve.events_socket.
+const char* to_string(events_socket socket);
+std::optional<events_socket> events_socket_of(const std::string& name);
+
+/// serve.events_topic with its placeholders filled in: `{pod}` by `pod` (this machine's host
+/// name), `{model}` by the model's name; the default "kv@{pod}@{model}" is the topic llm-d's
+/// subscriber parses (docs/events.md). Throws std::invalid_argument naming any other `{...}`.
+std::string events_topic(const std::string& pattern, const std::string& pod,
+                         const std::string& model);
+
 struct event_publisher_options {
-  std::string endpoint;           ///< PUB socket, bound: tcp://127.0.0.1:5557, tcp://127.0.0.1:* ...
+  std::string endpoint;           ///< PUB socket: tcp://127.0.0.1:5557, tcp://127.0.0.1:* ...
+  events_socket socket = events_socket::bind;  ///< bind `endpoint`, or connect to it
   std::string replay_endpoint;    ///< ROUTER socket, bound; empty: no replay socket
   std::string topic;              ///< the first frame of every batch
   size_t buffer_batches = 10000;  ///< batches kept for replay
   int hwm = 100000;               ///< PUB high-water mark (messages queued per subscriber)
   std::optional<int64_t> data_parallel_rank = 0;
-  event_layout layout = event_layout::array;
+  event_layout layout = event_layout::map;
   uint64_t first_seq = 0;  ///< the first batch's number (kvtier serve: its start time, in ns)
 };
 
@@ -48,8 +66,9 @@ struct event_publisher_stats {
 
 class event_publisher {
  public:
-  /// Binds both sockets. An endpoint that cannot be bound throws, naming it: std::runtime_error
-  /// when the address is taken, std::invalid_argument when the endpoint itself is bad.
+  /// Binds (or connects) the PUB socket and binds the replay socket. An endpoint that cannot be
+  /// used throws, naming it: std::runtime_error when the address is taken,
+  /// std::invalid_argument when the endpoint itself is bad.
   explicit event_publisher(const event_publisher_options& options);
   /// Sends what is queued, then closes the sockets.
   ~event_publisher();
@@ -60,7 +79,7 @@ class event_publisher {
   std::optional<uint64_t> publish(std::vector<published_event> events);
   /// The same, for events whose tokens are unknown.
   std::optional<uint64_t> publish(const std::vector<block_event>& events);
-  /// The bound addresses (a wildcard port resolved).
+  /// The bound addresses (a wildcard port resolved); connected: the endpoint as given.
   const std::string& endpoint() const { return endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
   event_publisher_stats stats() const;

@@ -19,7 +19,9 @@ inline constexpr number_key prefill_attention_ns{"compute.prefill_attention_ns"}
 inline constexpr number_key decode_token_us{"compute.decode_token_us"};
 inline constexpr number_key decode_context_ns{"compute.decode_context_ns"};
 inline constexpr text_key model{"compute.model"};
-inline constexpr number_key allreduce_latency_us{"compute.allreduce_latency_us"};
+inline constexpr text_key decode_kv_reads{"compute.decode_kv_reads"};
+inline constexpr number_key hbm_utilization{"compute.hbm_utilization"};
+inline constexpr number_key runtime_reserve_gib{"compute.runtime_reserve_gib"};
 
 }  // namespace keys::compute
 

@@ -10,8 +10,9 @@ std::vector<option_spec> model_key_specs() {
     {keys::model::kv_heads, 1, 1024, {}, false, "KV heads (split over parallel.tp)"},
     {keys::model::head_dim, 1, 4096, {}, false,
      "head dimension (MLA: the no-rope part of a query/key head, = V's head)"},
-    {keys::model::kv_dtype, 0, 0, {"bf16", "fp16", "fp8", "fp32"}, false,
-     "KV cache element type; part of every storage key"},
+    {keys::model::kv_dtype, 0, 0, {"bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"}, false,
+     "KV cache element type (4-bit ones with their scales, docs/models.md); part of every "
+     "storage key"},
     {keys::model::params_b, 1e-3, 1e5, {}, false, "parameters, billions"},
     {keys::model::active_params_b, 1e-3, 1e5, {}, true,
      "parameters one token passes through, billions (MoE); null: model.params_b"},
@@ -23,8 +24,9 @@ std::vector<option_spec> model_key_specs() {
      "MLA rope dimensions cached beside the latent (qk_rope_head_dim); 0 without MLA"},
     {keys::model::experts, 0, 65536, {}, false, "routed experts of an MoE; 0: dense"},
     {keys::model::active_experts, 0, 65536, {}, false, "routed experts per token"},
-    {keys::model::weight_dtype, 0, 0, {"bf16", "fp16", "fp8", "fp32"}, false,
-     "weight element type: bytes read per step and which peak FLOPs apply"},
+    {keys::model::weight_dtype, 0, 0, {"bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32"},
+     false, "weight element type: bytes read per step and which peak FLOPs apply (int4: "
+     "weight-only, 16-bit multiplies; docs/models.md)"},
   };
 }
 

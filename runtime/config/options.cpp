@@ -310,6 +310,10 @@ bool config::is_set(key_name key) const {
   return !values_[index_of(key.name)].is_null();
 }
 
+bool config::is_default(key_name key) const {
+  return sources_[index_of(key.name)] == "configs/default.json";
+}
+
 int64_t config::integer(integer_key key) const {
   return value(key).get<int64_t>();
 }

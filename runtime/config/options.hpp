@@ -61,6 +61,8 @@ class config {
 
   // Reads take the named keys of keys.hpp, never text: see option_spec.hpp.
   bool is_set(key_name key) const;
+  /// Whether `key` still holds configs/default.json's value: no file, --set or preset chose it.
+  bool is_default(key_name key) const;
   int64_t integer(integer_key key) const;
   double number(number_key key) const;
   const std::string& text(text_key key) const;

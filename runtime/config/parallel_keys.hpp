@@ -16,6 +16,7 @@ namespace keys::parallel {
 
 inline constexpr integer_key tp{"parallel.tp"};
 inline constexpr integer_key pp{"parallel.pp"};
+inline constexpr integer_key pp_microbatches{"parallel.pp_microbatches"};
 
 }  // namespace keys::parallel
 

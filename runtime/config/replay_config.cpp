@@ -71,6 +71,7 @@ replay_config resolve(const config& c) {
   r.spec = resolve_model_spec(c);
   r.parallel = resolve_parallelism(c, r.spec);
   r.model = shape_per_rank(r.spec, r.parallel);
+  fit_device_tier(c, r);
   std::string ns = r.model.name + '\0' + r.model.kv_dtype;
   r.storage_namespace = XXH3_64bits(ns.data(), ns.size());
   return r;

@@ -10,15 +10,20 @@ std::vector<option_spec> serve_key_specs() {
      "kvtier serve: longest call accepted, in bytes (a longer one is answered too_large "
      "undecoded)"},
     {keys::serve::events_topic, 0, 0, {}, false,
-     "kvtier serve --events: the topic frame of every KV event message (docs/events.md)"},
+     "kvtier serve --events: the topic frame of every KV event message; {pod} is this "
+     "machine's name, {model} model.name (the default, kv@{pod}@{model}, is what llm-d "
+     "parses; docs/events.md)"},
     {keys::serve::events_buffer, 1, 10000000, {}, false,
      "kvtier serve --events: KV event batches the replay socket keeps for subscribers that "
      "missed them"},
     {keys::serve::events_hwm, 1, 100000000, {}, false,
      "kvtier serve --events: messages the PUB socket queues per subscriber before dropping"},
-    {keys::serve::events_layout, 0, 0, {"array", "map"}, false,
-     "kvtier serve --events: vLLM's positional EventBatch layout (array, what llm-d and Dynamo "
-     "read) or its map layout (docs/events.md)"},
+    {keys::serve::events_layout, 0, 0, {"map", "array"}, false,
+     "kvtier serve --events: events as current vLLM writes them (map: tagged by \"type\", "
+     "since vLLM PR #42892) or as vLLM v0.11.0 did (array: positional); docs/events.md"},
+    {keys::serve::events_socket, 0, 0, {"bind", "connect"}, false,
+     "kvtier serve --events: bind the PUB socket (subscribers connect) or connect it to a "
+     "subscriber that binds (llm-d's binds tcp://*:5557); docs/events.md"},
     {keys::serve::lookups, 0, 0, {"actor", "published"}, false,
      "kvtier serve: where lookups are answered: actor (all on the server actor) or published "
      "(off it, from the blocks the controller publishes, when safe; docs/protocol.md, "

@@ -19,6 +19,7 @@ inline constexpr text_key events_topic{"serve.events_topic"};
 inline constexpr integer_key events_buffer{"serve.events_buffer"};
 inline constexpr integer_key events_hwm{"serve.events_hwm"};
 inline constexpr text_key events_layout{"serve.events_layout"};
+inline constexpr text_key events_socket{"serve.events_socket"};
 inline constexpr text_key lookups{"serve.lookups"};
 
 }  // namespace keys::serve

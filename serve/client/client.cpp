@@ -233,6 +233,7 @@ reply client::hello_of(const std::string& name, const model_shape& model, uint32
   c.name = name;
   c.model = model;
   c.block_size = block_size;
+  c.config = shared_config_;
   if (tensors)
     c.tensors = *tensors;
   reply r = call(std::move(c));

@@ -99,6 +99,11 @@ class client {
   /// given (real mode); throws remote_error on refusal, or when the server chose another.
   reply hello_version(const std::string& name, const model_shape& model, uint32_t block_size,
                       uint32_t version, const attach_request* tensors = nullptr);
+  /// Config values (key, JSON text) every later hello sends in `config`: the server refuses
+  /// any that differs from its own (docs/protocol.md, "hello").
+  void share_config(std::vector<std::pair<std::string, std::string>> values) {
+    shared_config_ = std::move(values);
+  }
   /// The last hello's reply, decoded.
   const hello_answer& greeting() const { return greeting_; }
   uint64_t engine() const { return engine_; }
@@ -132,6 +137,7 @@ class client {
   std::map<uint64_t, reply> stash_;
   msgpack::sbuffer buf_;
   hello_answer greeting_;
+  std::vector<std::pair<std::string, std::string>> shared_config_;
 };
 
 /// Writes one map as a call into `buf` (cleared first): op, id, the token when there is one, the

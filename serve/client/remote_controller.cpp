@@ -347,6 +347,7 @@ attach_request tensors_of(const engine_device& gpu) {
 }
 
 reply say_hello(client& link, const remote_options& o, const std::string& name) {
+  link.share_config(o.shared);
   if (!o.gpu)
     return o.owner == device_owner::engine
              ? link.hello_version(name, o.model, o.block_size, engine_tier_version)

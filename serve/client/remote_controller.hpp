@@ -11,6 +11,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/device/engine_device.hpp"
 #include "actors/messages.hpp"
@@ -35,6 +37,8 @@ struct remote_options {
   std::shared_ptr<engine_device> gpu;
   bool verify = false;  ///< real mode: the server must fill computed blocks with patterns
   device_owner owner = device_owner::kvtier;
+  /// The config values the server must share, sent in hello (serve/server/shared_config.hpp).
+  std::vector<std::pair<std::string, std::string>> shared;
   uint32_t device_blocks = 0;  ///< device_owner::engine: the engine's pool, its own allocator's
 };
 

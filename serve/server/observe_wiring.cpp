@@ -1,5 +1,7 @@
 #include "serve/server/observe_wiring.hpp"
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 namespace kvtier {
@@ -13,6 +15,14 @@ void require_local_or_token(const serve::serve_job& job, const std::string& endp
                        + " is reachable from other machines: give --token");
 }
 
+// This machine's name: the pod of the default events topic.
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0')
+    return "localhost";
+  return name;
+}
+
 }  // namespace
 
 std::unique_ptr<serve_events> open_events(const serve::serve_job& job) {
@@ -22,9 +32,15 @@ std::unique_ptr<serve_events> open_events(const serve::serve_job& job) {
       throw config_error("--events-replay needs --events (the stream it replays)");
     return std::make_unique<serve_events>(o);
   }
-  require_local_or_token(job, o.endpoint, "--events");
+  require_local_or_token(job, o.endpoint, "--events");  // bound or connected to
   require_local_or_token(job, o.replay_endpoint, "--events-replay");
-  o.topic = job.cfg.text(keys::serve::events_topic);
+  o.socket = *events_socket_of(job.cfg.text(keys::serve::events_socket));  // a checked choice
+  try {
+    o.topic = events_topic(job.cfg.text(keys::serve::events_topic), host_name(),
+                           job.cfg.text(keys::model::name));
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
   o.buffer_batches = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_buffer));
   o.hwm = static_cast<uint64_t>(job.cfg.integer(keys::serve::events_hwm));
   o.layout = *event_layout_of(job.cfg.text(keys::serve::events_layout));  // a checked choice

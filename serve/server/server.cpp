@@ -59,6 +59,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.max_message_bytes = p.max_message_bytes;
   ss.model = rc.model;
   ss.block_size = rc.block_size;
+  ss.shared = shared_config(job.cfg, rc);
   ss.layers = rc.model.layers;
   ss.device_blocks = ic.cache.device_blocks;
   ss.host_blocks = ic.cache.host_blocks;

@@ -73,9 +73,12 @@ uint64_t release_engine(self_ptr self, engine_state& e) {
   }
   uint64_t released = r.finished.size() + r.loading.size();
   st.counters.requests_released += released;
-  if (!r.finished.empty()) {
+  // An engine that owned its device blocks (version 3) takes their contents with it: kvtier
+  // forgets its device copies, so that a restarted engine is offered its host copies.
+  if (!r.finished.empty() || !r.device_dropped.empty()) {
     commit c;
     c.finished = std::move(r.finished);
+    c.device_dropped = std::move(r.device_dropped);
     send_commit(self, std::move(c), [](const grant&) {});
   }
   return released;

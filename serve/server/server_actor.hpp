@@ -20,6 +20,7 @@
 #include "serve/server/inbound_calls.hpp"
 #include "serve/server/observe/observer.hpp"
 #include "serve/server/off_actor_lookups.hpp"
+#include "serve/server/shared_config.hpp"
 
 namespace kvtier::serve {
 
@@ -29,6 +30,8 @@ struct server_settings {
   uint64_t max_message_bytes = 16u << 20;
   model_shape model;
   uint32_t block_size = 64;
+  /// The config an engine must share (hello's `config`; shared_config.hpp).
+  config_values shared;
   uint32_t layers = 1;
   uint32_t device_blocks = 0;
   uint32_t host_blocks = 0;

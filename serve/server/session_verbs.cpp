@@ -95,6 +95,15 @@ void do_hello(self_ptr self, ctx& x) {
     return fail(self, x.to, error_kind::model_mismatch,
                 m->field + " is " + m->theirs + ", the server's is " + m->ours
                   + " (one server serves one model shape)");
+  if (auto d = first_difference(c.config, s.shared)) {
+    if (!d->known)
+      return fail(self, x.to, error_kind::bad_request,
+                  "hello: config key '" + d->key + "' is not one the server shares with "
+                  "engines (model.*, cache.*, storage.*, links.*, scheduler.preemption)");
+    return fail(self, x.to, error_kind::config_mismatch,
+                d->key + " is " + d->theirs + " at the engine, the server's is " + d->ours
+                  + ": run the engine and kvtier serve with the same config");
+  }
   std::vector<std::string> tiers = tiers_of(s);
   for (const std::string& t : c.tiers)
     if (std::find(tiers.begin(), tiers.end(), t) == tiers.end())

@@ -10,7 +10,7 @@ const char* const verb_names[verb_count] = {"hello", "lookup", "allocate", "wait
                                             "bench_swap"};
 const char* const error_names[error_kind_count] = {
   "malformed", "unknown_op", "too_large", "unauthorized", "version",
-  "model_mismatch", "not_registered", "bad_request", "shutting_down"};
+  "model_mismatch", "not_registered", "bad_request", "shutting_down", "config_mismatch"};
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -39,9 +40,9 @@ std::optional<verb> verb_of(std::string_view name);
 /// Error kinds, as the reply's `error` names them.
 enum class error_kind : uint8_t {
   malformed, unknown_op, too_large, unauthorized, version, model_mismatch, not_registered,
-  bad_request, shutting_down,
+  bad_request, shutting_down, config_mismatch,
 };
-inline constexpr int error_kind_count = 9;
+inline constexpr int error_kind_count = 10;
 const char* error_name(error_kind k);
 std::optional<error_kind> error_kind_of(std::string_view name);
 
@@ -67,6 +68,9 @@ struct call {
   model_shape model;
   uint32_t block_size = 0;
   std::vector<std::string> tiers;
+  /// Config values the engine runs with that the server must share, by key, as JSON text
+  /// (docs/protocol.md, "hello"); the server refuses any it does not share.
+  std::vector<std::pair<std::string, std::string>> config;
   attach_request tensors;
   // bench_swap
   uint32_t blocks = 0;
@@ -97,7 +101,7 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out);
 
 /// Encodes `c` into `buf` (cleared first) as the client stub sends it: op, id, the token and
 /// engine when present, then the fields of its verb that decode_call reads back (optional ones
-/// only when set: `tiers`, `tensors`, `extra_keys`, `computed_tokens`, `evicted`; `admits` and
+/// only when set: `tiers`, `config`, `tensors`, `extra_keys`, `computed_tokens`, `evicted`; `admits` and
 /// `grows` entries with their device block ids when every entry has a list).
 void encode_call(msgpack::sbuffer& buf, const call& c);
 

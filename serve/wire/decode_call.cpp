@@ -104,6 +104,20 @@ void read_tensors(const msgpack::object& o, attach_request& t) {
   t.present = true;
 }
 
+// hello's `config`: {key: JSON text}, keys unique.
+void read_config(const msgpack::object& v, std::vector<std::pair<std::string, std::string>>& out) {
+  if (v.type != msgpack::type::MAP)
+    throw field_error("'config' must be a map of key to value text");
+  const auto& m = v.via.map;
+  for (uint32_t i = 0; i < m.size; ++i) {
+    std::string key = as_str(m.ptr[i].key, "config");
+    for (const auto& [seen, value] : out)
+      if (seen == key)
+        throw field_error("'config' names '" + key + "' twice");
+    out.emplace_back(std::move(key), as_str(m.ptr[i].val, "config"));
+  }
+}
+
 // The keys each verb requires, checked after the map is read.
 enum need : uint32_t {
   need_req = 1, need_tokens = 2, need_prompt = 4, need_step = 8, need_hello = 16,
@@ -171,7 +185,8 @@ bool read_session_key(std::string_view k, const msgpack::object& v, call& out,
     const auto& a = as_array(v, "tiers");
     for (uint32_t j = 0; j < a.size; ++j)
       out.tiers.push_back(as_str(a.ptr[j], "tiers"));
-  } else if (k == "tensors") read_tensors(v, out.tensors);
+  } else if (k == "config") read_config(v, out.config);
+  else if (k == "tensors") read_tensors(v, out.tensors);
   else return false;
   return true;
 }

@@ -97,6 +97,13 @@ void hello_fields(const call& c, std::vector<field>& out) {
   out.push_back(value("block_size", c.block_size));
   if (!c.tiers.empty())
     out.push_back(value("tiers", c.tiers));
+  if (!c.config.empty())
+    out.push_back([&c](map_writer& w) {
+      w.key("config");
+      map_writer m(w.buffer(), static_cast<uint32_t>(c.config.size()));
+      for (const auto& [key, text] : c.config)
+        m.put_str(key.c_str(), text);
+    });
   if (c.tensors.present)
     out.push_back([&c](map_writer& w) { write_tensors(w, c.tensors); });
 }

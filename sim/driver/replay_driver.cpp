@@ -272,7 +272,7 @@ replay_result replay_full(const replay_job& job, const deployment_plan& plan) {
   replay_result result;
   result.summary = full_summary(fr, run, file_infos(job, feed->merger(), feed->per_file()));
   result.summary["kvtier"] = build_info_json();
-  result.text = full_text(result.summary, job.out_dir);
+  result.text = full_text(result.summary, job.out_dir, plan.timeseries);
   add_end_checks(fr, result);
   result.summary["faults"] = faults_summary(fr, plan.storage.pool.faults);
   result.summary["storage"]["pool"] = pool_summary(fr, plan.storage.pool.pool);

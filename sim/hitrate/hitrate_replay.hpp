@@ -74,6 +74,8 @@ class hitrate_replay {
   void drain();
   /// Appends `n` device blocks to fresh_, write-backs drained chunk by chunk (see the .cpp).
   void allocate_in_host_sized_chunks(uint32_t n);
+  /// Storage hits after the tree's: see the .cpp.
+  uint32_t storage_run(const std::vector<cache_block>& blocks, uint32_t from);
   void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
                               request_outcome& out);
   storage_key key_of(block_hash h) const {
@@ -92,6 +94,7 @@ class hitrate_replay {
   std::vector<transfer_order> orders_;
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
+  std::vector<storage_key> keys_;  // the request's storage keys, made as the probe reaches them
 };
 
 }  // namespace kvtier

@@ -36,14 +36,7 @@ void add_outcome(text_lines& text, const json& s) {
            "%.1f s of virtual time\n",
            rq["finished"].get<unsigned long long>(), rq["rejected"].get<unsigned long long>(),
            rq["unfinished"].get<unsigned long long>(), s["simulation"]["virtual_s"].get<double>());
-  const json& load = s["load"];
-  if (load["overloaded"].get<bool>()) {
-    const json& w = load["queue_wait_s_by_quarter"];
-    text.add("  OVERLOADED      the queue grew through the run (median wait %.1f s in the first "
-             "quarter of arrivals, %.1f s in the last): these figures measure queueing, not "
-             "caching; raise trace.time_scale\n",
-             w[0].get<double>(), w[3].get<double>());
-  }
+  text.out += load_text(s["load"]);  // overload, clock lag, L3 backpressure: each with advice
 }
 
 void add_speed(text_lines& text, const json& s) {
@@ -134,6 +127,16 @@ void add_checks(text_lines& text, const json& s) {
              sim["lag_max_ms"].get<double>());
 }
 
+load_inputs load_inputs_of(const full_result& r, const run_info& run) {
+  load_inputs in;
+  in.virtual_s = static_cast<double>(r.last_event_ns) / 1e9;
+  in.lag_s = static_cast<double>(r.scheduler.lag_ns) / 1e9;
+  in.store_wait_s = static_cast<double>(r.engine.store_wait_ns) / 1e9;
+  in.inflight_peak_bytes = static_cast<double>(r.engine.storage_inflight_peak_bytes);
+  in.time_scale = run.config.at("trace").value("time_scale", 1.0);
+  return in;
+}
+
 }  // namespace
 
 void write_full_csv(std::ostream& out, const full_result& r) {
@@ -184,7 +187,7 @@ json full_summary(const full_result& r, const run_info& run,
     {"storage", storage_section(r, t)},
     {"invariants", invariants_section(r.controller)},
     {"simulation", simulation_section(r, run)},
-    {"load", load_check(s.requests)},
+    {"load", load_check(s.requests, load_inputs_of(r, run))},
     {"config", run.config},
     {"model", run.model},
     {"parse_s", run.deterministic ? 0.0 : run.parse_s},
@@ -197,14 +200,17 @@ json full_summary(const full_result& r, const run_info& run,
   return summary;
 }
 
-std::string full_text(const json& s, const std::string& out_dir) {
+std::string full_text(const json& s, const std::string& out_dir, bool timeseries) {
   text_lines text;
   add_outcome(text, s);
   add_speed(text, s);
   add_cache(text, s);
   add_work(text, s);
   add_checks(text, s);
-  text.out += "  outputs         " + out_dir + "/summary.json, " + out_dir + "/requests.csv\n";
+  text.out += "  outputs         " + out_dir + "/summary.json, " + out_dir + "/requests.csv";
+  if (timeseries)
+    text.out += ", " + out_dir + "/timeseries.csv";
+  text.out += "\n";
   return text.out;
 }
 

@@ -21,6 +21,8 @@ void write_full_csv(std::ostream& out, const full_result& r);
 nlohmann::json full_summary(const full_result& r, const run_info& run,
                             const std::vector<trace_file_info>& files);
 
-std::string full_text(const nlohmann::json& summary, const std::string& out_dir);
+/// `timeseries`: the run also writes timeseries.csv (output.timeseries), named with the outputs.
+std::string full_text(const nlohmann::json& summary, const std::string& out_dir,
+                      bool timeseries = false);
 
 }  // namespace kvtier

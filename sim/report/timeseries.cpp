@@ -81,12 +81,15 @@ void add_busy(std::vector<double>& per_second, std::vector<std::pair<int64_t, in
 struct series {
   std::vector<double> waiting, running;
   std::array<std::vector<double>, link_count> busy;
+  std::array<std::vector<double>, link_count> moved;  ///< blocks, spread over each transfer
   per_tier<std::vector<uint64_t>> hit_tokens;
   std::vector<uint64_t> computed;
 
   explicit series(size_t n) : waiting(n), running(n), computed(n) {
     for (auto& b : busy)
       b.resize(n);
+    for (auto& m : moved)
+      m.resize(n);
     for (auto& h : hit_tokens)
       h.resize(n);
   }
@@ -110,9 +113,17 @@ void add_requests(series& s, const std::vector<request_record>& requests, size_t
 void add_links(series& s, const engine_report& e) {
   std::array<std::vector<std::pair<int64_t, int64_t>>, link_count> spans;
   series_link link{};
-  for (const transfer_log& l : e.log)
-    if (l.end_ns >= 0 && link_of(l.kind, link))
-      spans[static_cast<size_t>(link)].push_back({l.end_ns - l.duration_ns, l.end_ns});
+  for (const transfer_log& l : e.log) {
+    if (l.end_ns < 0 || !link_of(l.kind, link))
+      continue;
+    int64_t from = l.end_ns - l.duration_ns;
+    spans[static_cast<size_t>(link)].push_back({from, l.end_ns});
+    auto& moved = s.moved[static_cast<size_t>(link)];
+    if (l.duration_ns > 0)
+      add_span(moved, from, l.end_ns, double(l.blocks) * double(second_ns) / double(l.duration_ns));
+    else
+      moved[second_of(l.end_ns, moved.size())] += l.blocks;
+  }
   for (size_t k = 0; k < link_count; ++k)
     add_busy(s.busy[k], std::move(spans[k]));
 }
@@ -133,19 +144,22 @@ void write_timeseries(std::ostream& out, const full_result& r,
   // events the sampler counts (docs/outputs.md, "timeseries.csv").
   out << "second,waiting_requests,running_requests,device_blocks,host_blocks,"
          "h2d_busy,d2h_busy,storage_read_busy,storage_write_busy,device_hit_tokens,"
-         "host_hit_tokens,storage_hit_tokens,computed_tokens\n";
+         "host_hit_tokens,storage_hit_tokens,computed_tokens,h2d_blocks,d2h_blocks,"
+         "storage_read_blocks,storage_write_blocks\n";
   char line[512];
   for (size_t k = 0; k < n; ++k) {
     const auto& b = s.busy;
     std::snprintf(line, sizeof line,
-                  "%zu,%.3f,%.3f,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%llu,%llu,%llu,%llu\n", k,
+                  "%zu,%.3f,%.3f,%lld,%lld,%.4f,%.4f,%.4f,%.4f,%llu,%llu,%llu,%llu,%.3f,%.3f,"
+                  "%.3f,%.3f\n", k,
                   s.waiting[k], s.running[k], (long long)at(blocks[k], tier::device),
                   (long long)at(blocks[k], tier::host),
                   b[0][k], b[1][k], b[2][k], b[3][k],
                   (unsigned long long)at(s.hit_tokens, tier::device)[k],
                   (unsigned long long)at(s.hit_tokens, tier::host)[k],
                   (unsigned long long)at(s.hit_tokens, tier::storage)[k],
-                  (unsigned long long)s.computed[k]);
+                  (unsigned long long)s.computed[k], s.moved[0][k], s.moved[1][k],
+                  s.moved[2][k], s.moved[3][k]);
     out << line;
   }
 }

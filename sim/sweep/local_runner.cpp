@@ -80,6 +80,40 @@ std::string why_failed(const std::string& dir, const std::string& id, int status
   return how_it_ended(dir, id, status);
 }
 
+// The signal that asked the runner to stop (SIGTERM, SIGINT), 0 until one did.
+volatile std::sig_atomic_t stop_signal = 0;
+
+void note_stop(int sig) { stop_signal = sig; }
+
+// Catches SIGTERM and SIGINT while the runner works, so that it can say which cells they cut
+// short; the earlier handlers come back when it is done.
+class stop_signals {
+ public:
+  stop_signals() {
+    stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_stop;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~stop_signals() {
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+  }
+  stop_signals(const stop_signals&) = delete;
+  stop_signals& operator=(const stop_signals&) = delete;
+
+ private:
+  struct sigaction old_term_ {}, old_int_ {};
+};
+
+struct running_cell {
+  const sweep_cell* cell;
+  clock_type::time_point started;
+  bool timed_out = false;
+};
+
 std::string duration_text(double s) {
   char buf[32];
   if (s < 90)
@@ -100,6 +134,71 @@ std::string self_executable() {
   return "/proc/self/exe";
 }
 
+namespace {
+
+// Stopped by a signal: the workers go (they hold nothing a kill loses: a cell is done only once
+// its cell.json says so), each cut-short cell gets a row saying why, and the runner ends by the
+// same signal so that whoever stopped it sees it stopped.
+[[noreturn]] void stop_now(const std::string& dir, const local_run_options& options,
+                           std::map<pid_t, running_cell>& running,
+                           const std::vector<const sweep_cell*>& unstarted) {
+  int sig = stop_signal;
+  for (auto& [pid, c] : running)
+    ::kill(pid, SIGKILL);
+  std::string who = options.stopped_as.empty() ? "the sweep" : options.stopped_as;
+  std::string why = who + " was stopped by " + signal_name(sig)
+                    + (options.stopped_as.empty() || sig != SIGTERM
+                         ? std::string()
+                         : std::string(" (scancel, or the task's time limit)"));
+  for (auto& [pid, c] : running) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!cell_done(dir, c.cell->id))
+      record_cell_failure(dir, c.cell->id, why + " while this cell ran", true);
+  }
+  if (!options.stopped_as.empty())
+    for (const sweep_cell* c : unstarted)
+      if (!cell_status(dir, c->id))
+        record_cell_failure(dir, c->id, why + " before this cell started", true);
+  if (options.progress)
+    std::cerr << "sweep: " << why << "; " << running.size() << " running cells stopped\n";
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+  ::_exit(128 + sig);
+}
+
+// Kills the workers past the per-cell time limit (their rows say so once they are reaped).
+void kill_over_time(std::map<pid_t, running_cell>& running, double limit_s) {
+  if (limit_s <= 0)
+    return;
+  for (auto& [pid, c] : running)
+    if (!c.timed_out
+        && std::chrono::duration<double>(clock_type::now() - c.started).count() > limit_s) {
+      c.timed_out = true;
+      ::kill(pid, SIGKILL);
+    }
+}
+
+// A worker that ended: whether its cell is done, and if not, its row says why.
+bool reaped_ok(const std::string& dir, const local_run_options& options, const running_cell& c,
+               int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && cell_done(dir, c.cell->id))
+    return true;
+  if (c.timed_out && !cell_status(dir, c.cell->id)) {
+    char limit[64];
+    std::snprintf(limit, sizeof(limit), "%g", options.cell_time_limit_s);
+    record_cell_failure(dir, c.cell->id,
+                        std::string("killed after the per-cell time limit of ") + limit
+                          + " s (--cell-time-limit)");
+  }
+  std::cerr << "sweep: cell " << c.cell->id << " failed: " << why_failed(dir, c.cell->id, status)
+            << '\n';
+  return false;
+}
+
+}  // namespace
+
 local_run_result run_local(const std::string& dir, const sweep_plan& plan,
                            const local_run_options& options) {
   auto start = clock_type::now();
@@ -114,7 +213,8 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
   size_t total = plan.cells.size();
   if (options.progress && r.skipped > 0)
     std::cerr << "sweep: " << r.skipped << " of " << total << " cells already done\n";
-  std::map<pid_t, const sweep_cell*> running;
+  stop_signals stops;
+  std::map<pid_t, running_cell> running;
   size_t next = 0;
   size_t jobs = options.jobs == 0 ? 1 : options.jobs;
   auto report = [&] {
@@ -131,15 +231,23 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
   };
   bool finished_one = false;  // report once the freed worker slot is filled again
   while (next < todo.size() || !running.empty()) {
+    if (stop_signal != 0)
+      stop_now(dir, options, running, {todo.begin() + static_cast<long>(next), todo.end()});
     while (next < todo.size() && running.size() < jobs) {
       const sweep_cell* c = todo[next++];
-      running[spawn_cell(options, dir, c->id)] = c;
+      running[spawn_cell(options, dir, c->id)] = {c, clock_type::now()};
     }
+    r.most_running = std::max(r.most_running, running.size());
     if (finished_one)
       report();
     finished_one = false;
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      kill_over_time(running, options.cell_time_limit_s);
+      ::usleep(20000);  // a signal cuts it short
+      continue;
+    }
     if (pid < 0) {
       if (errno == EINTR)
         continue;
@@ -148,15 +256,10 @@ local_run_result run_local(const std::string& dir, const sweep_plan& plan,
     auto it = running.find(pid);
     if (it == running.end())
       continue;
-    const sweep_cell* c = it->second;
+    running_cell c = it->second;
     running.erase(it);
     ++r.ran;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && cell_done(dir, c->id);
-    if (!ok) {
-      ++r.failed;
-      std::cerr << "sweep: cell " << c->id << " failed: " << why_failed(dir, c->id, status)
-                << '\n';
-    }
+    r.failed += reaped_ok(dir, options, c, status) ? 0 : 1;
     finished_one = true;
   }
   if (finished_one)

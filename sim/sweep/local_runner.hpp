@@ -5,7 +5,10 @@
 // uses, so that local and distributed sweeps share one code path. A worker's output goes to the
 // cell's log.txt. Cells already done are skipped (resume); a failed or killed cell is reported
 // and the others go on, a killed one with a row saying how it ended. Workers die with the
-// process that started them (docs/sweep.md, "Workers"). Progress lines go to stderr.
+// process that started them (docs/sweep.md, "Workers"). A worker that outlives the per-cell time
+// limit is killed and its row says so. Stopped by SIGTERM or SIGINT (Ctrl-C, scancel, a Slurm
+// time limit), the runner stops its workers and records why for each cell it had started (and,
+// as a Slurm task, for each it had not yet), then ends by that signal. Progress goes to stderr.
 
 #include <cstddef>
 #include <string>
@@ -18,12 +21,17 @@ struct local_run_options {
   std::string self;  ///< this binary's path
   size_t jobs = 1;
   bool progress = true;
+  double cell_time_limit_s = 0;  ///< 0: none
+  /// Who runs these cells, for the rows of cells a stop interrupts ("Slurm job 12 task 3");
+  /// when set, cells not yet started are recorded too (their task will not come back to them).
+  std::string stopped_as;
 };
 
 struct local_run_result {
   size_t skipped = 0;  ///< done before this run
   size_t ran = 0;
   size_t failed = 0;
+  size_t most_running = 0;  ///< the most workers that ran at once
   double wall_s = 0;
 };
 

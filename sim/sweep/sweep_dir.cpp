@@ -50,11 +50,15 @@ json host_of_this_process() {
 }
 
 void write_cell_status(const std::string& dir, const sweep_cell& cell, const std::string& status,
-                       int code, const std::string& error, double wall_s) {
+                       int code, const std::string& error, double wall_s,
+                       bool provisional = false) {
   json j = {{"id", cell.id}, {"status", status}, {"exit_code", code}, {"wall_s", wall_s},
             {"kvtier", build_id()}, {"host", host_of_this_process()}};
   if (!error.empty())
     j["error"] = error;
+  if (provisional)
+    j["provisional"] = true;
+  make_directories(cell_dir(dir, cell.id));  // a cell that never started has no folder yet
   write_json(cell_dir(dir, cell.id) + "/cell.json", j);
 }
 
@@ -194,12 +198,24 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
 }
 
 void record_worker_end(const std::string& dir, const std::string& id, const std::string& how) {
-  sweep_cell cell;
-  cell.id = id;
-  write_cell_status(dir, cell, "failed", -1, "the worker ended without a result: " + how, 0.0);
+  record_cell_failure(dir, id, "the worker ended without a result: " + how);
 }
 
-collect_result collect(const std::string& dir, const sweep_plan& plan) {
+void record_cell_failure(const std::string& dir, const std::string& id, const std::string& error,
+                         bool provisional) {
+  sweep_cell cell;
+  cell.id = id;
+  write_cell_status(dir, cell, "failed", -1, error, 0.0, provisional);
+}
+
+void clear_cell_status(const std::string& dir, const std::string& id) {
+  std::error_code ec;
+  fs::remove(cell_dir(dir, id) + "/cell.json", ec);
+  fs::remove(cell_dir(dir, id) + "/log.txt", ec);
+}
+
+collect_result collect(const std::string& dir, const sweep_plan& plan,
+                       const std::map<std::string, std::string>& not_run) {
   collect_result result;
   std::vector<std::string> columns = {"cell", "status"};
   for (const auto& a : plan.axes)
@@ -224,6 +240,8 @@ collect_result collect(const std::string& dir, const sweep_plan& plan) {
     row["status"] = s;
     if (status && status->contains("error"))
       row["error"] = (*status)["error"];
+    else if (!status && not_run.count(cell.id))
+      row["error"] = not_run.at(cell.id);
     auto summary = read_json(cell_dir(dir, cell.id) + "/summary.json");
     if (summary && s != "missing") {
       std::vector<std::pair<std::string, json>> flat;
@@ -239,10 +257,45 @@ collect_result collect(const std::string& dir, const sweep_plan& plan) {
       }
     }
     (s == "ok" ? result.ok : s == "missing" ? result.missing : result.failed) += 1;
+    if (s == "ok" && summary && summary->contains("load")) {
+      const json& load = (*summary)["load"];
+      if (load.value("overloaded", false)) {
+        ++result.overloaded;
+        ++result.overload_causes[load.value("cause", "arrivals")];
+      }
+      result.clock_lag += load.value("clock_lag", false) ? 1 : 0;
+      result.l3_backpressure += load.value("l3_backpressure", false) ? 1 : 0;
+    }
     rows.push_back(std::move(row));
   }
   write_results(dir, plan.axes, columns, rows);
   return result;
+}
+
+std::vector<std::string> load_warnings(const collect_result& c, const std::string& dir) {
+  std::vector<std::string> out;
+  std::string of = " of " + std::to_string(c.ok) + " finished cells ";
+  if (c.overloaded > 0) {
+    std::string causes;
+    for (const auto& [cause, n] : c.overload_causes)
+      causes += (causes.empty() ? "" : ", ") + std::to_string(n) + " "
+                + (cause == "clock_lag"         ? "by clock lag"
+                   : cause == "l3_backpressure" ? "by L3 backpressure"
+                                                : "by arrivals outpacing the instance");
+    out.push_back(std::to_string(c.overloaded) + of + "OVERLOADED (" + causes
+                  + "): the queue grew through the run, so their latency measures queueing, not "
+                    "caching; each cell's load.cause and load.advice say what to change");
+  }
+  if (c.clock_lag > 0)
+    out.push_back(std::to_string(c.clock_lag) + of + "with CLOCK LAG: the machine did not keep "
+                  "up with the wall clock (load.clock_lag_share)");
+  if (c.l3_backpressure > 0)
+    out.push_back(std::to_string(c.l3_backpressure) + of + "with L3 BACKPRESSURE: transfers "
+                  "waited for room to storage (load.l3_wait_share)");
+  if (!out.empty())
+    out.push_back("kvtier report " + dir + " names them in report.md and marks them on the "
+                  "figures");
+  return out;
 }
 
 }  // namespace kvtier

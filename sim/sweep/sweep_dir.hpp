@@ -8,6 +8,7 @@
 //                      (written by collect; sim/sweep/results_tables.hpp)
 // Every file is written atomically; a cell counts as done only once its cell.json says "ok".
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,13 +50,36 @@ int run_cell(const std::string& dir, const sweep_plan& plan, const std::string& 
 /// `how` saying how it ended ("killed by SIGKILL"), so that its row tells why.
 void record_worker_end(const std::string& dir, const std::string& id, const std::string& how);
 
+/// Writes a failed cell.json saying `error` for a cell that ended, or never ran, for a reason
+/// outside it (its Slurm task cancelled, its node lost, its time limit), creating the cell's
+/// folder if the cell never started. A `provisional` reason (a Slurm task that only knows it
+/// was signalled) gives way to a better one (the task's end as Slurm names it).
+void record_cell_failure(const std::string& dir, const std::string& id, const std::string& error,
+                         bool provisional = false);
+
+/// Forgets a cell's earlier status and log before it is run again (a retry), so that what it
+/// leaves afterwards is this run's alone.
+void clear_cell_status(const std::string& dir, const std::string& id);
+
 struct collect_result {
   size_t ok = 0;
   size_t failed = 0;
   size_t missing = 0;
+  /// Finished cells whose figures something besides the cache shaped (summary.json's "load"):
+  /// overloaded, by cause (arrivals, clock_lag, l3_backpressure), and with clock lag or L3
+  /// backpressure at all.
+  size_t overloaded = 0;
+  std::map<std::string, size_t> overload_causes;
+  size_t clock_lag = 0;
+  size_t l3_backpressure = 0;
 };
 
-/// Merges the cells' summaries into results.csv, results_long.csv and results.json.
-collect_result collect(const std::string& dir, const sweep_plan& plan);
+/// The warning lines a sweep prints for `c` (none when no cell was shaped by its load).
+std::vector<std::string> load_warnings(const collect_result& c, const std::string& dir);
+
+/// Merges the cells' summaries into results.csv, results_long.csv and results.json. A cell with
+/// no status gets the note `not_run[id]` as its error when there is one (where it is queued).
+collect_result collect(const std::string& dir, const sweep_plan& plan,
+                       const std::map<std::string, std::string>& not_run = {});
 
 }  // namespace kvtier

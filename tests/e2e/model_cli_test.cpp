@@ -49,3 +49,59 @@ TEST_CASE("cli: model-info predicts prefill compute-bound and decode memory-boun
   CHECK(j["decode"][0]["bound"] == "memory");
   CHECK(j["prefill"][2]["step_ms"].get<double>() > j["prefill"][0]["step_ms"].get<double>());
 }
+
+TEST_CASE("cli: a deployment that cannot fit its GPUs exits 2 with the numbers",
+          "[cli][model][memory][bad_input]") {
+  auto r = kvtier("replay --set preset.model=deepseek-v3 --set preset.gpu=a100");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("does not fit") != std::string::npos);
+  CHECK(r.out.find("624.9 GiB of weights") != std::string::npos);
+  CHECK(r.out.find("parallel.tp") != std::string::npos);
+}
+
+TEST_CASE("cli: int8, int4 and fp4 weights and KV are accepted", "[cli][model]") {
+  auto r = kvtier("model-info --set preset.model=llama3-70b --set preset.gpu=b200 "
+                  "--set model.weight_dtype=fp4 --set model.kv_dtype=fp8 --batch 8");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["model"]["weight_dtype"] == "fp4");
+  CHECK(j["model"]["kv_bytes_per_token"] == 163840);
+  for (const char* dtype : {"int8", "int4"}) {
+    auto q = kvtier(std::string("model-info --set preset.model=llama3-8b --set model.kv_dtype=") +
+                    dtype + " --set model.weight_dtype=" + dtype);
+    CHECK(q.code == 0);
+  }
+}
+
+// Runs the fit of docs/models.md (about 6 s of CPU): the committed tables and the GPU presets'
+// fitted figures must be what a fresh fit gives.
+TEST_CASE("cli: model-fit's tables and the GPU presets agree with a fresh fit",
+          "[cli][model][calibration]") {
+  std::string src = KVTIER_SOURCE_DIR;
+  auto r = kvtier("model-fit --data " + src + "/measurements/step_times.json --check " + src +
+                  "/docs/models.md");
+  INFO(r.out);
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("cli: model-fit names what is wrong in a measurement file",
+          "[cli][model][calibration][bad_input]") {
+  fs::path dir = scratch("model-fit");
+  fs::create_directories(dir);
+  json j = json::parse(slurp(fs::path(KVTIER_SOURCE_DIR) / "measurements/step_times.json"));
+  j["points"][3].erase("measured");
+  std::ofstream(dir / "bad.json") << j.dump();
+  auto r = kvtier("model-fit --data " + (dir / "bad.json").string());
+  CHECK(r.code == 2);
+  CHECK(r.out.find("points[3]") != std::string::npos);
+  CHECK(r.out.find("'measured'") != std::string::npos);
+  j = json::parse(slurp(fs::path(KVTIER_SOURCE_DIR) / "measurements/step_times.json"));
+  j["points"][0]["model"] = "llama-9";
+  std::ofstream(dir / "bad.json") << j.dump();
+  r = kvtier("model-fit --data " + (dir / "bad.json").string());
+  CHECK(r.code == 2);
+  CHECK(r.out.find("preset.model") != std::string::npos);
+  fs::remove_all(dir);
+}

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -147,24 +148,44 @@ TEST_CASE("report: figures in three formats, one line per configuration, none av
       cdf_cells.insert(line["cell"].get<std::string>());
   CHECK(cdf_cells.size() == 4);
 
+  // Every figure asks its question in its title, and its PDF embeds TrueType (Type 42) fonts,
+  // never Type 3 ones.
+  for (const auto& [name, figure] : figures.items()) {
+    INFO(name);
+    CHECK(figure["question"].get<std::string>().back() == '?');
+    std::string pdf = slurp(plots / (name + ".pdf"));
+    CHECK(pdf.find("/CIDFontType2") != std::string::npos);  // TrueType outlines (Type 42)
+    CHECK(pdf.find("/Type3") == std::string::npos);
+  }
+
   // Options: a filter leaves one storage mode (one panel, 2 lines); the series and facet are
-  // chosen; an unknown axis is bad input.
+  // chosen; an unknown axis is bad input. A --metric report goes to --out as metric-COLUMN,
+  // leaving the default report whole; a report written again over another removes the figures
+  // the other drew.
+  fs::path by = out / "by-metric";
   auto opt = kvtier("report " + out.string() + " --filter cache.storage_write=never"
-                    " --metric latency_ms.ttft.p50 --logy");
+                    " --metric latency_ms.ttft.p50 --logy --out " + by.string());
   INFO(opt.out);
   REQUIRE(opt.code == 0);
-  figures = json::parse(slurp(plots / "figures.json"));
-  const json& p50 = figures["latency_ms_ttft_p50"];
+  figures = json::parse(slurp(by / "plots" / "figures.json"));
+  const json& p50 = figures["metric-latency_ms_ttft_p50"];
   CHECK(p50["panels"].size() == 1);
   CHECK(line_count(p50) == 2);
   CHECK(p50["constants"]["cache.storage_write"] == "never");
+  check_figure_files(by / "plots", "metric-latency_ms_ttft_p50");
+  CHECK(fs::exists(plots / "ttft_p99.png"));  // the default report is untouched
+  CHECK(slurp(out / "report.md").find("metric-") == std::string::npos);
   auto swapped = kvtier("report " + out.string() + " --series cache.storage_write"
                         " --facet cache.write_policy --metric hit_ratio.tokens");
   REQUIRE(swapped.code == 0);
   figures = json::parse(slurp(plots / "figures.json"));
-  CHECK(figures["hit_ratio_vs_capacity"]["facet"] == "cache.write_policy");
-  CHECK(figures["hit_ratio_vs_capacity"]["panels"].size() == 2);
-  CHECK(line_count(figures["hit_ratio_vs_capacity"]) == 4);
+  CHECK(figures.size() == 1);
+  CHECK(figures["metric-hit_ratio_tokens"]["facet"] == "cache.write_policy");
+  CHECK(figures["metric-hit_ratio_tokens"]["panels"].size() == 2);
+  CHECK(line_count(figures["metric-hit_ratio_tokens"]) == 4);
+  for (const char* stale : {"ttft_p99", "hit_ratio_vs_capacity", "ttft_cdf"})
+    for (const char* ext : {".png", ".svg", ".pdf"})
+      CHECK_FALSE(fs::exists(plots / (std::string(stale) + ext)));
   CHECK(kvtier("report " + out.string() + " --x no.such_axis").code == 2);
   CHECK(kvtier("report " + out.string() + " --filter cache.host_tokens=7").code == 2);
   fs::remove_all(out);
@@ -185,18 +206,19 @@ TEST_CASE("report: a replay's time series as a figure", "[report][timeseries]") 
   fs::remove_all(out);
 }
 
-TEST_CASE("report: seeds of one configuration give its mean and 95% t-interval",
+TEST_CASE("report: seeds of one configuration give its mean and a bounded 95% interval",
           "[sweep][report]") {
-  // Three seeds at each of two host sizes: hit ratios 0.1, 0.2, 0.3 (mean 0.2, standard error
-  // 0.0577, t(2) = 4.303) and 0.5 three times (no spread).
+  // Three seeds at each of three host sizes: hit ratios 0.1, 0.2, 0.3 (mean 0.2, standard error
+  // 0.0577, t(2) = 4.303: a symmetric interval would reach -0.048, below 0), 0.5 three times (no
+  // spread) and 0.6, 0.7, 0.8 (clear of the others).
   fs::path out = scratch("report-seeds");
   fs::create_directories(out);
   json rows = json::array();
-  const double values[2][3] = {{0.1, 0.2, 0.3}, {0.5, 0.5, 0.5}};
-  for (int h = 0; h < 2; ++h)
+  const double values[3][3] = {{0.1, 0.2, 0.3}, {0.5, 0.5, 0.5}, {0.78, 0.8, 0.82}};
+  for (int h = 0; h < 3; ++h)
     for (int s = 0; s < 3; ++s)
       rows.push_back({{"cell", "c" + std::to_string(h) + std::to_string(s)}, {"status", "ok"},
-                      {"cache.host_tokens", h ? 400000 : 100000}, {"seed", s + 1},
+                      {"cache.host_tokens", 100000 * (h + 1)}, {"seed", s + 1},
                       {"hit_ratio.tokens", values[h][s]}});
   std::ofstream(out / "results.json") << json({{"axes", {"cache.host_tokens"}}, {"rows", rows}});
   std::ofstream(out / "results.csv") << "cell\n";
@@ -206,11 +228,93 @@ TEST_CASE("report: seeds of one configuration give its mean and 95% t-interval",
   auto figure = json::parse(slurp(out / "plots" / "figures.json"))["hit_ratio_vs_capacity"];
   REQUIRE(line_count(figure) == 1);
   const json& line = figure["panels"][0]["lines"][0];
+  CHECK(figure["interval"] == "ratio");
   CHECK(line["y"][0].get<double>() == Approx(0.2));
-  CHECK(line["ci95"][0].get<double>() == Approx(4.303 * 0.1 / std::sqrt(3.0)).epsilon(1e-3));
+  // On the logit scale: logit(0.2) -+ 4.303 x 0.0577 / (0.2 x 0.8), mapped back.
+  double half = 4.303 * 0.1 / std::sqrt(3.0), w = half / (0.2 * 0.8);
+  auto sigmoid = [](double x) { return 1 / (1 + std::exp(-x)); };
+  CHECK(line["ci95"][0][0].get<double>() == Approx(sigmoid(std::log(0.25) - w)).epsilon(1e-3));
+  CHECK(line["ci95"][0][1].get<double>() == Approx(sigmoid(std::log(0.25) + w)).epsilon(1e-3));
+  CHECK(line["ci95"][0][0].get<double>() > 0);
   CHECK(line["seeds"][0] == 3);
+  CHECK(line["zero_width"][0] == false);
   CHECK(line["y"][1].get<double>() == Approx(0.5));
-  CHECK(line["ci95"][1].get<double>() == Approx(0.0).margin(1e-12));
-  CHECK(slurp(out / "report.md").find("95% t-interval") != std::string::npos);
+  CHECK(line["zero_width"][1] == true);
+  CHECK(line["ci95"][1][0].get<double>() == Approx(0.5));
+  std::string md = slurp(out / "report.md");
+  CHECK(md.find("Student t on the logit scale") != std::string::npos);
+  CHECK(md.find("0.5000 ± 0") != std::string::npos);         // said as zero width
+  // Best: clear of the others (logit scale: 0.0497 either side at 0.8 becomes +0.0451/-0.0543).
+  CHECK(md.find("**0.8000 +0.0451/−0.0543**") != std::string::npos);
+  CHECK(md.find(" (tied) |") == std::string::npos);
+  // Two overlapping intervals at the top are tied, neither best.
+  const double tie[3][3] = {{0.1, 0.11, 0.12}, {0.5, 0.5, 0.5}, {0.49, 0.5, 0.51}};
+  for (int h = 0; h < 3; ++h)
+    for (int s = 0; s < 3; ++s)
+      rows[3 * h + s]["hit_ratio.tokens"] = tie[h][s];
+  std::ofstream(out / "results.json") << json({{"axes", {"cache.host_tokens"}}, {"rows", rows}});
+  REQUIRE(kvtier("report " + out.string()).code == 0);
+  md = slurp(out / "report.md");
+  CHECK(md.find("| 200000 | 0.5000 ± 0 (tied) |") != std::string::npos);
+  CHECK(md.find("| 300000 | 0.5000 ± 0.0248 (tied) |") != std::string::npos);
+  fs::remove_all(out);
+}
+
+TEST_CASE("report: an overloaded sweep is flagged in the summary, report.md and the figures",
+          "[sweep][report][load]") {
+  // The sample as recorded (no sample scenario: a trace named), a workload variant as the
+  // study's: eight times the load one instance sustains.
+  fs::path out = scratch("report-overloaded");
+  auto r = kvtier("sweep --jobs 2 --deterministic --trace " + sample + " --out " + out.string() +
+                  " --grid cache.host_tokens=2e5,3.2e6 --seeds 1 --set trace.sample_fraction=0.8"
+                  " --set trace.arrival_jitter_s=3 --quiet");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("sweep: WARNING: 2 of 2 finished cells OVERLOADED (2 by arrivals") !=
+        std::string::npos);
+  auto results = json::parse(slurp(out / "results.json"));
+  for (const auto& row : results["rows"]) {
+    CHECK(row["load.overloaded"] == true);
+    CHECK(row["load.cause"] == "arrivals");
+    CHECK(row["load.advice"].get<std::string>().find("trace.time_scale") != std::string::npos);
+  }
+  // One figure (a few seconds less than the default eight): the warnings are the same.
+  auto rep = kvtier("report " + out.string() + " --metric latency_ms.ttft.p99");
+  INFO(rep.out);
+  REQUIRE(rep.code == 0);
+  std::string md = slurp(out / "report.md");
+  CHECK(md.find("**2 of 2 cells OVERLOADED**") != std::string::npos);
+  CHECK(md.find("Cause: arrivals outpaced the instance") != std::string::npos);
+  CHECK(md.find("OVERLOADED 1/1") != std::string::npos);  // the latency table's load column
+  auto figures = json::parse(slurp(out / "plots" / "figures.json"));
+  const json& ttft = figures["metric-latency_ms_ttft_p99"];
+  CHECK(ttft["title"].get<std::string>().find("WARNING: every point overloaded") !=
+        std::string::npos);
+  CHECK(ttft["notes"]["marks"]["arrivals"] == 2);
+  for (const auto& flags : ttft["panels"][0]["lines"][0]["flags"])
+    CHECK(flags["arrivals"] == 1);
+  fs::remove_all(out);
+}
+
+TEST_CASE("report: a replay slowed by L3 backpressure is told so, not to stretch the trace",
+          "[report][load]") {
+  // Payloads of 4 KiB in a memory-backed pool with room for two in flight: stores queue behind
+  // each other for a third of the run (as recorded, the queue also grows). Under a second.
+  fs::path out = scratch("report-backpressure");
+  auto r = kvtier("replay --deterministic --trace " + sample + " --out " + out.string() +
+                  " --set storage.backend=memory --set storage.payload_bytes=4096"
+                  " --set storage.max_inflight_bytes=8192 --set storage.capacity_blocks=20000");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  json s = summary_of(out);
+  CHECK(s["load"]["overloaded"] == true);
+  CHECK(s["load"]["l3_backpressure"] == true);
+  CHECK(s["load"]["cause"] == "l3_backpressure");
+  std::string advice = s["load"]["advice"];
+  CHECK(advice.find("storage.max_inflight_bytes; at most 8.19 kB were") != std::string::npos);
+  CHECK(advice.find("stretch the trace") == std::string::npos);
+  CHECK(r.out.find("L3 BACKPRESSURE") != std::string::npos);
+  CHECK(r.out.find("Cause: the storage backend did not keep up") != std::string::npos);
+  CHECK(r.out.find("stretch the trace") == std::string::npos);
   fs::remove_all(out);
 }

@@ -245,12 +245,17 @@ TEST_CASE("report: tables hold results.csv's numbers and plots are valid images"
     char hit[32], ttft[32];
     std::snprintf(hit, sizeof hit, "%.4f", std::stod(row["hit_ratio.tokens"]));
     std::snprintf(ttft, sizeof ttft, "%.1f", std::stod(row["latency_ms.ttft.p50"]));
+    // Its rows in the hit-ratio table, then the latency table.
     std::string head = "| " + row["cache.write_policy"] + " | " + row["cache.host_tokens"] + " | ";
     auto at = md.find(head);
     REQUIRE(at != std::string::npos);
     std::string line = md.substr(at, md.find('\n', at) - at);
     INFO(line);
     CHECK(line.find(std::string(hit)) != std::string::npos);
+    at = md.find(head, at + 1);
+    REQUIRE(at != std::string::npos);
+    line = md.substr(at, md.find('\n', at) - at);
+    INFO(line);
     CHECK(line.find(std::string(ttft)) != std::string::npos);
   }
   CHECK(md.find("**") != std::string::npos);  // the best cell of a metric is marked
@@ -407,4 +412,65 @@ TEST_CASE("sweep: one sweep per folder, killed workers' rows say how, workers di
   CHECK(row_map(csv, 2)["status"] == "ok");
   fs::remove_all(out);
   fs::remove_all(out.string() + "-2");
+}
+
+namespace {
+
+// A summary without what names the build that made it (the same numbers either way).
+json numbers_of(const fs::path& summary) {
+  json s = json::parse(slurp(summary));
+  s.erase("kvtier");
+  return s;
+}
+
+// The one cell of a one-cell sweep in `dir`: its folder.
+fs::path only_cell(const fs::path& dir) {
+  std::string id = slurp(dir / "cells.txt");
+  id = id.substr(0, id.find('\n'));
+  return dir / "cells" / id;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: replay and sweep give the same numbers for the same config",
+          "[sweep][scenario]") {
+  // The sample scenario (configs/sample.json) with no trace named, in both: the same replay.
+  fs::path r = sweep_scratch("same-r"), w = sweep_scratch("same-w");
+  auto rr = kvtier("replay --deterministic --quiet --out " + r.string());
+  REQUIRE(rr.code == 0);
+  auto sw = kvtier("sweep --deterministic --quiet --jobs 1 --out " + w.string());
+  INFO(sw.out);
+  REQUIRE(sw.code == 0);
+  CHECK(numbers_of(r / "summary.json") == numbers_of(only_cell(w) / "summary.json"));
+  CHECK(numbers_of(r / "summary.json")["config"]["trace"]["time_scale"] == 8);
+  // A named trace under a named config, with a workload variant drawn by seed 2: the same.
+  std::string config = " --config " + std::string(KVTIER_SOURCE_DIR) + "/configs/sample.json"
+                       " --set trace.sample_fraction=0.8 --set trace.arrival_jitter_s=3";
+  fs::remove_all(r);
+  fs::remove_all(w);
+  rr = kvtier("replay --deterministic --quiet --seed 2 --trace " + sample + config + " --out " +
+              r.string());
+  REQUIRE(rr.code == 0);
+  sw = kvtier("sweep --deterministic --quiet --jobs 1 --seeds 2 --trace " + sample + config +
+              " --out " + w.string());
+  REQUIRE(sw.code == 0);
+  CHECK(numbers_of(r / "summary.json") == numbers_of(only_cell(w) / "summary.json"));
+  CHECK(slurp(r / "requests.csv") == slurp(only_cell(w) / "requests.csv"));
+  fs::remove_all(r);
+  fs::remove_all(w);
+}
+
+TEST_CASE("sweep: a cell past --cell-time-limit is killed and its row says so",
+          "[sweep][limits]") {
+  // 16 copies of the sample's sessions in full mode take seconds; the limit is a fraction of one.
+  fs::path dir = sweep_scratch("time-limit");
+  auto r = kvtier("sweep --quiet --jobs 1 --cell-time-limit 0.3 --trace " + sample +
+                  " --set trace.session_copies=16 --out " + dir.string());
+  INFO(r.out);
+  CHECK(r.code == 1);
+  std::string results = slurp(dir / "results.csv");
+  CHECK(results.find("killed after the per-cell time limit of 0.3 s (--cell-time-limit)")
+        != std::string::npos);
+  CHECK(kvtier("sweep --quiet --cell-time-limit 0 --out " + dir.string()).code == 2);
+  fs::remove_all(dir);
 }

@@ -58,8 +58,20 @@ std::string be(uint64_t v) {
 
 }  // namespace
 
-TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs merged on request",
-          "[events]") {
+// The batch: vLLM's array_like EventBatch in every layout, [ts, events, data_parallel_rank].
+std::vector<msgpack::object> batch_events(const msgpack::object& batch, double ts,
+                                          std::optional<int64_t> rank) {
+  REQUIRE(batch.type == msgpack::type::ARRAY);
+  REQUIRE(batch.via.array.size == (rank ? 3u : 2u));
+  CHECK(batch.via.array.ptr[0].type == msgpack::type::FLOAT64);
+  CHECK(batch.via.array.ptr[0].as<double>() == ts);
+  if (rank)
+    CHECK(batch.via.array.ptr[2].as<int64_t>() == *rank);
+  return batch.via.array.ptr[1].as<std::vector<msgpack::object>>();
+}
+
+TEST_CASE("events: the default layout is current vLLM's, events as maps tagged by type in an "
+          "array batch, runs merged", "[events]") {
   std::vector<block_event> events = {
       stored(tier::device, 11, std::nullopt), stored(tier::device, 12, 11),
       stored(tier::device, 13, 12),
@@ -68,15 +80,18 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
       removed(tier::device, 11), removed(tier::device, 12), removed(tier::host, 11),
       {block_event_kind::cleared, tier::device, 0, std::nullopt, 0}};
   CHECK(wire_event_count(events) == 6);
-  std::string bytes = encode_event_batch({1234.5, 0, event_layout::map}, events);
+  event_batch_header header;
+  header.ts = 1234.5;
+  header.data_parallel_rank = 0;
+  CHECK(header.layout == event_layout::map);  // the default
+  std::string bytes = encode_event_batch(header, events);
   msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
-  fields batch = map_of(oh.get());
-  CHECK(batch.at("ts").as<double>() == 1234.5);
-  CHECK(batch.at("data_parallel_rank").as<int64_t>() == 0);
-  auto list = batch.at("events").as<std::vector<msgpack::object>>();
+  auto list = batch_events(oh.get(), 1234.5, 0);
   REQUIRE(list.size() == 6);
 
+  // Every field of vLLM's BlockStored that has no default, and nothing else.
   fields first = map_of(list[0]);
+  CHECK(first.size() == 8);
   CHECK(first.at("type").as<std::string>() == "BlockStored");
   CHECK(hashes_of(first.at("block_hashes")) == std::vector<uint64_t>{11, 12, 13});
   CHECK(first.at("parent_block_hash").is_nil());
@@ -96,6 +111,7 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
   fields other = map_of(list[2]);
   CHECK(other.at("parent_block_hash").as<uint64_t>() == 5);
   fields gone = map_of(list[3]);
+  CHECK(gone.size() == 3);
   CHECK(gone.at("type").as<std::string>() == "BlockRemoved");
   CHECK(hashes_of(gone.at("block_hashes")) == std::vector<uint64_t>{11, 12});
   CHECK(gone.at("medium").as<std::string>() == "GPU");
@@ -104,37 +120,29 @@ TEST_CASE("events: a batch encodes as vLLM's map-layout EventBatch with runs mer
   CHECK(cleared.size() == 1);
   CHECK(cleared.at("type").as<std::string>() == "AllBlocksCleared");
 
-  // Full 64-bit hashes survive (msgpack unsigned).
+  // Full 64-bit hashes survive (msgpack unsigned); no rank, no third element.
   std::vector<block_event> one = {stored(tier::host, ~0ull, 1ull << 63)};
   std::string big = encode_event_batch({0, std::nullopt, event_layout::map}, one);
-  msgpack::object_handle big_handle = msgpack::unpack(big.data(), big.size());  // owns b's bytes
-  fields b = map_of(big_handle.get());
-  CHECK(b.count("data_parallel_rank") == 0);
-  fields e = map_of(b.at("events").as<std::vector<msgpack::object>>().at(0));
+  msgpack::object_handle big_handle = msgpack::unpack(big.data(), big.size());  // owns e's bytes
+  fields e = map_of(batch_events(big_handle.get(), 0, std::nullopt).at(0));
   CHECK(hashes_of(e.at("block_hashes")) == std::vector<uint64_t>{~0ull});
   CHECK(e.at("parent_block_hash").as<uint64_t>() == (1ull << 63));
 }
 
-TEST_CASE("events: the default layout is vLLM v0.11.0's positional one", "[events]") {
+TEST_CASE("events: the array layout is vLLM v0.11.0's positional one", "[events]") {
   std::vector<published_event> events = {
       {stored(tier::device, 11, std::nullopt, 4), {1, 2, 3, 4}},
       {stored(tier::device, 12, 11, 4), {5, 6, 7, 8}},
       {removed(tier::host, 9), {}},
       {{block_event_kind::cleared, tier::device, 0, std::nullopt, 0}, {}}};
-  std::string bytes = encode_event_batch({99.5, 0}, events);
+  std::string bytes = encode_event_batch({99.5, 0, event_layout::array}, events);
   msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
-  // [ts, events, data_parallel_rank]
-  const msgpack::object& batch = oh.get();
-  REQUIRE(batch.type == msgpack::type::ARRAY);
-  REQUIRE(batch.via.array.size == 3);
-  CHECK(batch.via.array.ptr[0].type == msgpack::type::FLOAT64);
-  CHECK(batch.via.array.ptr[0].as<double>() == 99.5);
-  CHECK(batch.via.array.ptr[2].as<int64_t>() == 0);
-  auto list = batch.via.array.ptr[1].as<std::vector<msgpack::object>>();
+  auto list = batch_events(oh.get(), 99.5, 0);
   REQUIRE(list.size() == 3);
-  // ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]
+  // ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium,
+  //  lora_name]
   auto st = list[0].as<std::vector<msgpack::object>>();
-  REQUIRE(st.size() == 7);
+  REQUIRE(st.size() == 8);
   CHECK(st[0].as<std::string>() == "BlockStored");
   CHECK(hashes_of(st[1]) == std::vector<uint64_t>{11, 12});
   CHECK(st[2].is_nil());
@@ -142,6 +150,7 @@ TEST_CASE("events: the default layout is vLLM v0.11.0's positional one", "[event
   CHECK(st[4].as<uint32_t>() == 4);
   CHECK(st[5].is_nil());
   CHECK(st[6].as<std::string>() == "GPU");
+  CHECK(st[7].is_nil());
   auto rm = list[1].as<std::vector<msgpack::object>>();
   REQUIRE(rm.size() == 3);
   CHECK(rm[0].as<std::string>() == "BlockRemoved");
@@ -151,7 +160,17 @@ TEST_CASE("events: the default layout is vLLM v0.11.0's positional one", "[event
   REQUIRE(cl.size() == 1);
   CHECK(cl[0].as<std::string>() == "AllBlocksCleared");
   CHECK(event_layout_of("map") == event_layout::map);
+  CHECK(event_layout_of("array") == event_layout::array);
   CHECK_FALSE(event_layout_of("maps"));
+}
+
+TEST_CASE("events: the topic's placeholders are filled in, unknown ones refused", "[events]") {
+  CHECK(events_topic("kv@{pod}@{model}", "node-7", "llama3-8b") == "kv@node-7@llama3-8b");
+  CHECK(events_topic("", "node-7", "m").empty());
+  CHECK(events_topic("kv-events", "node-7", "m") == "kv-events");
+  CHECK_THROWS_WITH(events_topic("kv@{host}", "p", "m"),
+                    Catch::Contains("{host}") && Catch::Contains("serve.events_topic"));
+  CHECK_THROWS_WITH(events_topic("kv@{pod", "p", "m"), Catch::Contains("{pod"));
 }
 
 TEST_CASE("events: blocks go out under the engine's hashes, full and announced ones only",
@@ -160,6 +179,7 @@ TEST_CASE("events: blocks go out under the engine's hashes, full and announced o
   o.endpoint = "tcp://127.0.0.1:*";
   o.replay_endpoint = "tcp://127.0.0.1:*";
   o.first_seq = 5000;
+  o.layout = event_layout::array;
   event_publisher pub(o);
   block_origins origins(2);
   publishing_sink sink(pub, &origins);
@@ -259,10 +279,10 @@ TEST_CASE("events: published batches carry topic and sequence, and replay resend
   frames.clear();
   REQUIRE(zmq::recv_multipart(sub, std::back_inserter(frames)));
   CHECK(seq_of(frames[1]) == *seq);
-  msgpack::object_handle handle =  // owns the bytes `batch` points into
+  msgpack::object_handle handle =  // owns the bytes `list` points into
     msgpack::unpack(static_cast<const char*>(frames[2].data()), frames[2].size());
-  fields batch = map_of(handle.get());
-  auto list = batch.at("events").as<std::vector<msgpack::object>>();
+  REQUIRE(handle.get().type == msgpack::type::ARRAY);
+  auto list = handle.get().via.array.ptr[1].as<std::vector<msgpack::object>>();
   REQUIRE(list.size() == 1);
   CHECK(hashes_of(map_of(list[0]).at("block_hashes")) == std::vector<uint64_t>{7, 8});
   for (int i = 0; i < 3; ++i)
@@ -307,6 +327,36 @@ TEST_CASE("events: published batches carry topic and sequence, and replay resend
   CHECK(s.replay_requests == 4);
   CHECK(s.bad_replay_requests == 1);
   CHECK(s.replayed_batches == 5);
+}
+
+TEST_CASE("events: a publisher connects to a subscriber that binds, as llm-d's does",
+          "[events][zmq]") {
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "kv@");
+  sub.bind("tcp://127.0.0.1:*");
+  std::string bound = sub.get(zmq::sockopt::last_endpoint);
+  event_publisher_options o;
+  o.endpoint = bound;
+  o.socket = events_socket::connect;
+  o.topic = "kv@node@model";
+  event_publisher pub(o);
+  CHECK(pub.endpoint() == bound);
+  // Batches sent before the connection and the subscription are made are dropped by the PUB
+  // socket (the replay socket fills such a gap); send until one arrives.
+  std::vector<zmq::message_t> frames;
+  for (int attempt = 0; attempt < 200 && frames.empty(); ++attempt) {
+    pub.publish({stored(tier::device, 500 + attempt, std::nullopt)});
+    pub.flush();
+    sub.set(zmq::sockopt::rcvtimeo, 25);
+    (void)zmq::recv_multipart(sub, std::back_inserter(frames));
+  }
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[0].to_string() == "kv@node@model");
+  CHECK(events_socket_of("connect") == events_socket::connect);
+  CHECK(events_socket_of("bind") == events_socket::bind);
+  CHECK_FALSE(events_socket_of("listen"));
+  CHECK(std::string(to_string(events_socket::connect)) == "connect");
 }
 
 TEST_CASE("events: a publisher that cannot bind names the endpoint", "[events][zmq]") {
@@ -367,10 +417,9 @@ TEST_CASE("events: a controller's changes reach a subscriber, one message per co
     REQUIRE(zmq::recv_multipart(replay, std::back_inserter(r)));
     if (seq_of(r[1]) == ~0ull)
       break;
-    msgpack::object_handle handle =  // owns the bytes `batch` points into
+    msgpack::object_handle handle =  // owns the bytes `list` points into
       msgpack::unpack(static_cast<const char*>(r[2].data()), r[2].size());
-    fields batch = map_of(handle.get());
-    auto list = batch.at("events").as<std::vector<msgpack::object>>();
+    auto list = batch_events(handle.get(), handle.get().via.array.ptr[0].as<double>(), 0);
     REQUIRE(list.size() == 1);  // a chained run: one BlockStored
     fields e = map_of(list[0]);
     CHECK(e.at("type").as<std::string>() == "BlockStored");

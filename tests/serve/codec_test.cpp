@@ -316,6 +316,7 @@ void check_same_hello(const call& a, const call& b) {
   CHECK(a.model.kv_dtype == b.model.kv_dtype);
   CHECK(a.block_size == b.block_size);
   CHECK(a.tiers == b.tiers);
+  CHECK(a.config == b.config);
   CHECK(a.tensors.present == b.tensors.present);
   CHECK(a.tensors.device_blocks == b.tensors.device_blocks);
   CHECK(a.tensors.layer_handles == b.tensors.layer_handles);
@@ -386,7 +387,7 @@ std::vector<token_mark> marks(uint32_t n, uint64_t from) {
 
 }  // namespace
 
-TEST_CASE("calls round-trip: hello, plain and with tensors and tiers", "[serve][codec]") {
+TEST_CASE("calls round-trip: hello, plain and with tensors, tiers and config", "[serve][codec]") {
   call c = call_of(verb::hello);
   c.engine.reset();
   c.token = "sekrit";
@@ -396,8 +397,18 @@ TEST_CASE("calls round-trip: hello, plain and with tensors and tiers", "[serve][
   c.block_size = 64;
   check_same(decoded(c), c);
   c.tiers = {"device", "host"};
+  c.config = {{"cache.device_blocks", "4096"}, {"cache.eviction", "\"lru\""}};
   c.tensors = some_tensors(80);
   check_same(decoded(c), c);
+  // A key named twice, or a value that is not text, is malformed.
+  c.config.push_back({"cache.device_blocks", "8"});
+  msgpack::sbuffer buf;
+  encode_call(buf, c);
+  call back;
+  auto err = decode_call(buf.data(), buf.size(), back);
+  REQUIRE(err);
+  CHECK(err->kind == error_kind::malformed);
+  CHECK_THAT(err->message, Catch::Contains("'cache.device_blocks' twice"));
 }
 
 TEST_CASE("calls round-trip: lookup and allocate, in each prompt form", "[serve][codec]") {

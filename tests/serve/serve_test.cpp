@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -216,6 +217,50 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
   reply r = allocate_ready(a, 1, prompt(128, 1));
   CHECK(r.u64("prefetched_blocks") == 0);
   CHECK(a.call("stats").u64("engines") == 1);
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("hello: a config the engine does not share with the server is refused, naming the key",
+          "[serve]") {
+  serve_process s(small());
+  auto hello_with = [&](std::vector<std::pair<std::string, std::string>> config) {
+    client c(s.endpoint());
+    c.share_config(std::move(config));
+    c.hello("engine", shape(32, "bf16"), 64);
+    return c.engine();
+  };
+  // The server's own values pass: tier sizes compare as the blocks they resolve to.
+  CHECK(hello_with({{"cache.device_blocks", "16"}, {"cache.eviction", "\"lru\""},
+                    {"links.h2d_gbps", "55.0"}}) > 0);
+  try {
+    hello_with({{"cache.device_blocks", "16"}, {"cache.host_blocks", "8"}});
+    FAIL("an engine with another host tier was registered");
+  } catch (const remote_error& e) {
+    CHECK(e.kind == "config_mismatch");
+    CHECK_THAT(e.what(), Catch::Contains("cache.host_blocks is 8 at the engine, the server's "
+                                         "is 64"));
+  }
+  try {
+    hello_with({{"trace.time_scale", "8"}});
+    FAIL("a key the server does not share was taken");
+  } catch (const remote_error& e) {
+    CHECK(e.kind == "bad_request");
+    CHECK_THAT(e.what(), Catch::Contains("'trace.time_scale'"));
+  }
+  client c(s.endpoint());
+  CHECK(stat_of(c.call("stats"), "errors", "config_mismatch") == 1);
+  // engine-sim sends its config: a different device tier is refused at once, exit 2, naming it.
+  std::string cmd = std::string(KVTIER_BINARY) + " engine-sim --quiet --connect " + s.endpoint()
+                    + " --set cache.device_tokens=4096 2>&1";
+  auto t0 = std::chrono::steady_clock::now();
+  FILE* out = popen(cmd.c_str(), "r");
+  REQUIRE(out);
+  char buf[1024] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, out);
+  int status = pclose(out);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(std::string(buf, n), Catch::Contains("config_mismatch: cache.device_blocks is 64"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
   CHECK(s.stop() == 0);
 }
 

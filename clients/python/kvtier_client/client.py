@@ -318,11 +318,17 @@ class Client:
 
     def hello(self, model: ModelShape, block_size: int, name: str = "python",
               tiers: Optional[Sequence[str]] = None,
-              versions: Sequence[int] = (PROTOCOL_VERSION,)) -> Hello:
+              versions: Sequence[int] = (PROTOCOL_VERSION,),
+              config: Optional[Dict[str, str]] = None) -> Hello:
+        """``config``: values the engine runs with that the server must share, by key, as JSON
+        text (``{"cache.device_blocks": "4096"}``); refused with ``config_mismatch`` naming the
+        first that differs (docs/protocol.md, "hello")."""
         fields: Dict[str, Any] = {"versions": list(versions), "name": name,
                                   "model": model.to_wire(), "block_size": block_size}
         if tiers is not None:
             fields["tiers"] = list(tiers)
+        if config:
+            fields["config"] = {str(k): str(v) for k, v in config.items()}
         r = self.call("hello", **fields)
         self.engine = int(r["engine"])
         return Hello(int(r["version"]), int(r["engine"]), int(r["block_size"]), int(r["layers"]),

@@ -1,10 +1,11 @@
 """KV events: decode kvtier's (and vLLM's) event batches and follow them without losing any.
 
 The publisher (``kvtier serve --events``) sends ``[topic, seq, payload]``: ``seq`` an 8-byte
-big-endian number, one more per batch; ``payload`` a msgpack ``EventBatch``. kvtier writes
-vLLM v0.11.0's positional-array layout by default (``[ts, events, rank]``, events
-``["BlockStored", ...fields]``) and the map layout (``{"ts": ..., "events": [...]}``, events
-``{"type": "BlockStored", ...}``) on request. ``decode_batch`` reads both, in any mix.
+big-endian number, one more per batch; ``payload`` a msgpack ``EventBatch``, the array
+``[ts, events, rank]``. kvtier writes current vLLM's events by default (maps tagged by
+``type``: ``{"type": "BlockStored", ...}``) and vLLM v0.11.0's on request (positional arrays:
+``["BlockStored", ...fields]``; docs/events.md). ``decode_batch`` reads both, in any mix, and a
+batch written as a map.
 
 A kvtier serve run numbers its batches from its start time in nanoseconds since the Unix epoch
 and its first batch is one ``AllBlocksCleared``: after a restart the numbers jump, the gap is

@@ -11,6 +11,7 @@ serve_events::serve_events(const serve_events_options& options) {
     return;
   event_publisher_options o;
   o.endpoint = options.endpoint;
+  o.socket = options.socket;
   o.replay_endpoint = options.replay_endpoint;
   o.topic = options.topic;
   o.buffer_batches = options.buffer_batches;
@@ -20,6 +21,7 @@ serve_events::serve_events(const serve_events_options& options) {
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
   publisher_ = std::make_unique<event_publisher>(o);
+  socket_ = o.socket;
   origins_ = std::make_unique<block_origins>(options.idle_origins);
   sink_ = std::make_unique<publishing_sink>(*publisher_, origins_.get());
   // Whatever a subscriber held of an earlier run is gone.
@@ -32,7 +34,9 @@ serve_events::~serve_events() = default;
 std::string serve_events::ready_line() const {
   if (!publisher_)
     return {};
-  std::string line = "kvtier serve: events on " + publisher_->endpoint();
+  std::string line = socket_ == events_socket::connect
+                       ? "kvtier serve: events to " + publisher_->endpoint() + " (connecting)"
+                       : "kvtier serve: events on " + publisher_->endpoint();
   if (!publisher_->replay_endpoint().empty())
     line += ", replay on " + publisher_->replay_endpoint();
   return line;

@@ -22,11 +22,12 @@ namespace kvtier {
 
 struct serve_events_options {
   std::string endpoint;         ///< --events; empty: off
+  events_socket socket = events_socket::bind;  ///< serve.events_socket
   std::string replay_endpoint;  ///< --events-replay; empty: no replay socket
-  std::string topic;            ///< serve.events_topic
+  std::string topic;            ///< serve.events_topic, its placeholders filled in
   uint64_t buffer_batches = 10000;  ///< serve.events_buffer
   uint64_t hwm = 100000;            ///< serve.events_hwm
-  event_layout layout = event_layout::array;  ///< serve.events_layout
+  event_layout layout = event_layout::map;  ///< serve.events_layout
   size_t idle_origins = 1u << 20;  ///< allocated blocks remembered before any turns ready
 };
 
@@ -48,6 +49,7 @@ class serve_events {
 
  private:
   std::unique_ptr<event_publisher> publisher_;
+  events_socket socket_ = events_socket::bind;
   std::unique_ptr<block_origins> origins_;
   std::unique_ptr<block_event_sink> sink_;
 };

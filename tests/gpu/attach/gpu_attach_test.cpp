@@ -234,9 +234,10 @@ TEST_CASE("gpu attach: a modelled engine is refused by a real server, and bad si
   // No tensors in hello: refused, bad input.
   CHECK(run(engine, out) == 2);
   CHECK_THAT(out, Catch::Contains("must carry 'tensors'"));
-  // Tensors of another size than the server's device tier: refused, named.
+  // Another device tier than the server's: refused at hello by the config check (before its
+  // tensors are looked at), naming the key and both values.
   CHECK(run(engine + " --backend cuda --set cache.device_blocks=128", out) == 2);
-  CHECK_THAT(out, Catch::Contains("tensors.device_blocks is 128"));
+  CHECK_THAT(out, Catch::Contains("config_mismatch: cache.device_blocks is 128 at the engine"));
   // --verify against a server that does not fill patterns: refused before the replay.
   CHECK(run(engine + " --backend cuda --verify", out) == 2);
   CHECK_THAT(out, Catch::Contains("start kvtier serve with --verify"));

@@ -71,3 +71,22 @@ TEST_CASE("block_pool: reset frees everything", "[pool]") {
   REQUIRE(pool.allocate(3, out));
   CHECK(out == std::vector<block_id>{0, 1, 2});
 }
+
+TEST_CASE("huge page allocator: large tables 2 MiB-aligned, contents kept as they grow",
+          "[pool]") {
+  std::vector<uint64_t, huge_page_allocator<uint64_t>> v;
+  for (uint64_t i = 0; i < (uint64_t{3} << 20) / sizeof(uint64_t); ++i)
+    v.push_back(i * 7);
+  REQUIRE(v.capacity() * sizeof(uint64_t) >= huge_page_bytes);
+  REQUIRE(reinterpret_cast<uintptr_t>(v.data()) % huge_page_bytes == 0);
+  for (uint64_t i = 0; i < v.size(); ++i)
+    REQUIRE(v[i] == i * 7);
+  std::vector<uint32_t, huge_page_allocator<uint32_t>> small(100, 5u);
+  REQUIRE(small.size() == 100);
+  REQUIRE(small[99] == 5u);
+  // A block pool of many blocks keeps its states in such a table.
+  block_pool pool(1u << 20);
+  std::vector<block_id> out;
+  REQUIRE(pool.allocate(1u << 19, out));
+  REQUIRE(pool.used_count() == (1u << 19));
+}

@@ -347,6 +347,11 @@ TEST_CASE("session: the engine-owned device tier's tables", "[session][engine_ti
   REQUIRE_FALSE(s.end_step(es, {}, out));
   CHECK(s.find(2)->device_table == std::vector<uint32_t>{9, 10, 11, 12});
   CHECK(checked(s).ok());
+  // The engine leaves (bye, timeout): its device goes with it, the names it held dropped.
+  released_requests r = s.release_all();
+  CHECK(r.device_dropped == std::vector<block_hash>{1002});
+  CHECK(s.state_for_test().device_contents.empty());
+  CHECK(checked(s).ok());
 }
 
 TEST_CASE("session: device block ids need the engine-owned tier", "[session][engine_tier]") {

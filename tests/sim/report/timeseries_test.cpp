@@ -79,7 +79,7 @@ TEST_CASE("timeseries: per-second rows add up to the summary's totals", "[timese
   run_replay_job(sample_job(with.path, true));
   auto summary = nlohmann::json::parse(slurp(with.path / "summary.json"));
   auto cols = read_series(with.path / "timeseries.csv");
-  REQUIRE(cols.size() == 13);
+  REQUIRE(cols.size() == 17);
   const auto& second = cols["second"];
   double virtual_s = summary["simulation"]["virtual_s"].get<double>();
   CHECK(second.size() == static_cast<size_t>(std::ceil(virtual_s)));
@@ -95,6 +95,16 @@ TEST_CASE("timeseries: per-second rows add up to the summary's totals", "[timese
       CHECK(f >= 0.0);
       CHECK(f <= 1.0);
     }
+  // Each link's blocks, spread over its transfers' seconds, add up to the bytes it moved.
+  double block_bytes = summary["model"]["kv_bytes_per_token"].get<double>()
+                       * summary["config"]["cache"]["block_size"].get<double>();
+  for (const char* link : {"h2d", "d2h", "storage_read", "storage_write"}) {
+    double blocks = sum(cols[std::string(link) + "_blocks"]);
+    CHECK(blocks * block_bytes
+          == Approx(summary["traffic"][std::string(link) + "_bytes"].get<double>())
+               .epsilon(0.001));
+  }
+  CHECK(sum(cols["d2h_blocks"]) > 0);
   // The D2H link's busy seconds are its transfers' time, overlaps counted once.
   CHECK(sum(cols["d2h_busy"]) > 0);
   CHECK(sum(cols["d2h_busy"]) <= summary["traffic"]["d2h_transfer_s"].get<double>() + 1e-3);
