@@ -177,7 +177,8 @@ typename Inspector::result_type inspect(Inspector& f, storage_io_reply& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_backend_done& x) {
-  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.listed, x.done_at);
+  return f(caf::meta::type_name("storage_backend_done"), x.io, x.ok, x.listed, x.partial,
+           x.done_at);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, storage_release& x) {
@@ -249,7 +250,9 @@ typename Inspector::result_type inspect(Inspector& f, storage_report& x) {
            x.lease_deferrals, x.eviction_batches, x.writes_in_flight, x.leased_keys, x.node_losses,
            x.node_returns, x.keys_lost, x.slow_windows, x.get_failures, x.put_failures,
            x.puts_node_down, x.puts_lost, x.reads_lost, x.puts_no_room,
-           x.deletes_in_flight_max, x.reconciles, x.blocks_lost, x.put_error, x.invariant_checked,
+           x.deletes_in_flight_max, x.reconciles, x.blocks_lost, x.deletes_failed,
+           x.deletes_retried, x.deletes_owed, x.orphans_removed, x.auth_failures, x.tls_failures,
+           x.put_error, x.invariant_checked,
            x.invariant_violations, x.invariant_messages);
 }
 

@@ -62,6 +62,8 @@ struct serve_args {
   config_args config;
   std::string bind = "tcp://127.0.0.1:5557";
   std::string token;
+  std::string curve_key_file;      ///< the server's CURVE secret key (needed off loopback)
+  std::string curve_clients_file;  ///< CURVE public keys admitted (empty: any)
   double speed = 1.0;
   std::string events;         ///< empty: no KV events
   std::string events_replay;
@@ -77,6 +79,8 @@ struct engine_sim_args {
   config_args config;
   std::string connect = "tcp://127.0.0.1:5557";
   std::string token;
+  std::string curve_server_key_file;  ///< the server's CURVE public key (empty: plaintext)
+  std::string curve_key_file;         ///< this engine's CURVE secret key (empty: a fresh pair)
   std::vector<std::string> traces;
   std::string format = "auto";
   std::string out_dir = "out/engine-sim";

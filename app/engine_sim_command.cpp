@@ -6,6 +6,7 @@
 #include "gpu/device_info.hpp"
 #include "serve/client/client.hpp"
 #include "serve/client/remote_controller.hpp"
+#include "serve/server/server.hpp"
 #include "serve/server/shared_config.hpp"
 #include "serve/wire/call.hpp"
 #include "app/commands.hpp"
@@ -24,6 +25,12 @@ CLI::App* add_engine_sim_command(CLI::App& app, engine_sim_args& args) {
   cmd->add_option("--connect", args.connect, "the server's ZeroMQ endpoint")
     ->capture_default_str();
   cmd->add_option("--token", args.token, "the server's token, when it has one");
+  cmd->add_option("--curve-server-key-file", args.curve_server_key_file,
+                  "a file holding the server's CURVE public key: the connection is encrypted "
+                  "and goes to that server only (needed for a server off this machine)");
+  cmd->add_option("--curve-key-file", args.curve_key_file,
+                  "a file holding this engine's CURVE secret key (for a server that admits listed "
+                  "keys only); default: a fresh key pair");
   cmd->add_option("--trace", args.traces,
                   "trace file (repeatable). Default: the bundled sample at trace.time_scale=8");
   cmd->add_option("--format", args.format, "trace format")
@@ -76,7 +83,7 @@ namespace {
 // the engine then waits on the slot's layer events in its stream and checks every block.
 int run_swap_bench(const engine_sim_args& args, const serve::remote_options& ro,
                    engine_device& gpu) {
-  serve::client link(ro.endpoint, ro.token, std::chrono::minutes(5));
+  serve::client link(ro.endpoint, ro.token, std::chrono::minutes(5), ro.curve);
   try {
     serve::say_hello(link, ro, ro.engine_name);
     auto t0 = std::chrono::steady_clock::now();
@@ -165,6 +172,14 @@ serve::remote_options remote_options_of(const engine_sim_args& args, const confi
   serve::remote_options ro;
   ro.endpoint = args.connect;
   ro.token = args.token;
+  ro.curve = serve::read_curve_client_keys(args.curve_server_key_file, args.curve_key_file,
+                                           "--curve-server-key-file", "--curve-key-file");
+  // The server refuses plaintext off loopback (docs/protocol.md, "Encryption"); said here at
+  // once rather than as a call that times out.
+  if (!ro.curve.on() && !serve::is_local_endpoint(args.connect))
+    throw config_error("--connect " + args.connect + " is not on this machine: give "
+                       "--curve-server-key-file (the server's CURVE public key; its calls and "
+                       "token then travel encrypted); plaintext is for loopback only");
   ro.engine_name = args.name;
   ro.model = rc.model;
   ro.block_size = rc.block_size;

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,13 @@ std::function<void(const trace_error&)> name_skipped_lines() {
       std::cerr << "kvtier: more lines skipped; summary.json counts them (trace.skipped_lines)\n";
     ++*named;
   };
+}
+
+// A number as a person would write it: 1e+308, not its 309 digits.
+std::string as_written(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
 }
 
 }  // namespace
@@ -98,7 +106,7 @@ CLI::App* add_replay_command(CLI::App& app, replay_args& args) {
     constexpr double max_speed = 1e6;
     if (speed && args.speed > max_speed)
       throw CLI::ValidationError("--speed", "at most 1e6 virtual seconds per wall second (" +
-                                              std::to_string(args.speed) + " given); for "
+                                              as_written(args.speed) + " given); for "
                                               "faster, use --clock virtual");
     if (speed && args.clock != "wall" && args.backend != "cuda")
       throw CLI::ValidationError("--speed", "sets the pace of the wall clock: it needs --clock "

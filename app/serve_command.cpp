@@ -14,11 +14,18 @@ CLI::App* add_serve_command(CLI::App& app, serve_args& args) {
   add_config_options(*cmd, args.config);
   cmd->add_option("--bind", args.bind,
                   "ZeroMQ endpoint to bind (tcp://HOST:PORT, ipc://PATH); an address other "
-                  "than loopback needs --token")
+                  "than loopback needs --token and --curve-key-file")
     ->capture_default_str();
   cmd->add_option("--token", args.token,
                   "a shared secret every request must carry (\"token\"); wrong ones are refused "
                   "and counted");
+  cmd->add_option("--curve-key-file", args.curve_key_file,
+                  "a file holding the server's CURVE secret key (tools/curve-keys): every "
+                  "connection is encrypted and authenticated (ZeroMQ CURVE); clients need the "
+                  "public key, which is printed at start");
+  cmd->add_option("--curve-clients-file", args.curve_clients_file,
+                  "a file of CURVE public keys, one per line: only clients holding one of them "
+                  "are let in (refused handshakes are counted: stats refused_connections)");
   cmd->add_option("--speed", args.speed,
                   "virtual seconds per wall second for modelled links and storage media")
     ->check(finite_positive())
@@ -54,6 +61,8 @@ int run_serve(const serve_args& args) {
   job.cfg = load_config(args.config);
   job.bind = args.bind;
   job.token = args.token;
+  job.curve_key_file = args.curve_key_file;
+  job.curve_clients_file = args.curve_clients_file;
   job.speed = args.speed;
   job.events.endpoint = args.events;
   job.events.replay_endpoint = args.events_replay;

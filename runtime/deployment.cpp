@@ -53,17 +53,18 @@ std::shared_ptr<cuda_device> prepare_gpu(deployment_plan& plan) {
   return gpu;
 }
 
-// Byte-carrying storage: the backend is made (connections opened, directories made) before the
-// clock starts; the transfer engine then sends real bytes with every store.
+// Byte-carrying storage: the pool is checked against where its bytes go, then the backend is made
+// (connections opened, directories made) before the clock starts; the transfer engine then sends
+// real bytes with every store. The check comes first and touches nothing, so a pool refused at
+// start leaves nothing behind (no directories).
 void prepare_storage(deployment_plan& plan) {
-  std::unique_ptr<storage_backend> backend;
+  if (plan.storage.backend.kind == storage_backend_kind::model)
+    return;
   try {
-    backend = make_storage_backend(plan.storage.backend);
+    prepare_redis_access(plan.storage.backend.redis_auth);  // TLS: the pre-start check uses it
   } catch (const std::invalid_argument& e) {
     throw config_error(e.what());
   }
-  if (!backend)
-    return;
   // Backpressure: what may be in flight bounds what the process holds for storage at once
   // (docs/design.md "Bytes in flight to storage"), and is said at start where real I/O runs.
   machine_memory machine = read_machine_memory();
@@ -72,6 +73,14 @@ void prepare_storage(deployment_plan& plan) {
     plan.storage.max_inflight_bytes = default_inflight_bytes(machine);
   uint64_t inflight = plan.storage.max_inflight_bytes;
   check_storage_room(plan, inflight, machine, std::cerr);
+  std::unique_ptr<storage_backend> backend;
+  try {
+    backend = make_storage_backend(plan.storage.backend);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(e.what());
+  }
+  if (!backend)
+    return;
   if (backend->asynchronous())
     std::cerr << "kvtier: storage (" << backend->name() << "): at most "
               << (inflight >= (1u << 20) ? std::to_string(inflight >> 20) + " MiB"
@@ -79,6 +88,8 @@ void prepare_storage(deployment_plan& plan) {
               << " of block payloads in flight (storage.max_inflight_bytes"
               << (configured ? "" : ", 1/32 of this machine's memory")
               << "); stores and loads past it wait\n";
+  if (std::string note = backend->start_note(); !note.empty())
+    std::cerr << "kvtier: storage (" << backend->name() << "): " << note << "\n";
   plan.storage.pool.backend = std::move(backend);
 }
 

@@ -91,11 +91,11 @@ void check_redis(const deployment_plan& plan, const std::vector<std::string>& ad
   // Servers on this machine without maxmemory share what it has left beside kvtier's own bytes.
   size_t unbounded_local = 0;
   for (const std::string& a : addresses) {
-    auto m = redis_memory_of(a);
+    auto m = redis_memory_of(a, plan.storage.backend.redis_auth);
     unbounded_local += m && m->maxmemory == 0 && is_local_address(a);
   }
   for (const std::string& a : addresses) {
-    auto m = redis_memory_of(a);
+    auto m = redis_memory_of(a, plan.storage.backend.redis_auth);
     if (!m)
       continue;  // unreachable now: the backend said so when it dialled
     if (!m->policy.empty() && m->policy != "noeviction")
@@ -126,28 +126,51 @@ void check_redis(const deployment_plan& plan, const std::vector<std::string>& ad
   }
 }
 
+// The nearest existing directory at or above `dir`: a directory the backend will make takes its
+// space from the file system holding it.
+std::string existing_ancestor(std::string dir) {
+  struct stat st {};
+  while (!dir.empty() && ::stat(dir.c_str(), &st) != 0) {
+    size_t slash = dir.find_last_of('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  }
+  return dir.empty() ? "." : dir;
+}
+
+// The file backend keeps the files within the pool's capacity (every delete asked before a write
+// runs before it: storage/file_backend.hpp), so the disk needs the capacity's files and nothing
+// more: each block a file of its payload and one header page, rounded up to the file system's
+// blocks.
 void check_file(const deployment_plan& plan, const pool_shape& pool) {
   const backend_options& b = plan.storage.backend;
   if (b.file_quota_bytes > 0)
     return;  // a test's stand-in for a small disk: the run is meant to fill it
-  uint64_t cost = plan.storage.payload_bytes + 4096;  // the file's header block
   // Directories on one file system share its free space.
-  std::map<dev_t, std::pair<size_t, std::string>> by_device;
+  struct device_share {
+    size_t dirs = 0;
+    std::string first;
+    uint64_t block = 4096;
+  };
+  std::map<dev_t, device_share> by_device;
   for (const std::string& dir : b.file_dirs) {
+    std::string at = existing_ancestor(dir);
     struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0)
+    if (::stat(at.c_str(), &st) != 0)
       continue;
-    auto& [count, first] = by_device[st.st_dev];
-    if (count++ == 0)
-      first = dir;
+    device_share& d = by_device[st.st_dev];
+    if (d.dirs++ == 0) {
+      d.first = at;
+      d.block = std::max<uint64_t>(4096, static_cast<uint64_t>(st.st_blksize));
+    }
   }
-  for (const auto& [device, dirs] : by_device) {
-    auto free = free_disk_bytes(dirs.second);
+  for (const auto& [device, d] : by_device) {
+    auto free = free_disk_bytes(d.first);
     if (!free)
       continue;
-    uint64_t share = *free / dirs.first;
+    uint64_t cost = (plan.storage.payload_bytes + 4096 + d.block - 1) / d.block * d.block;
+    uint64_t share = *free / d.dirs;
     if (pool.per_node() * cost > share)
-      refuse(pool, cost, share, plan, "the disk of " + dirs.second + " (free space)");
+      refuse(pool, cost, share, plan, "the disk of " + d.first + " (free space)");
   }
 }
 
@@ -184,7 +207,8 @@ void check_storage_room(const deployment_plan& plan, uint64_t inflight_bytes,
     check_redis(plan, s.backend.redis, pool, inflight_bytes, machine, warn);
   if (s.backend.kind == storage_backend_kind::redis_cluster) {
     // The cluster spreads blocks over its masters by hash slot: each holds about its share.
-    std::vector<std::string> masters = redis_cluster_masters(s.backend.redis_cluster);
+    std::vector<std::string> masters = redis_cluster_masters(s.backend.redis_cluster,
+                                                             s.backend.redis_auth);
     pool.nodes = static_cast<uint32_t>(std::max<size_t>(1, masters.size()));
     check_redis(plan, masters, pool, inflight_bytes, machine, warn);
   }

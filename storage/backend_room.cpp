@@ -8,6 +8,7 @@
 
 #include "storage/redis_backend.hpp"
 #include "storage/redis_cluster_router.hpp"
+#include "storage/redis_dial.hpp"
 
 namespace kvtier {
 
@@ -28,14 +29,13 @@ std::optional<uint64_t> info_field(const std::string& info, const std::string& f
 
 }  // namespace
 
-std::optional<redis_memory> redis_memory_of(const std::string& address) {
-  auto [host, port] = parse_redis_address(address);
+std::optional<redis_memory> redis_memory_of(const std::string& address,
+                                            const redis_access& access) {
   timeval tv{2, 0};
-  std::unique_ptr<redisContext, void (*)(redisContext*)> c(
-    redisConnectWithTimeout(host.c_str(), port, tv), redisFree);
-  if (!c || c->err)
+  std::unique_ptr<redisContext, void (*)(redisContext*)> c(redis_dial(address, access, tv, tv),
+                                                           redisFree);
+  if (!c)
     return std::nullopt;
-  redisSetTimeout(c.get(), tv);
   reply_ptr info(static_cast<redisReply*>(redisCommand(c.get(), "INFO memory")));
   if (!info || info->type != REDIS_REPLY_STRING)
     return std::nullopt;
@@ -51,8 +51,9 @@ std::optional<redis_memory> redis_memory_of(const std::string& address) {
   return m;
 }
 
-std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds) {
-  redis_cluster_router router(seeds, 0);
+std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds,
+                                               const redis_access& access) {
+  redis_cluster_router router(seeds, 0, access);
   router.refresh();
   return router.masters();
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "storage/redis_access.hpp"
+
 namespace kvtier {
 
 /// A redis-server's memory settings (INFO memory, CONFIG GET maxmemory-policy).
@@ -18,13 +20,15 @@ struct redis_memory {
   std::string policy;        ///< maxmemory-policy; empty if the server would not say
 };
 
-/// Asks the redis-server at `address` ("host:port"); nullopt if it cannot be reached or answers
-/// something else.
-std::optional<redis_memory> redis_memory_of(const std::string& address);
+/// Asks the redis-server at `address` ("host:port"), authenticated and encrypted as `access`
+/// says; nullopt if it cannot be reached or answers something else.
+std::optional<redis_memory> redis_memory_of(const std::string& address,
+                                            const redis_access& access = {});
 
 /// The masters serving a Redis Cluster's slots, asked of the first of `seeds` that answers
 /// (CLUSTER SLOTS); empty if none does.
-std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds);
+std::vector<std::string> redis_cluster_masters(const std::vector<std::string>& seeds,
+                                               const redis_access& access = {});
 
 /// Whether `address` names this machine (loopback, localhost): a server without maxmemory there
 /// shares this machine's memory with kvtier.

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 
@@ -48,7 +50,9 @@ std::string safe_component(std::string s) {
   return s.empty() || s == "." || s == ".." ? "_" + s : s;
 }
 
-void make_dirs(const std::string& path) {
+// Makes `path` and the directories above it that are missing; those it made are appended to
+// `made` (so that a backend that cannot start takes them away again).
+void make_dirs(const std::string& path, std::vector<std::string>& made) {
   std::string partial;
   size_t start = 0;
   while (start <= path.size()) {
@@ -56,9 +60,13 @@ void make_dirs(const std::string& path) {
     if (slash == std::string::npos)
       slash = path.size();
     partial = path.substr(0, slash);
-    if (!partial.empty() && ::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::invalid_argument("storage.file_dirs: cannot make directory " + partial + ": " +
-                                  std::strerror(errno));
+    if (!partial.empty()) {
+      if (::mkdir(partial.c_str(), 0755) == 0)
+        made.push_back(partial);
+      else if (errno != EEXIST)
+        throw std::invalid_argument("storage.file_dirs: cannot make directory " + partial +
+                                    ": " + std::strerror(errno));
+    }
     start = slash + 1;
   }
 }
@@ -139,6 +147,25 @@ struct file_backend::node_dir {
   std::atomic<uint64_t> used{0};
 };
 
+// Deletes waiting to run. Whichever writer starts a write first runs every delete asked before
+// it, and waits for those another writer is running: a write never takes space that an asked
+// delete has not yet given back, so the files never hold more than the pool's capacity (which
+// counts a block from its put's acceptance). A block's own write was asked before any delete of
+// it, and a delete asked before its block is written again runs first: the order per block holds.
+struct file_backend::removals {
+  struct one {
+    block_ref block;
+    std::shared_ptr<std::vector<char>> gone;
+    std::shared_ptr<std::atomic<size_t>> remaining;
+    std::shared_ptr<remove_done> finish;
+    size_t index = 0;
+  };
+  std::mutex mutex;
+  std::condition_variable idle;
+  std::deque<one> queue;
+  size_t running = 0;
+};
+
 struct file_backend::atomic_counters {
   std::atomic<uint64_t> puts_ok{0}, puts_failed{0}, gets_hit{0}, gets_missed{0}, bytes_written{0},
     bytes_read{0}, removed{0}, batches{0}, corrupt{0};
@@ -150,13 +177,30 @@ struct file_backend::atomic_counters {
 file_backend::file_backend(const backend_options& o)
   : storage_backend(static_cast<uint32_t>(o.file_dirs.size())),
     options_(o),
-    counters_(std::make_unique<atomic_counters>()) {
+    counters_(std::make_unique<atomic_counters>()),
+    removals_(std::make_unique<removals>()) {
   if (o.file_dirs.empty())
     throw std::invalid_argument("storage.file_dirs: the file backend needs one directory per node");
+  std::vector<std::string> made;
+  try {
+    open_dirs(made);
+  } catch (...) {
+    for (auto it = made.rbegin(); it != made.rend(); ++it)
+      ::rmdir(it->c_str());  // only what this backend made, and only while still empty
+    throw;
+  }
+  unsigned half = std::max(1u, o.file_threads / 2);
+  for (unsigned i = 0; i < half; ++i)
+    writers_.push_back(std::make_unique<io_pool>(1));
+  readers_ = std::make_unique<io_pool>(half);
+}
+
+void file_backend::open_dirs(std::vector<std::string>& made) {
+  const backend_options& o = options_;
   for (const std::string& d : o.file_dirs) {
     auto n = std::make_unique<node_dir>();
     n->path = d + "/kvtier/" + safe_component(o.ns.model) + "/" + safe_component(o.ns.dtype);
-    make_dirs(n->path);
+    make_dirs(n->path, made);
     // Leftovers of an earlier process: temporary files go, finished blocks count as used space.
     if (DIR* dir = ::opendir(n->path.c_str())) {
       while (dirent* e = ::readdir(dir)) {
@@ -182,10 +226,6 @@ file_backend::file_backend(const backend_options& o)
     }
     dirs_.push_back(std::move(n));
   }
-  unsigned half = std::max(1u, o.file_threads / 2);
-  for (unsigned i = 0; i < half; ++i)
-    writers_.push_back(std::make_unique<io_pool>(1));
-  readers_ = std::make_unique<io_pool>(half);
 }
 
 file_backend::~file_backend() {
@@ -204,6 +244,7 @@ uint64_t file_backend::used_bytes(uint32_t node) const {
 }
 
 bool file_backend::write_block(const block_ref& b, const block_bytes_t& payload) {
+  run_removals();
   node_dir& dir = *dirs_[node_of_key(b.key, nodes())];
   std::string final_path = path_of(b);
   std::string temp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
@@ -395,34 +436,73 @@ void file_backend::put(std::vector<block_ref> blocks, std::vector<block_bytes_t>
 
 void file_backend::remove(std::vector<block_ref> blocks, remove_done done) {
   if (blocks.empty())
-    return done();
+    return done({});
+  auto gone = std::make_shared<std::vector<char>>(blocks.size(), 0);
   auto remaining = std::make_shared<std::atomic<size_t>>(blocks.size());
   auto finish = std::make_shared<remove_done>(std::move(done));
-  for (const block_ref& b : blocks)
-    // Ahead of queued writes: an evicted block's space is back before the writes that need it.
-    // A block's delete was asked after its write ended, so it never overtakes its own write.
-    writer_of(b).post_first([this, b, remaining, finish] {
-      std::string path = path_of(b);
-      struct stat s {};
-      if (::stat(path.c_str(), &s) == 0 && ::unlink(path.c_str()) == 0) {
-        dirs_[node_of_key(b.key, nodes())]->used -= static_cast<uint64_t>(s.st_size);
-        ++counters_->removed;
-      }
-      if (--*remaining == 0)
-        (*finish)();
-    });
+  {
+    std::lock_guard<std::mutex> guard(removals_->mutex);
+    for (size_t i = 0; i < blocks.size(); ++i)
+      removals_->queue.push_back({blocks[i], gone, remaining, finish, i});
+  }
+  // Ahead of queued writes, so that the deletes run soon even if no write starts meanwhile.
+  writer_of(blocks.front()).post_first([this] { run_removals(); });
+}
+
+void file_backend::remove_one(const block_ref& b, char& gone) {
+  std::string path = path_of(b);
+  struct stat s {};
+  if (::stat(path.c_str(), &s) != 0) {
+    gone = errno == ENOENT;
+    return;
+  }
+  if (::unlink(path.c_str()) == 0) {
+    dirs_[node_of_key(b.key, nodes())]->used -= static_cast<uint64_t>(s.st_size);
+    ++counters_->removed;
+    gone = 1;
+  } else {
+    gone = errno == ENOENT;
+  }
+}
+
+void file_backend::run_removals() {
+  removals& r = *removals_;
+  std::unique_lock<std::mutex> lock(r.mutex);
+  for (;;) {
+    if (!r.queue.empty()) {
+      removals::one job = std::move(r.queue.front());
+      r.queue.pop_front();
+      ++r.running;
+      lock.unlock();
+      remove_one(job.block, (*job.gone)[job.index]);
+      if (--*job.remaining == 0)
+        (*job.finish)(std::vector<bool>(job.gone->begin(), job.gone->end()));
+      lock.lock();
+      if (--r.running == 0 && r.queue.empty())
+        r.idle.notify_all();
+      continue;
+    }
+    if (r.running == 0)
+      return;
+    r.idle.wait(lock);  // another writer is deleting: its space is not back yet
+  }
 }
 
 void file_backend::list(list_done done) {
   readers_->post([this, done = std::move(done)] { done(list_blocks()); });
 }
 
-std::vector<uint64_t> file_backend::list_blocks() const {
-  std::vector<uint64_t> out;
-  for (const auto& d : dirs_) {
+// Block files only (<hash>.blk); a temporary file is a write in progress, never a block.
+block_listing file_backend::list_blocks() const {
+  block_listing listing;
+  listing.listed.assign(dirs_.size(), 0);
+  std::vector<uint64_t>& out = listing.blocks;
+  for (size_t n = 0; n < dirs_.size(); ++n) {
+    const auto& d = dirs_[n];
     DIR* dir = ::opendir(d->path.c_str());
     if (!dir)
       continue;
+    listing.listed[n] = 1;
     while (dirent* e = ::readdir(dir)) {
       std::string f = e->d_name;
       if (f.size() != 20 || f.compare(16, 4, ".blk") != 0)
@@ -435,7 +515,7 @@ std::vector<uint64_t> file_backend::list_blocks() const {
     }
     ::closedir(dir);
   }
-  return out;
+  return listing;
 }
 
 backend_counters file_backend::counters() const {

@@ -17,9 +17,11 @@
 // page cache (O_DIRECT, 4 KiB-aligned buffers and sizes; a read lands in the caller's span
 // directly when it is 4 KiB-aligned, through an aligned bounce buffer otherwise).
 //
-// Capacity is the pool's: the storage index evicts and the actor removes the victims' files. A
-// write that fails (ENOSPC: a full disk, or the test hook `file_quota_bytes`) removes its
-// temporary file and reports the block not stored.
+// Capacity is the pool's: the storage index evicts and the actor removes the victims' files. Every
+// delete asked before a write starts has run by then (removals in file_backend.cpp), so the files
+// hold at most the pool's capacity: a disk that fits the capacity never fills. A write that fails
+// (ENOSPC: a full disk, or the test hook `file_quota_bytes`) removes its temporary file and
+// reports the block not stored.
 
 #include <atomic>
 #include <memory>
@@ -49,16 +51,22 @@ class file_backend final : public storage_backend {
 
  private:
   struct node_dir;
+  void open_dirs(std::vector<std::string>& made);
   std::string path_of(const block_ref& b) const;
   bool write_block(const block_ref& b, const block_bytes_t& payload);
   bool read_block(const block_ref& b, block_span into);
-  std::vector<uint64_t> list_blocks() const;
+  block_listing list_blocks() const;
+  void remove_one(const block_ref& b, char& gone);
+  /// Runs every delete asked so far, and waits for those other threads are running.
+  void run_removals();
 
   backend_options options_;
   std::vector<std::unique_ptr<node_dir>> dirs_;
   std::atomic<uint64_t> next_temp_{0};
   struct atomic_counters;
   std::unique_ptr<atomic_counters> counters_;
+  struct removals;
+  std::unique_ptr<removals> removals_;
   io_pool& writer_of(const block_ref& b) { return *writers_[b.hash % writers_.size()]; }
 
   // last: their threads stop before the state they use goes. Reads have threads of their own, so

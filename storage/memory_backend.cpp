@@ -61,17 +61,18 @@ void memory_backend::remove(std::vector<block_ref> blocks, remove_done done) {
     for (const block_ref& b : blocks)
       counters_.removed += nodes_[node_of_key(b.key, nodes())].erase(b.hash);
   }
-  done();
+  done(std::vector<bool>(blocks.size(), true));
 }
 
 void memory_backend::list(list_done done) {
-  std::vector<uint64_t> out;
+  block_listing out;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     for (const auto& node : nodes_)
       for (const auto& [hash, bytes] : node)
-        out.push_back(hash);
+        out.blocks.push_back(hash);
   }
+  out.listed.assign(nodes(), 1);
   done(std::move(out));
 }
 

@@ -5,7 +5,9 @@
 #include <stdexcept>
 
 #include "core/check.hpp"
+#include "storage/redis_dial.hpp"
 #include "storage/redis_loop.hpp"
+#include "storage/redis_tls.hpp"
 
 namespace kvtier {
 
@@ -33,6 +35,7 @@ redis_backend::redis_backend(const backend_options& o)
   : storage_backend(static_cast<uint32_t>(o.redis.size())), options_(o) {
   if (o.redis.empty())
     throw std::invalid_argument("storage.redis: the redis backend needs one host:port per node");
+  prepare_redis_access(options_.redis_auth);
   loop_ = std::make_unique<loop>(options_);
   loop_->thread = std::thread([l = loop_.get()] { l->run(); });
   // Start with every node connected (a pool that begins with a node down is a set-up error).
@@ -46,21 +49,35 @@ redis_backend::redis_backend(const backend_options& o)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::string down;
-  for (uint32_t n = 0; n < nodes(); ++n)
-    if (!node_up(n))
-      down += (down.empty() ? "" : ", ") + o.redis[n];
+  bool refused = false;  // credentials or TLS: a setting to fix (exit 2), not a server down
+  for (uint32_t n = 0; n < nodes(); ++n) {
+    if (node_up(n))
+      continue;
+    std::string why;
+    {
+      std::lock_guard<std::mutex> guard(loop_->error_mutex);
+      why = loop_->nodes[n]->refusal;
+    }
+    refused = refused || !why.empty();
+    if (why.empty() && options_.redis_auth.tls.enabled) {
+      why = options_.redis_auth.relay->last_error(o.redis[n]);
+      refused = refused || why.find("TLS handshake") != std::string::npos;
+    }
+    down += (down.empty() ? "" : ", ") + o.redis[n] + (why.empty() ? "" : " (" + why + ")");
+  }
   {
     std::lock_guard<std::mutex> guard(loop_->mutex);
     loop_->stopping = true;
   }
   loop_->wake();
   loop_->thread.join();
+  if (refused)
+    throw std::invalid_argument("storage.redis: cannot use " + down);
   throw std::runtime_error("storage.redis: cannot reach " + down);
 }
 
 redis_backend::~redis_backend() {
-  for (auto& t : listers_)
-    t.join();
+  listers_.join_all();
   {
     std::lock_guard<std::mutex> guard(loop_->mutex);
     loop_->stopping = true;
@@ -126,6 +143,9 @@ backend_counters redis_backend::counters() const {
   c.busy_ns = l.busy_ns;
   c.batches = l.batches;
   c.corrupt = l.corrupt;
+  c.auth_failures = l.auth_failures;
+  if (options_.redis_auth.relay)
+    c.tls_failures = options_.redis_auth.relay->handshake_failures();
   std::lock_guard<std::mutex> guard(l.error_mutex);
   c.put_error = l.put_error;
   return c;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <thread>
 
+#include "storage/lister_threads.hpp"
 #include "storage/storage_backend.hpp"
 
 namespace kvtier {
@@ -55,7 +56,7 @@ class redis_backend final : public storage_backend {
  private:
   backend_options options_;
   std::unique_ptr<loop> loop_;
-  std::vector<std::thread> listers_;
+  lister_threads listers_;
 };
 
 /// "host:port" -> (host, port); throws std::invalid_argument naming the entry.

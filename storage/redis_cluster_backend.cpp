@@ -1,19 +1,23 @@
 #include "storage/redis_cluster_backend.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "core/check.hpp"
 #include "storage/redis_backend.hpp"
 #include "storage/redis_cluster_router.hpp"
+#include "storage/redis_tls.hpp"
 
 namespace kvtier {
 
 namespace {
 
-constexpr int64_t failover_wait_ns = 10'000'000'000;
 constexpr const char* part_suffix[2] = {":k", ":v"};
+// Redis's own default cluster-node-timeout, for a cluster that will not say its own.
+constexpr int64_t redis_default_node_timeout_ms = 15'000;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -57,21 +61,71 @@ redis_cluster_backend::redis_cluster_backend(const backend_options& o)
                                   (e.what() + std::strlen("storage.redis")));
     }
   }
-  router_ = std::make_unique<redis_cluster_router>(o.redis_cluster, failover_wait_ns);
+  prepare_redis_access(options_.redis_auth);
+  router_ = std::make_unique<redis_cluster_router>(o.redis_cluster, o.redis_failover_wait_ns,
+                                                   options_.redis_auth);
   if (!router_->refresh()) {
     std::string seeds;
     for (const std::string& a : o.redis_cluster)
       seeds += (seeds.empty() ? "" : ", ") + a;
-    throw std::runtime_error("storage.redis_cluster: no seed (" + seeds +
-                             ") answered CLUSTER SLOTS with every slot served");
+    std::string why = router_->pool().last_refusal();
+    std::string what = "storage.redis_cluster: no seed (" + seeds +
+                       ") answered CLUSTER SLOTS with every slot served" +
+                       (why.empty() ? "" : " (" + why + ")");
+    // Credentials or TLS refused: a setting to fix (exit 2), not a cluster down.
+    if (router_->pool().auth_failures() > 0 || why.find("TLS") != std::string::npos)
+      throw std::invalid_argument(what);
+    throw std::runtime_error(what);
   }
   masters_ = router_->masters();
+  if (o.redis_failover_wait_ns <= 0)
+    router_->set_failover_wait(failover_wait_for(node_timeout_ms()));
   thread_ = std::thread([this] { serve(); });
 }
 
+// The cluster's cluster-node-timeout, asked of its masters (CONFIG GET); Redis's default where none
+// answers (a managed Redis may rename CONFIG).
+int64_t redis_cluster_backend::node_timeout_ms() {
+  for (const std::string& m : masters_) {
+    redis_reply_ptr r = router_->pool().command(m, "CONFIG GET cluster-node-timeout");
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+      long long ms = std::atoll(r->element[1]->str);
+      if (ms > 0) {
+        node_timeout_said_ = true;
+        return ms;
+      }
+    }
+  }
+  return redis_default_node_timeout_ms;
+}
+
+// A master is marked failed once cluster-node-timeout passes without an answer and a majority of
+// masters agree (their reports gather within another fraction of it); its replica then waits half
+// a second to a second, plus a second per rank, and wins an election that Redis abandons after
+// twice the timeout (at least 2 s). Twice the timeout and 5 s covers detection, the election and
+// the slot maps settling; a failover slower than that fails what it held up (counted).
+int64_t redis_cluster_backend::failover_wait_for(int64_t node_timeout_ms) {
+  return (2 * node_timeout_ms + 5'000) * 1'000'000;
+}
+
+std::string redis_cluster_backend::start_note() const {
+  char text[240];
+  double wait_s = static_cast<double>(router_->failover_wait()) / 1e9;
+  if (options_.redis_failover_wait_ns > 0)
+    std::snprintf(text, sizeof(text), "a failed master's commands wait up to %g s for its "
+                  "replica to take over (storage.redis_failover_wait_s)", wait_s);
+  else
+    std::snprintf(text, sizeof(text), "a failed master's commands wait up to %g s for its "
+                  "replica to take over (twice %s cluster-node-timeout + 5 s; "
+                  "storage.redis_failover_wait_s sets it)", wait_s,
+                  node_timeout_said_ ? "the cluster's" : "Redis's default (the cluster would not "
+                                                        "say its own)");
+  return text;
+}
+
 redis_cluster_backend::~redis_cluster_backend() {
-  for (auto& t : listers_)
-    t.join();
+  listers_.join_all();
   {
     std::lock_guard<std::mutex> guard(mutex_);
     stopping_ = true;
@@ -153,11 +207,16 @@ void redis_cluster_backend::remove(std::vector<block_ref> blocks, remove_done do
   submit(std::move(j));
 }
 
+int64_t redis_cluster_backend::failover_wait_ns() const { return router_->failover_wait(); }
+
 backend_counters redis_cluster_backend::counters() const {
   std::lock_guard<std::mutex> guard(counters_mutex_);
   backend_counters c = counters_;
   c.node_downs = router_->node_downs;
   c.reconnects = router_->recoveries;
+  c.auth_failures = router_->pool().auth_failures();
+  if (options_.redis_auth.relay)
+    c.tls_failures = options_.redis_auth.relay->handshake_failures();
   return c;
 }
 

@@ -13,11 +13,15 @@
 // node's. A put whose second part failed deletes the first, as in the redis backend.
 //
 // A master that dies: its commands are retried while the cluster fails over (a replica takes its
-// slots), for at most `failover_wait` (10 s); what is still not done then fails (gets miss, puts
-// are dropped and counted). While the cluster cannot serve every slot, or a master found down
-// still owns slots, node_reachable() is false; when it serves again, that counts as a reconnect, and the pool lists the cluster against its
-// index: blocks the failover lost (written to the old master, never replicated) are counted as
-// lost and leave the index (docs/robustness.md).
+// slots), for at most the failover wait: storage.redis_failover_wait_s, or by default twice the
+// cluster's own cluster-node-timeout (asked with CONFIG GET at start) plus 5 s; what is still not
+// done then fails (gets miss, puts are dropped and counted, deletes are reported not done and
+// retried by the pool). While the cluster cannot serve every slot, or a master found down still
+// owns slots, node_reachable() is false; when it serves again, that counts as a reconnect, and the
+// pool reconciles its index with the cluster both ways: blocks the failover lost (written to the
+// old master, never replicated) are counted as lost and leave the index, and blocks the cluster
+// holds that the index does not (deletes that failed during the outage) are deleted
+// (docs/robustness.md, "Nothing left behind").
 
 #include <condition_variable>
 #include <deque>
@@ -25,6 +29,7 @@
 #include <mutex>
 #include <thread>
 
+#include "storage/lister_threads.hpp"
 #include "storage/storage_backend.hpp"
 
 namespace kvtier {
@@ -46,6 +51,11 @@ class redis_cluster_backend final : public storage_backend {
   void list(list_done done) override;
   backend_counters counters() const override;
   bool node_reachable(uint32_t) const override;
+  std::string start_note() const override;
+  /// How long a command waits for a failover before it fails.
+  int64_t failover_wait_ns() const;
+  /// The failover wait for a cluster whose cluster-node-timeout is `node_timeout_ms`.
+  static int64_t failover_wait_for(int64_t node_timeout_ms);
 
   /// The masters that served the slots when the backend started.
   const std::vector<std::string>& masters() const { return masters_; }
@@ -74,16 +84,18 @@ class redis_cluster_backend final : public storage_backend {
   void run_get(job& j);
   void run_put(job& j);
   void run_remove(job& j);
+  int64_t node_timeout_ms();
 
   backend_options options_;
   std::unique_ptr<redis_cluster_router> router_;
   std::vector<std::string> masters_;
+  bool node_timeout_said_ = false;  // the cluster told its cluster-node-timeout
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<job>> jobs_;
   bool stopping_ = false;
   std::thread thread_;
-  std::vector<std::thread> listers_;
+  lister_threads listers_;
   mutable std::mutex counters_mutex_;
   backend_counters counters_;
 };

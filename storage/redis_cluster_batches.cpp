@@ -118,16 +118,22 @@ void redis_cluster_backend::run_put(job& j) {
   j.on_put(std::move(stored));
 }
 
+// A block whose DEL got no answer in time (its master down past the failover wait) is reported
+// not gone: the pool retries it, or its next reconcile finds the block.
 void redis_cluster_backend::run_remove(job& j) {
   auto replies = router_->run(both_parts(options_.ns, j.blocks, "DEL"));
   uint64_t removed = 0;
-  for (const auto& r : replies)
-    removed += r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+  std::vector<bool> gone(j.blocks.size());
+  for (size_t i = 0; i < replies.size(); ++i) {
+    const redisReply* r = replies[i].get();
+    gone[i] = r && r->type == REDIS_REPLY_INTEGER;
+    removed += gone[i] && r->integer > 0;
+  }
   {
     std::lock_guard<std::mutex> guard(counters_mutex_);
     counters_.removed += removed;
   }
-  j.on_remove();
+  j.on_remove(std::move(gone));
 }
 
 }  // namespace kvtier

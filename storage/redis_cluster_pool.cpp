@@ -2,7 +2,7 @@
 
 #include <cstdarg>
 
-#include "storage/redis_backend.hpp"
+#include "storage/redis_dial.hpp"
 
 namespace kvtier {
 
@@ -24,14 +24,14 @@ redisContext* redis_cluster_pool::connection(const std::string& address) {
   auto at = connections_.find(address);
   if (at != connections_.end())
     return at->second;
-  auto [host, port] = parse_redis_address(address);
-  redisContext* c = redisConnectWithTimeout(host.c_str(), port, dial_timeout);
-  if (!c || c->err) {
-    if (c)
-      redisFree(c);
+  std::string why;
+  redisContext* c = redis_dial(address, access_, dial_timeout, reply_timeout, &why);
+  if (!c) {
+    last_refusal_ = address + ": " + why;
+    auth_failures_ += why.rfind("the credentials were refused", 0) == 0 ||
+                      why.rfind("the server wants credentials", 0) == 0;
     return nullptr;
   }
-  redisSetTimeout(c, reply_timeout);
   connections_.emplace(address, c);
   return c;
 }
@@ -40,6 +40,7 @@ void redis_cluster_pool::drop(const std::string& address) {
   auto at = connections_.find(address);
   if (at == connections_.end())
     return;
+  redis_abandon(at->second->fd);
   redisFree(at->second);
   connections_.erase(at);
 }

@@ -48,8 +48,8 @@ bool flush(redisContext* c) {
 }  // namespace
 
 redis_cluster_router::redis_cluster_router(std::vector<std::string> seeds,
-                                           int64_t failover_wait_ns)
-  : failover_wait_ns_(failover_wait_ns), known_(std::move(seeds)) {}
+                                           int64_t failover_wait_ns, redis_access access)
+  : failover_wait_ns_(failover_wait_ns), pool_(std::move(access)), known_(std::move(seeds)) {}
 
 std::vector<std::string> redis_cluster_router::known_nodes() const {
   std::lock_guard<std::mutex> guard(known_mutex_);

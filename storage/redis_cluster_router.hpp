@@ -31,7 +31,8 @@ struct cluster_command {
 
 class redis_cluster_router {
  public:
-  redis_cluster_router(std::vector<std::string> seeds, int64_t failover_wait_ns);
+  redis_cluster_router(std::vector<std::string> seeds, int64_t failover_wait_ns,
+                       redis_access access = {});
 
   /// Reads the slot map from the first known node that answers; true if every slot is served.
   bool refresh();
@@ -39,6 +40,10 @@ class redis_cluster_router {
   std::vector<redis_reply_ptr> run(const std::vector<cluster_command>& commands);
 
   std::vector<std::string> masters() const { return map_.masters(); }
+  /// Whether the last slot map read covered every slot.
+  bool complete() const { return map_.complete(); }
+  void set_failover_wait(int64_t ns) { failover_wait_ns_ = ns; }
+  int64_t failover_wait() const { return failover_wait_ns_; }
   /// Seeds and every node the slot maps named so far (safe from any thread).
   std::vector<std::string> known_nodes() const;
   redis_cluster_pool& pool() { return pool_; }

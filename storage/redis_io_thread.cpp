@@ -1,5 +1,7 @@
 #include "storage/redis_loop.hpp"
 
+#include "storage/redis_dial.hpp"
+
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -57,8 +59,12 @@ void redis_backend::loop::run() {
         dial(*n);
       else if (!n->ctx)
         wait_ns = std::min(wait_ns, n->retry_at - now);
-      if (n->ctx && n->pending > 0 && now - n->last_progress > op_timeout_ns)
+      if (n->ctx && n->pending > 0 && now - n->last_progress > op_timeout_ns) {
+        redis_abandon(n->ctx->c.fd);
         redisAsyncFree(n->ctx);  // silent too long: down (its commands fail, cleanup runs)
+      }
+      else if (n->ctx && !n->connected && n->pending == 0 && now - n->dialled_ns > op_timeout_ns)
+        redisAsyncFree(n->ctx);  // a connect that does not complete (a host that drops SYNs)
     }
     fds.clear();
     polled.clear();

@@ -34,7 +34,8 @@ struct redis_backend::loop {
   static constexpr int64_t ms = 1'000'000;
   static constexpr int64_t first_backoff_ns = 50 * ms;
   static constexpr int64_t max_backoff_ns = 2'000 * ms;
-  // A node silent this long with commands out is down.
+  // A node silent this long with commands out, or not connected this long after its dial, is
+  // down.
   static constexpr int64_t op_timeout_ns = 1'000 * ms;
   static constexpr const char* part_suffix[2] = {":k", ":v"};
   // reply_to::part of a rolled-back part's DEL (a put's parts are 0 and 1).
@@ -53,7 +54,7 @@ struct redis_backend::loop {
     storage_backend::remove_done on_remove;
     // results
     std::vector<uint8_t> parts_ok, parts_done;  // put: per block
-    std::vector<bool> present;                  // exists; get: found
+    std::vector<bool> present;                  // exists; get: found; remove: gone
     std::vector<block_span> into;               // get: where each block's bytes go
     size_t remaining = 0;  // commands without a reply
     int64_t started_ns = 0;
@@ -80,15 +81,17 @@ struct redis_backend::loop {
     std::string host;
     int port = 0;
     redisAsyncContext* ctx = nullptr;
-    bool connected = false;
+    bool connected = false;  // and authenticated: commands may go out
     bool ever_connected = false;
+    int64_t dialled_ns = 0;
     bool want_read = false, want_write = false;
     int64_t retry_at = 0;
     int64_t backoff_ns = first_backoff_ns;
     uint64_t pending = 0;       // commands out
     int64_t last_progress = 0;  // last reply (or first command after an idle spell)
     std::atomic<bool> up{false};
-    std::deque<queued> waiting;  // commands not yet handed to hiredis (its buffer is full)
+    std::deque<queued> waiting;  // commands not yet handed to hiredis (not ready, buffer full)
+    std::string refusal;  // why its last handshake failed (under error_mutex); "" if it did not
   };
 
   // What a command's reply goes back to.
@@ -112,7 +115,7 @@ struct redis_backend::loop {
   // counters (read from any thread)
   std::atomic<uint64_t> puts_ok{0}, puts_failed{0}, gets_hit{0}, gets_missed{0}, rollbacks{0},
     bytes_written{0}, bytes_read{0}, removed{0}, node_downs{0}, reconnects{0}, batches{0},
-    corrupt{0};
+    corrupt{0}, auth_failures{0};
   std::atomic<int64_t> busy_ns{0};
   mutable std::mutex error_mutex;
   std::string put_error;  // the first failed put's reason (under error_mutex)
@@ -128,6 +131,8 @@ struct redis_backend::loop {
   // Called whenever hiredis frees a context (error, disconnect, our free): the node is down.
   static void cleanup(void* p);
   static void on_connect(const redisAsyncContext* c, int status);
+  static void on_handshake(redisAsyncContext* c, void* r, void* priv);
+  void ready(node& n);
   static void on_disconnect(const redisAsyncContext*, int) {}
   void dial(node& n);
 

@@ -22,9 +22,10 @@ bool redis_backend::loop::command(node& n, const std::shared_ptr<batch>& b, uint
   return true;
 }
 
-// Hands waiting commands to hiredis while its output buffer has room (see `queued`).
+// Hands waiting commands to hiredis while its output buffer has room (see `queued`), once the
+// connection is ready (connected, and authenticated where it must be).
 void redis_backend::loop::pump(node& n) {
-  while (n.ctx && !n.waiting.empty() && sdslen(n.ctx->c.obuf) < buffer_limit) {
+  while (n.ctx && n.connected && !n.waiting.empty() && sdslen(n.ctx->c.obuf) < buffer_limit) {
     queued q = std::move(n.waiting.front());
     n.waiting.pop_front();
     std::vector<const char*> argv;

@@ -74,6 +74,8 @@ void redis_backend::loop::settle(reply_to& to, redisReply* r) {
       break;
     }
     case op_kind::remove:
+      // The DEL ran: the block is gone, whether it was there or not.
+      b.present[to.block] = r && r->type == REDIS_REPLY_INTEGER;
       if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0)
         ++removed;
       break;
@@ -117,7 +119,7 @@ void redis_backend::loop::answer(const std::shared_ptr<batch>& bp) {
       break;
     }
     case op_kind::remove:
-      b.on_remove();
+      b.on_remove(std::move(b.present));
       break;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <csignal>
 #include <cstdio>
 #include <stdexcept>
 
@@ -75,6 +76,10 @@ std::unique_ptr<storage_backend> make_storage_backend(const backend_options& o) 
   // mapped and unmapped one by one, they are not page-faulted in afresh (and zeroed) every time.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // A Redis node that dies while a command is being written to it must fail that write (EPIPE),
+  // not stop the process (hiredis writes with write(2), which raises SIGPIPE on a closed socket).
+  if (o.kind == storage_backend_kind::redis || o.kind == storage_backend_kind::redis_cluster)
+    std::signal(SIGPIPE, SIG_IGN);
   switch (o.kind) {
     case storage_backend_kind::model: break;
     case storage_backend_kind::memory: return std::make_unique<memory_backend>(o.nodes);

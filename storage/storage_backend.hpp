@@ -18,7 +18,12 @@
 // - a get returns exactly the bytes a put stored, or nothing: it writes them into memory its
 //   caller owns (block_span), and a block whose stored length is not the span's is a miss;
 // - a put that fails leaves the block absent (parts already written are rolled back);
-// - a node that cannot be reached answers as empty: gets miss, puts fail (and are counted).
+// - a node that cannot be reached answers as empty: gets miss, puts fail (and are counted);
+// - a remove says, per block, whether the block is gone (deleted, or it was not there) or the
+//   delete could not run (its node out of reach): the pool retries that one, or its next
+//   reconcile finds it (docs/robustness.md, "Nothing left behind");
+// - a listing names only blocks of its own namespace ("kvtier:<model>:<dtype>:"), and says which
+//   nodes it listed completely: what it could not reach is neither lost nor orphaned.
 
 #include <cstdint>
 #include <functional>
@@ -26,6 +31,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "storage/redis_access.hpp"
 
 namespace kvtier {
 
@@ -66,6 +73,23 @@ std::string block_name(const block_namespace& ns, uint64_t hash);
 /// not one of this namespace's blocks.
 std::optional<uint64_t> hash_of_block_name(const block_namespace& ns, const std::string& name);
 
+/// What a listing found.
+struct block_listing {
+  std::vector<uint64_t> blocks;   ///< blocks held whole
+  /// Blocks of which only some parts are there (a put cut short whose rollback could not run):
+  /// never answered as blocks, but they take room until deleted.
+  std::vector<uint64_t> partial;
+  /// Per node: 1 if every block on it was listed (0: it could not be reached, or stopped
+  /// answering midway).
+  std::vector<uint8_t> listed;
+  bool complete() const {
+    for (uint8_t l : listed)
+      if (!l)
+        return false;
+    return true;
+  }
+};
+
 /// Counters a backend keeps (read by the storage report).
 struct backend_counters {
   uint64_t puts_ok = 0;
@@ -80,6 +104,8 @@ struct backend_counters {
                                  ///< length than the get's span: counted as misses
   uint64_t node_downs = 0;       ///< times a node was found unreachable
   uint64_t reconnects = 0;       ///< times a node came back
+  uint64_t auth_failures = 0;    ///< connections whose credentials a node refused
+  uint64_t tls_failures = 0;     ///< TLS handshakes with a node that failed
   int64_t busy_ns = 0;           ///< sum over batches of their service time (issue to answer)
   uint64_t batches = 0;
   std::string put_error;         ///< why the first put that failed did (empty: none failed)
@@ -91,8 +117,10 @@ class storage_backend {
   /// found[i]: block i's bytes, exactly `into[i].size` of them, are in `into[i]`.
   using get_done = std::function<void(std::vector<bool> found)>;
   using put_done = std::function<void(std::vector<bool> stored)>;
-  using remove_done = std::function<void()>;
-  using list_done = std::function<void(std::vector<uint64_t> hashes)>;
+  /// gone[i]: block i is not in the backend now (deleted, or absent); false: its delete could
+  /// not run (node out of reach) and the block may still be there.
+  using remove_done = std::function<void(std::vector<bool> gone)>;
+  using list_done = std::function<void(block_listing listing)>;
 
   virtual ~storage_backend() = default;
 
@@ -109,12 +137,14 @@ class storage_backend {
                    put_done done) = 0;
   virtual void remove(std::vector<block_ref> blocks, remove_done done) = 0;
   /// Every block of this namespace the backend holds, on every reachable node: what a restarted
-  /// pool rebuilds its index from.
+  /// pool rebuilds its index from, and what a reconcile compares the index with.
   virtual void list(list_done done) = 0;
 
   virtual backend_counters counters() const = 0;
   /// Whether node `n` can be reached now (a list leaves out what it cannot reach).
   virtual bool node_reachable(uint32_t) const { return true; }
+  /// What a run should be told at start about how this backend behaves (empty: nothing).
+  virtual std::string start_note() const { return {}; }
 
  protected:
   explicit storage_backend(uint32_t nodes) : nodes_(nodes) {}
@@ -143,6 +173,11 @@ struct backend_options {
   std::vector<std::string> redis;       ///< host:port of each node
   std::vector<std::string> redis_cluster;  ///< host:port of seed nodes of one Redis Cluster
   uint32_t redis_ttl_s = 0;             ///< 0: keys live until the pool evicts them
+  /// redis, redis_cluster: the credentials and TLS every connection uses (redis_dial.hpp).
+  redis_access redis_auth;
+  /// redis_cluster: how long a command waits for a failed master's slots to be served again
+  /// before it fails; 0: from the cluster's own cluster-node-timeout (redis_cluster_backend.hpp).
+  int64_t redis_failover_wait_ns = 0;
   std::vector<std::string> file_dirs;   ///< one directory per node
   bool file_direct = false;             ///< O_DIRECT writes and reads (aligned buffers)
   uint32_t file_threads = 4;

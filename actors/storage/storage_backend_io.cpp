@@ -17,15 +17,43 @@ std::vector<block_ref> refs_of(const storage_state& st, const std::vector<uint64
   return refs;
 }
 
+}  // namespace
+
 // When a backend's completion ran: the actor clock's time since its epoch (storage_backend_done).
 int64_t backend_clock_now() {
   return caf::actor_clock::clock_type::now().time_since_epoch().count();
 }
 
-}  // namespace
+// Deletes blocks' bytes; nothing waits for the delete. On a real backend, the blocks whose delete
+// has not completed are counted (they still take its room), and those whose delete could not run
+// are owed (on_removed).
+void delete_blocks(self_ptr self, std::vector<block_ref> blocks) {
+  auto& st = self->state;
+  if (blocks.empty())
+    return;
+  if (!st.backend->asynchronous()) {
+    st.backend->remove(std::move(blocks), [](std::vector<bool>) {});
+    return;
+  }
+  uint64_t id = st.next_io++;
+  pending_io io;
+  io.what = pending_io::kind::remove;
+  for (const block_ref& b : blocks) {
+    io.keys.push_back(b.key);
+    io.hashes.push_back(b.hash);
+  }
+  st.ios.emplace(id, std::move(io));
+  st.deletes_in_flight += blocks.size();
+  st.report.deletes_in_flight_max =
+    std::max(st.report.deletes_in_flight_max, st.deletes_in_flight);
+  auto me = caf::actor_cast<storage_actor>(self);
+  st.backend->remove(std::move(blocks), [me, id](std::vector<bool> gone) {
+    caf::anon_send(me, storage_backend_done{id, std::vector<uint8_t>(gone.begin(), gone.end()),
+                                            {}, {}, backend_clock_now()});
+  });
+}
 
-// Deletes evicted blocks' bytes (the index chose them; nothing waits for the delete). On a real
-// backend, the blocks whose delete has not completed are counted: they still take its room.
+// Deletes evicted blocks' bytes (the index chose them).
 void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   auto& st = self->state;
   if (victims.empty())
@@ -33,22 +61,7 @@ void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims) {
   std::vector<block_ref> refs = refs_of(st, victims);
   for (uint64_t k : victims)
     st.hash_of.erase(k);
-  if (!st.backend->asynchronous()) {
-    st.backend->remove(std::move(refs), [] {});
-    return;
-  }
-  uint64_t id = st.next_io++;
-  pending_io io;
-  io.what = pending_io::kind::remove;
-  io.keys = victims;
-  st.ios.emplace(id, std::move(io));
-  st.deletes_in_flight += victims.size();
-  st.report.deletes_in_flight_max =
-    std::max(st.report.deletes_in_flight_max, st.deletes_in_flight);
-  auto me = caf::actor_cast<storage_actor>(self);
-  st.backend->remove(std::move(refs), [me, id] {
-    caf::anon_send(me, storage_backend_done{id, {}, {}, backend_clock_now()});
-  });
+  delete_blocks(self, std::move(refs));
 }
 
 // Asks the backend for a request's bytes; its answer comes back as a storage_backend_done.
@@ -62,7 +75,7 @@ void start_backend(self_ptr self, uint64_t id) {
       size_t leading = st.index->leading_run(io.keys.data(), io.keys.size());
       std::vector<uint64_t> keys(io.keys.begin(), io.keys.begin() + static_cast<long>(leading));
       st.backend->exists(refs_of(st, keys), [me, id](std::vector<bool> present) {
-        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {},
+        storage_backend_done d{id, std::vector<uint8_t>(present.begin(), present.end()), {}, {},
                                backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
@@ -83,7 +96,7 @@ void start_backend(self_ptr self, uint64_t id) {
         into.push_back({reinterpret_cast<uint8_t*>(io.into[i].address), io.into[i].size});
       }
       st.backend->get(std::move(refs), std::move(into), [me, id](std::vector<bool> found) {
-        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {},
+        storage_backend_done d{id, std::vector<uint8_t>(found.begin(), found.end()), {}, {},
                                backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
@@ -101,7 +114,7 @@ void start_backend(self_ptr self, uint64_t id) {
       for (size_t i = 0; i < io.keys.size(); ++i)
         refs.push_back({io.keys[i], io.hashes[i]});
       st.backend->put(std::move(refs), std::move(io.payloads), [me, id](std::vector<bool> stored) {
-        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {},
+        storage_backend_done d{id, std::vector<uint8_t>(stored.begin(), stored.end()), {}, {},
                                backend_clock_now()};
         caf::anon_send(me, std::move(d));
       });
@@ -227,10 +240,11 @@ void on_backend_done(self_ptr self, storage_backend_done& d) {
   pending_io& io = it->second;
   if (io.what == pending_io::kind::remove || io.what == pending_io::kind::reconcile) {
     if (io.what == pending_io::kind::remove)
-      on_removed(self, io);
+      on_removed(self, io, d);
     else
       on_reconciled(self, io, d);
     st.ios.erase(it);
+    check_reconnects(self);
     return;
   }
   // Real I/O ended when the backend answered, on its own thread; the wait for this actor to take
@@ -265,9 +279,9 @@ caf::result<uint64_t> start_rebuild(self_ptr self) {
   auto promise = self->make_response_promise<uint64_t>();
   s.rebuilds.push_back(promise);
   auto me = caf::actor_cast<storage_actor>(self);
-  s.backend->list([me](std::vector<uint64_t> hashes) {
+  s.backend->list([me](block_listing listing) {
     storage_backend_done d;
-    d.listed = std::move(hashes);
+    d.listed = std::move(listing.blocks);
     caf::anon_send(me, std::move(d));
   });
   return promise;

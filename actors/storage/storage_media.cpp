@@ -14,6 +14,11 @@ uint64_t start_io(self_ptr self, pending_io io, uint64_t bytes_each, bool write)
   auto& st = self->state;
   uint64_t id = st.next_io++;
   int64_t now = st.links.links().time();  // every handler syncs first: start at that instant
+  // The model's service runs from the instant its flows start on the links: the handler's own
+  // time since its sync is no part of it (on a busy host, times --speed, that could exceed the
+  // flows' whole length, and the difference would count negative).
+  if (io.shadow)
+    io.requested_ns = now;
   std::vector<uint64_t> per_node(st.index->nodes(), 0);
   for (uint64_t k : io.keys)
     ++per_node[st.index->node_of(k)];

@@ -136,7 +136,10 @@ storage_report report_of(self_ptr self) {
     r.reconnects = c.reconnects;
     r.removed = c.removed;
     r.put_error = c.put_error;
+    r.auth_failures = c.auth_failures;
+    r.tls_failures = c.tls_failures;
   }
+  r.deletes_owed = st.owed_deletes.size();
   return r;
 }
 

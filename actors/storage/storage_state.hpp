@@ -60,13 +60,22 @@ struct storage_state {
   std::vector<uint64_t> node_epoch;  // losses per node
   std::vector<uint8_t> slow;         // per node: inside a slow window
   int64_t fault_wake = link_model::never;  // the fault timer set, if any
-  // A real backend's failures (storage_failures.cpp): deletes not yet done, the reconnects seen,
-  // a reconcile running and the keys written since it began, what was said already.
+  // A real backend's failures (storage_failures.cpp): deletes not yet done, deletes that could
+  // not run (key -> block hash; retried), the reconnects seen, a reconcile running and the keys
+  // written since it began, whether a reconcile must run again (its listing was incomplete), when
+  // owed deletes and incomplete listings may next be retried (the backend clock's ticks), what
+  // was said already.
   uint64_t deletes_in_flight = 0;
-  uint64_t reconnects_seen = 0;
+  absl::flat_hash_map<uint64_t, uint64_t> owed_deletes;
+  uint64_t reconnects_seen = 0;     // reconnects a listing was started for
+  uint64_t reconnects_retried = 0;  // reconnects owed deletes were retried for
   bool reconciling = false;
+  bool reconcile_again = false;
   absl::flat_hash_map<uint64_t, uint8_t> written_since_listing;
-  bool said_dropped = false, said_no_room = false, said_lost = false;
+  int64_t next_retry_at = 0;
+  int64_t followup_at = 0;  // a second reconcile after one a reconnect started (0: none due)
+  bool said_dropped = false, said_no_room = false, said_lost = false, said_owed = false,
+       said_orphans = false;
 };
 
 using self_ptr = storage_actor::stateful_pointer<storage_state>;
@@ -90,6 +99,8 @@ void arm_fault_wake(self_ptr self);
 
 void start_backend(self_ptr self, uint64_t id);
 void remove_from_backend(self_ptr self, const std::vector<uint64_t>& victims);
+void delete_blocks(self_ptr self, std::vector<block_ref> blocks);
+int64_t backend_clock_now();
 void on_backend_done(self_ptr self, storage_backend_done& d);
 caf::result<uint64_t> start_rebuild(self_ptr self);
 
@@ -98,7 +109,7 @@ caf::result<uint64_t> start_rebuild(self_ptr self);
 void say_once(bool& said, const std::string& what);
 void check_reconnects(self_ptr self);
 void on_reconciled(self_ptr self, pending_io& io, const storage_backend_done& d);
-void on_removed(self_ptr self, const pending_io& io);
+void on_removed(self_ptr self, const pending_io& io, const storage_backend_done& d);
 
 // -- requests (storage_requests.cpp) --
 

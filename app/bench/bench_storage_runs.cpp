@@ -219,7 +219,7 @@ struct lone_series {
   void remove(storage_backend& b) {
     for (size_t i = 0; i < one.size(); ++i)
       for (const auto* r : {&one[i], &small[i]})
-        wait_for([&](auto done) { b.remove(r->ref, [done] { done(); }); });
+        wait_for([&](auto done) { b.remove(r->ref, [done](std::vector<bool>) { done(); }); });
   }
 };
 
@@ -267,7 +267,7 @@ storage_figures run_backend(storage_backend& b, uint64_t bytes, uint32_t batch, 
   f.put_batch_ms = median(put.ms);
   f.get_batch_ms = median(get.ms);
   for (const auto& r : refs)
-    wait_for([&](auto done) { b.remove(r, [done] { done(); }); });
+    wait_for([&](auto done) { b.remove(r, [done](std::vector<bool>) { done(); }); });
   if (lone == lone_requests::timed)
     fit_lone_figures(f, lone_blocks, bytes, batches, total, put.total_s, get.total_s);
   return f;

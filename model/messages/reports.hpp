@@ -264,6 +264,12 @@ struct storage_report {
   uint64_t deletes_in_flight_max = 0;  ///< most evicted blocks whose delete had not completed
   uint64_t reconciles = 0;       ///< index checks against the backend after a reconnect
   uint64_t blocks_lost = 0;      ///< indexed blocks a reconcile found gone from the backend
+  uint64_t deletes_failed = 0;   ///< blocks whose delete could not run (node out of reach)
+  uint64_t deletes_retried = 0;  ///< of those, deletes run again once the node answered
+  uint64_t deletes_owed = 0;     ///< deletes still owed (now): the backend may hold them
+  uint64_t orphans_removed = 0;  ///< blocks a reconcile found in the backend, not in the index
+  uint64_t auth_failures = 0;    ///< connections whose credentials a Redis node refused
+  uint64_t tls_failures = 0;     ///< TLS handshakes with a Redis node that failed
   std::string put_error;         ///< the backend's first failed put, in its words
   // The index's own checks (storage_index::check), run when the report is asked for.
   uint64_t invariant_checked = 0, invariant_violations = 0;

@@ -61,8 +61,11 @@ struct storage_io_reply {
 /// A backend's answer to one storage request, as the storage actor posts it to itself.
 struct storage_backend_done {
   uint64_t io = 0;
-  std::vector<uint8_t> ok;       ///< exists: present; put: stored; get: read (per block)
-  std::vector<uint64_t> listed;  ///< rebuild: the block hashes the backend holds
+  /// exists: present; put: stored; get: read; remove: gone (per block); listing: per node,
+  /// listed completely
+  std::vector<uint8_t> ok;
+  std::vector<uint64_t> listed;   ///< listing: the block hashes the backend holds whole
+  std::vector<uint64_t> partial;  ///< listing: blocks of which only some parts are there
   /// When the backend finished, on the actor clock (its clock_type's ticks since its epoch);
   /// 0: not recorded.
   int64_t done_at = 0;

@@ -82,10 +82,24 @@ const std::pair<integer_key, integer_key> unit_pairs[] = {
   {keys::storage::capacity_tokens, keys::storage::capacity_blocks},
 };
 
+// A secret given where it would be seen (ps, shell history, summary.json) is refused by name,
+// its value never repeated (docs/design.md "Secured Redis").
+bool is_secret_key(const std::string& key) {
+  return key.size() >= 8 && key.compare(key.size() - 8, 8, "password") == 0;
+}
+
+std::string secret_refusal(const std::string& key) {
+  return "'" + key + "': a password is never taken from the command line or a config (ps, shell "
+         "history and summary.json would show it); put it in a file named by "
+         "storage.redis_password_file, or in KVTIER_REDIS_PASSWORD";
+}
+
 size_t index_of(const std::string& key) {
   for (size_t i = 0; i < specs().size(); ++i)
     if (key == specs()[i].key)
       return i;
+  if (is_secret_key(key))
+    throw config_error(secret_refusal(key));
   throw config_error("unknown config key '" + key + "'; valid keys:\n" + valid_keys_text());
 }
 
@@ -237,6 +251,8 @@ void config::set(const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw config_error("--set " + assignment + ": expected key=value");
   std::string key = assignment.substr(0, eq);
+  if (is_secret_key(key))  // the message names the key, never the value
+    throw config_error("--set " + key + "=...: " + secret_refusal(key));
   std::string text = assignment.substr(eq + 1);
   json value = json::parse(text, nullptr, false);
   if (value.is_discarded())

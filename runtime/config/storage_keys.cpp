@@ -42,6 +42,30 @@ std::vector<option_spec> storage_key_specs() {
     {keys::storage::redis_cluster, 0, 0, {}, false,
      "storage.backend=redis_cluster: \"host:port\" of seed nodes of one Redis Cluster (any of "
      "its nodes; the rest are found with CLUSTER SLOTS); the cluster places blocks by hash slot"},
+    {keys::storage::redis_failover_wait_s, 0.1, 3600, {}, true,
+     "storage.backend=redis_cluster: how long a command waits for a failed master's replica to "
+     "take its slots before it fails (puts dropped, gets missed, deletes retried later), seconds; "
+     "null = twice the cluster's own cluster-node-timeout (CONFIG GET at start) plus 5 s"},
+    {keys::storage::redis_user, 0, 0, {}, true,
+     "storage.backend=redis or redis_cluster: the ACL user kvtier authenticates as (AUTH user "
+     "password); null = Redis's default user (AUTH password, for requirepass)"},
+    {keys::storage::redis_password_file, 0, 0, {}, true,
+     "storage.backend=redis or redis_cluster: a file holding the password (its first line); null "
+     "= the environment variable KVTIER_REDIS_PASSWORD if set, else no AUTH. A password is never "
+     "taken from the command line or a config, and never printed or written to an output"},
+    {keys::storage::redis_tls, 0, 0, {}, false,
+     "storage.backend=redis or redis_cluster: TLS to every node (Redis's tls-port), the server's "
+     "certificate checked against storage.redis_tls_ca_file and its name"},
+    {keys::storage::redis_tls_ca_file, 0, 0, {}, true,
+     "storage.redis_tls: PEM certificates the servers' are checked against; null = the system's"},
+    {keys::storage::redis_tls_cert_file, 0, 0, {}, true,
+     "storage.redis_tls: PEM certificate kvtier presents (for servers with tls-auth-clients); "
+     "null = none"},
+    {keys::storage::redis_tls_key_file, 0, 0, {}, true,
+     "storage.redis_tls: the PEM private key of storage.redis_tls_cert_file"},
+    {keys::storage::redis_tls_server_name, 0, 0, {}, true,
+     "storage.redis_tls: the name (or IP address) the servers' certificates must carry; null = "
+     "each node's host as written in storage.redis / storage.redis_cluster"},
     {keys::storage::file_dirs, 0, 0, {}, false,
      "storage.backend=file: one directory per storage node"},
     {keys::storage::file_direct, 0, 0, {}, false,

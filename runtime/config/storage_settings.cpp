@@ -1,6 +1,7 @@
 #include "runtime/config/storage_settings.hpp"
 
 #include "core/time_math.hpp"
+#include "runtime/config/redis_secrets.hpp"
 #include "runtime/config/storage_calibration.hpp"
 #include "storage/redis_backend.hpp"
 
@@ -50,6 +51,12 @@ backend_options resolve_backend(const config& c, const replay_config& rc) {
   b.redis = c.text_list(keys::storage::redis);
   b.redis_ttl_s = static_cast<uint32_t>(c.integer(keys::storage::redis_ttl_s));
   b.redis_cluster = c.text_list(keys::storage::redis_cluster);
+  if (b.kind == storage_backend_kind::redis || b.kind == storage_backend_kind::redis_cluster) {
+    b.redis_auth = resolve_redis_access(c);
+    if (c.is_set(keys::storage::redis_failover_wait_s))
+      b.redis_failover_wait_ns =
+        static_cast<int64_t>(c.number(keys::storage::redis_failover_wait_s) * 1e9);
+  }
   b.file_dirs = c.text_list(keys::storage::file_dirs);
   b.file_direct = c.boolean(keys::storage::file_direct);
   b.file_quota_bytes = static_cast<uint64_t>(c.integer(keys::storage::file_quota_bytes));

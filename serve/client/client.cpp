@@ -1,5 +1,8 @@
 #include "serve/client/client.hpp"
 
+#include <atomic>
+#include <cstring>
+
 #include "serve/wire/call.hpp"
 #include "serve/wire/error_reply.hpp"
 #include "serve/wire/fields.hpp"
@@ -32,15 +35,18 @@ void check_ok(const reply& r) {
     throw remote_error(e->kind, e->message);
 }
 
-client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
-  : client(std::make_unique<zmq::context_t>(1), nullptr, endpoint, std::move(token), timeout) {}
+client::client(const std::string& endpoint, std::string token, std::chrono::milliseconds timeout,
+               const curve_client_keys& curve)
+  : client(std::make_unique<zmq::context_t>(1), nullptr, endpoint, std::move(token), timeout,
+           curve) {}
 
 client::client(zmq::context_t& shared, const std::string& endpoint, std::string token,
-               std::chrono::milliseconds timeout)
-  : client(nullptr, &shared, endpoint, std::move(token), timeout) {}
+               std::chrono::milliseconds timeout, const curve_client_keys& curve)
+  : client(nullptr, &shared, endpoint, std::move(token), timeout, curve) {}
 
 client::client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared,
-               const std::string& endpoint, std::string token, std::chrono::milliseconds timeout)
+               const std::string& endpoint, std::string token, std::chrono::milliseconds timeout,
+               const curve_client_keys& curve)
   : own_context_(std::move(own)),
     socket_(shared ? *shared : *own_context_, zmq::socket_type::dealer),
     token_(std::move(token)),
@@ -48,7 +54,50 @@ client::client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared,
   // Calls sent just before the client goes (a bye) still leave; a server that is gone does not
   // hold the client for longer than this.
   socket_.set(zmq::sockopt::linger, 200);
+  curve_on_ = curve.on();
+  if (curve_on_)
+    make_curve_client(socket_, curve);
+  static std::atomic<uint64_t> clients{0};
+  std::string watch = "inproc://kvtier-client-monitor-" + std::to_string(++clients);
+  if (zmq_socket_monitor(socket_.handle(), watch.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+    monitor_ = zmq::socket_t(shared ? *shared : *own_context_, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(watch);
+  }
   socket_.connect(endpoint);
+}
+
+// The monitor's events (two frames each: event number and value, then the peer's endpoint).
+std::string client::no_reply() {
+  std::string why = "no reply from the server within " + std::to_string(timeout_.count()) + " ms";
+  if (!monitor_)
+    return why;
+  bool failed = false;
+  for (zmq::message_t event, where; monitor_.recv(event, zmq::recv_flags::dontwait);) {
+    uint16_t number = 0;
+    if (event.size() >= sizeof(number))
+      std::memcpy(&number, event.data(), sizeof(number));
+    if (event.more())
+      (void)monitor_.recv(where, zmq::recv_flags::dontwait);
+    handshake_done_ = handshake_done_ || number == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+    failed = failed || number != ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+  }
+  if (handshake_done_)
+    return why;
+  if (failed)
+    return why + ": the server refused this connection's handshake (" +
+           (curve_on_ ? "the server's public key given is not its own, or it admits listed "
+                       "client keys only: --curve-key-file"
+                     : "it runs with CURVE: give its public key, --curve-server-key-file") +
+           ")";
+  return why + (curve_on_ ? ": no handshake with it completed (is it running at that endpoint? "
+                           "a server without CURVE, or with another key, never answers)"
+                         : ": no handshake with it completed (is it running at that endpoint? "
+                           "a server with CURVE answers only a client given its public key: "
+                           "--curve-server-key-file)");
 }
 
 void write_call(msgpack::sbuffer& buf, std::string_view op, uint64_t id, const std::string& token,
@@ -133,8 +182,7 @@ reply client::receive(uint64_t id) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      throw std::runtime_error("no reply from the server within "
-                               + std::to_string(timeout_.count()) + " ms");
+      throw std::runtime_error(no_reply());
     pull(left);
   }
 }

@@ -21,6 +21,7 @@
 
 #include "core/model_shape.hpp"
 #include "serve/wire/attach_request.hpp"
+#include "serve/wire/curve.hpp"
 #include "serve/wire/map_writer.hpp"
 #include "serve/wire/session_replies.hpp"
 
@@ -59,12 +60,16 @@ class reply {
 class client {
  public:
   /// `timeout`: how long a blocking call waits for its reply before throwing.
+  /// `curve`: the server's public key and this client's pair (serve/wire/curve.hpp); empty: a
+  /// plaintext connection (loopback servers only).
   client(const std::string& endpoint, std::string token = {},
-         std::chrono::milliseconds timeout = std::chrono::seconds(60));
+         std::chrono::milliseconds timeout = std::chrono::seconds(60),
+         const curve_client_keys& curve = {});
   /// A client on `shared`'s I/O thread: several clients in one process (the benchmark's) share
   /// one context, as an engine's process would.
   client(zmq::context_t& shared, const std::string& endpoint, std::string token = {},
-         std::chrono::milliseconds timeout = std::chrono::seconds(60));
+         std::chrono::milliseconds timeout = std::chrono::seconds(60),
+         const curve_client_keys& curve = {});
 
   /// Sends `c` under the next call id, with the client's token and engine (when registered).
   /// Returns the call's id.
@@ -110,13 +115,20 @@ class client {
 
  private:
   client(std::unique_ptr<zmq::context_t> own, zmq::context_t* shared, const std::string& endpoint,
-         std::string token, std::chrono::milliseconds timeout);
+         std::string token, std::chrono::milliseconds timeout,
+         const curve_client_keys& curve);
   bool pull(std::chrono::milliseconds timeout);  // one reply into stash_
   reply hello_of(const std::string& name, const model_shape& model, uint32_t block_size,
                  const attach_request* tensors, uint32_t version);
   void stamp(serve::call& c);  // the next id, the token, the engine
+  std::string no_reply();  // why a call went unanswered, as far as it can tell
   std::unique_ptr<zmq::context_t> own_context_;  // null on a shared context
   zmq::socket_t socket_;
+  // The socket's handshakes (zmq_socket_monitor): a call that times out says whether a handshake
+  // with the server ever completed (a CURVE server refuses a client without its public key).
+  zmq::socket_t monitor_;
+  bool curve_on_ = false;
+  bool handshake_done_ = false;
   std::string token_;
   std::chrono::milliseconds timeout_;
   uint64_t engine_ = 0;

@@ -365,7 +365,7 @@ reply say_hello(client& link, const remote_options& o, const std::string& name) 
 cache_controller_actor spawn_remote_controller(caf::actor_system& sys, const remote_options& o,
                                                const sim_clock& clock) {
   // Said before the actor starts, so that a refusal reaches the command line as an error.
-  auto link = std::make_shared<client>(o.endpoint, o.token, std::chrono::seconds(10));
+  auto link = std::make_shared<client>(o.endpoint, o.token, std::chrono::seconds(10), o.curve);
   say_hello(*link, o, o.engine_name);
   return sys.spawn(remote_behavior, std::move(link), o, clock);
 }

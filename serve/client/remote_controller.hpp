@@ -28,6 +28,7 @@ using session::device_owner;
 struct remote_options {
   std::string endpoint;
   std::string token;
+  curve_client_keys curve;  ///< CURVE to the server (empty: plaintext, loopback only)
   std::string engine_name = "engine-sim";
   model_shape model;  ///< the model this engine runs (hello)
   uint32_t block_size = 0;

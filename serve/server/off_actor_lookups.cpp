@@ -1,5 +1,7 @@
 #include "serve/server/off_actor_lookups.hpp"
 
+#include "serve/wire/curve.hpp"
+
 #include "serve/server/prompt_blocks.hpp"
 #include "serve/wire/request_replies.hpp"
 
@@ -20,7 +22,7 @@ std::optional<std::string> off_actor_lookups::try_answer(const inbound_call& in,
   const call& c = in.c;
   if (in.oversize != 0 || in.error || c.op != verb::lookup || !c.engine)
     return std::nullopt;
-  if (!settings_.token.empty() && c.token != settings_.token)
+  if (!settings_.token.empty() && (!c.token || !same_secret(*c.token, settings_.token)))
     return std::nullopt;
   {
     std::lock_guard<std::mutex> guard(engines_mutex_);

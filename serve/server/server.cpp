@@ -1,5 +1,7 @@
 #include "serve/server/server.hpp"
 
+#include "serve/wire/curve.hpp"
+
 #include "runtime/deployment.hpp"
 #include "serve/server/observe_wiring.hpp"
 #include "serve/server/off_actor_lookups.hpp"
@@ -107,6 +109,25 @@ void announce(const serve_job& job, const std::string& bound, uint64_t rebuilt,
     job.on_ready(metrics->ready_line());
 }
 
+// CURVE on the socket (docs/protocol.md, "Encryption"): keys from the files the job names.
+socket_security security_of(const serve_job& job) {
+  socket_security security;
+  if (!job.curve_key_file.empty())
+    security.curve_secret = read_curve_key(job.curve_key_file, "--curve-key-file");
+  if (!job.curve_clients_file.empty())
+    security.curve_clients = read_curve_key_list(job.curve_clients_file, "--curve-clients-file");
+  return security;
+}
+
+// Said at start: the public key clients need (never the secret one).
+std::string curve_line(const socket_security& security) {
+  return "kvtier serve: CURVE on; the server's public key (clients need it): " +
+         curve_public_of(security.curve_secret) +
+         (security.curve_clients.empty()
+            ? std::string("; any client key admitted")
+            : "; " + std::to_string(security.curve_clients.size()) + " client keys admitted");
+}
+
 }  // namespace
 
 int run_server(const serve_job& job) {
@@ -141,7 +162,8 @@ int run_server(const serve_job& job) {
   caf::scoped_actor self{sys};
   try {
     uint64_t rebuilt = rebuild_index(self, storage);
-    socket_loop loop(job.bind, plan.max_message_bytes);
+    socket_security security = security_of(job);
+    socket_loop loop(job.bind, plan.max_message_bytes, security);
     // GET /metrics (observe/): made after the actors it reads.
     const cache_options& tiers = plan.deployment.instances.front().cache;
     std::unique_ptr<serve_metrics> metrics =
@@ -149,6 +171,11 @@ int run_server(const serve_job& job) {
                          tiers.host_blocks, events->publisher()});
     server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
     settings.off_actor = off_actor;
+    settings.refused_connections = loop.refused_connections();
+    if (metrics)
+      metrics->count_refused_connections(loop.refused_connections());
+    if (!security.curve_secret.empty() && job.on_ready)
+      job.on_ready(curve_line(security));
     loop.answer_lookups(off_actor);
     actors.server =
       spawn_server_actor(sys, std::move(settings), served.controller, storage, loop.sink());

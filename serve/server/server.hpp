@@ -23,6 +23,10 @@ struct serve_job {
   config cfg;                 ///< defaults, file and --set applied
   std::string bind;           ///< ZeroMQ endpoint
   std::string token;          ///< empty: none (loopback binds only)
+  /// CURVE (serve/wire/curve.hpp): the file of the server's secret key (empty: plaintext, for
+  /// loopback binds only), and of the client public keys it admits (empty: any).
+  std::string curve_key_file;
+  std::string curve_clients_file;
   double speed = 1.0;         ///< virtual seconds per wall second (modelled links and media)
   /// Real mode (--backend cuda): copies run on the GPU, on the KV tensors the engine exports in
   /// hello; `verify` fills computed blocks with their pattern and checks every swap-in.
@@ -42,7 +46,8 @@ struct serve_job {
 bool is_local_endpoint(const std::string& endpoint);
 
 /// Runs until SIGTERM or SIGINT; returns the exit code (0 after a clean shutdown). Throws
-/// config_error for bad settings (a non-loopback bind without a token, a bad endpoint).
+/// config_error for bad settings (a non-loopback bind without a token or a CURVE key, a bad
+/// endpoint, a key file that is not one).
 int run_server(const serve_job& job);
 
 }  // namespace kvtier::serve

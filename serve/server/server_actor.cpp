@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "serve/server/server_state.hpp"
+#include "serve/wire/curve.hpp"
 #include "serve/wire/error_reply.hpp"
 
 namespace kvtier::serve {
@@ -21,13 +22,18 @@ void answer(self_ptr self, const reply_to& to, msgpack::sbuffer& buf,
             std::optional<error_kind> err) {
   auto& st = self->state;
   KVTIER_ASSERT(buf.size() > 0);  // every call gets one reply, and a reply is a map
-  ++st.counters.calls[static_cast<int>(to.op)];
+  if (to.counted)
+    ++st.counters.calls[static_cast<int>(to.op)];
   if (err)
     ++st.counters.errors[static_cast<int>(*err)];
   int64_t latency = std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - to.since)
                       .count();
-  for (auto& o : st.settings.observers)
-    o->on_call(to.op, latency, err);
+  for (auto& o : st.settings.observers) {
+    if (to.counted)
+      o->on_call(to.op, latency, err);
+    else if (err)
+      o->on_refused(*err);
+  }
   st.sink(to.conn, std::string(buf.data(), buf.size()));
 }
 
@@ -102,12 +108,12 @@ bool admissible(self_ptr self, const inbound_call& in, const reply_to& to) {
   auto& st = self->state;
   const call& c = in.c;
   if (in.oversize != 0)
-    fail(self, {to.conn, verb::ping, 0, to.since}, error_kind::too_large,
+    fail(self, {to.conn, verb::ping, 0, to.since, false}, error_kind::too_large,
          "the message holds " + std::to_string(in.oversize) + " bytes, beyond "
            "serve.max_message_bytes (" + std::to_string(st.settings.max_message_bytes) + ")");
   else if (in.error)
     fail(self, to, in.error->kind, in.error->message);
-  else if (!st.settings.token.empty() && c.token != st.settings.token)
+  else if (!st.settings.token.empty() && (!c.token || !same_secret(*c.token, st.settings.token)))
     fail(self, to, error_kind::unauthorized,
          c.token ? "wrong token" : "this server needs a 'token'");
   else if (st.stopping && c.op != verb::ping && c.op != verb::stats)
@@ -147,7 +153,7 @@ engine_state* engine_of(self_ptr self, const ctx& x) {
 }
 
 void on_call(self_ptr self, inbound_call& in) {
-  reply_to to{in.conn, in.c.op, in.c.id, in.since};
+  reply_to to{in.conn, in.c.op, in.c.id, in.since, in.oversize == 0 && in.c.op_given};
   if (!admissible(self, in, to))
     return;
   ctx x{to, std::move(in.c)};

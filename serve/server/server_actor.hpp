@@ -6,6 +6,7 @@
 // nothing an engine sends can break it), and forwards the block work to the cache controller as
 // the scheduler would. Replies go to an outbox that the socket thread drains (socket_loop.hpp).
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,8 @@ struct server_settings {
   block_origins* origins = nullptr;
   /// Lookups answered off the actor (serve.lookups=published): where engines are published.
   std::shared_ptr<off_actor_lookups> off_actor;
+  /// Connections the socket refused at the handshake (socket_loop::refused_connections).
+  std::shared_ptr<const std::atomic<uint64_t>> refused_connections;
 };
 
 /// Messages it takes: inbound_calls, calls in arrival order; (gpu_done_atom, transfer, slot,

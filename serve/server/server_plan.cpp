@@ -11,6 +11,13 @@ void check_bind(const serve_job& job) {
   if (!is_local_endpoint(job.bind) && job.token.empty())
     throw config_error("--bind " + job.bind + " is reachable from other machines: give --token "
                        "(every request must then carry it)");
+  // Plaintext never leaves the machine: the token and every call would travel in clear.
+  if (!is_local_endpoint(job.bind) && job.curve_key_file.empty())
+    throw config_error("--bind " + job.bind + " is reachable from other machines: give "
+                       "--curve-key-file (the server's CURVE secret key; tools/curve-keys makes "
+                       "one): plaintext is served on loopback only");
+  if (!job.curve_clients_file.empty() && job.curve_key_file.empty())
+    throw config_error("--curve-clients-file needs --curve-key-file (the server's own key)");
   if (job.bind.empty())
     throw config_error("--bind: empty endpoint");
 }

@@ -34,6 +34,9 @@ struct reply_to {
   verb op = verb::ping;
   uint64_t id = 0;
   steady::time_point since;
+  /// The call named a known verb: its reply counts under `op` (stats.calls). A frame that did
+  /// not (too large, not msgpack, no op, an unknown op) counts only as its error.
+  bool counted = true;
 };
 
 /// A registered engine: its connection, when it was last heard from, the protocol version its

@@ -180,6 +180,8 @@ void send_stats(self_ptr self, const ctx& x, const controller_report& cr,
   a.controller.invariant_violations += session_violations(self);
   a.storage = sr;
   a.now_ns = now_ns(self);
+  if (st.settings.refused_connections)
+    a.refused_connections = st.settings.refused_connections->load();
   msgpack::sbuffer buf;
   encode_stats_reply(buf, x.c.id, a);
   answer(self, x.to, buf);

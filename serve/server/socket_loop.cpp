@@ -12,6 +12,7 @@
 #include "runtime/config/options.hpp"
 #include "serve/server/off_actor_lookups.hpp"
 #include "serve/server/stop_signals.hpp"
+#include "serve/wire/curve.hpp"
 #include "serve/wire/error_reply.hpp"
 
 namespace kvtier::serve {
@@ -69,12 +70,27 @@ class outbox {
   std::deque<std::pair<uint64_t, std::string>> items_;
 };
 
-socket_loop::socket_loop(const std::string& endpoint, uint64_t max_message_bytes)
-  : max_bytes_(max_message_bytes), router_(context_, zmq::socket_type::router) {
+socket_loop::socket_loop(const std::string& endpoint, uint64_t max_message_bytes,
+                         const socket_security& security)
+  : max_bytes_(max_message_bytes), router_(context_, zmq::socket_type::router),
+    monitor_(context_, zmq::socket_type::pair) {
+  if (!security.curve_secret.empty() && !security.curve_clients.empty())
+    gate_ = std::make_unique<curve_gate>(context_, security.curve_clients);
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes_ * 4 + 1024));
   router_.set(zmq::sockopt::rcvhwm, 100000);
   router_.set(zmq::sockopt::sndhwm, 100000);
+  if (!security.curve_secret.empty())
+    make_curve_server(router_, security.curve_secret);
+  // Every failed handshake is counted: a plaintext client of a CURVE socket, a wrong server key,
+  // a client key the gate refused, a peer that is not ZeroMQ at all.
+  std::string watch = "inproc://kvtier-serve-monitor";
+  if (zmq_socket_monitor(router_.handle(), watch.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+    throw std::runtime_error("zmq_socket_monitor failed");
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(watch);
   try {
     router_.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -86,6 +102,7 @@ socket_loop::socket_loop(const std::string& endpoint, uint64_t max_message_bytes
   box_ = std::make_shared<outbox>();
   items_[0] = {router_.handle(), 0, ZMQ_POLLIN, 0};
   items_[1] = {nullptr, box_->fd, ZMQ_POLLIN, 0};
+  items_[2] = {monitor_.handle(), 0, ZMQ_POLLIN, 0};
 }
 
 socket_loop::~socket_loop() = default;
@@ -124,17 +141,31 @@ int socket_loop::run(caf::scoped_actor& self, const caf::actor& server,
 void socket_loop::wait_for_work(bool stopping) {
   try {
     bool may_sleep = box_->may_sleep();
-    zmq::poll(items_, 2, std::chrono::milliseconds(!may_sleep ? 0 : stopping ? 5 : -1));
+    zmq::poll(items_, 3, std::chrono::milliseconds(!may_sleep ? 0 : stopping ? 5 : -1));
     box_->sleeping = false;
   } catch (const zmq::error_t& e) {
     box_->sleeping = false;
     if (e.num() != EINTR)
       throw;
-    items_[0].revents = items_[1].revents = 0;
+    items_[0].revents = items_[1].revents = items_[2].revents = 0;
   }
+  if (items_[2].revents & ZMQ_POLLIN)
+    read_monitor();
   if (items_[1].revents & ZMQ_POLLIN) {
     uint64_t count;
     [[maybe_unused]] ssize_t n = ::read(box_->fd, &count, sizeof(count));
+  }
+}
+
+// The monitor's events: two frames each (event and value, then the peer's endpoint).
+void socket_loop::read_monitor() {
+  for (;;) {
+    zmq::message_t event, where;
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait))
+      return;
+    if (event.more())
+      (void)monitor_.recv(where, zmq::recv_flags::dontwait);
+    ++*refused_;
   }
 }
 

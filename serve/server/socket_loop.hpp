@@ -7,6 +7,7 @@
 // goes on until the controller's copies have landed (at most 30 s).
 
 #include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "caf/all.hpp"
 
 #include "actors/messages.hpp"
+#include "serve/server/curve_gate.hpp"
 #include "serve/server/inbound_calls.hpp"
 
 namespace kvtier::serve {
@@ -25,10 +27,18 @@ namespace kvtier::serve {
 class outbox;
 class off_actor_lookups;
 
+/// CURVE on the server's socket (serve/wire/curve.hpp): its secret key (empty: plaintext, for
+/// loopback binds only), and the client public keys it admits (empty: any that knows its key).
+struct socket_security {
+  std::string curve_secret;
+  std::vector<std::string> curve_clients;
+};
+
 class socket_loop {
  public:
   /// Binds `endpoint`: throws config_error for a bad one, std::runtime_error when it is taken.
-  socket_loop(const std::string& endpoint, uint64_t max_message_bytes);
+  socket_loop(const std::string& endpoint, uint64_t max_message_bytes,
+              const socket_security& security = {});
   ~socket_loop();
   socket_loop(const socket_loop&) = delete;
   socket_loop& operator=(const socket_loop&) = delete;
@@ -37,6 +47,9 @@ class socket_loop {
   const std::string& endpoint() const { return bound_; }
   /// Where the server actor leaves its replies (any thread).
   reply_sink sink() const;
+  /// Connections whose handshake failed (a plaintext client of a CURVE socket, a client with
+  /// another server key or a key not listed), counted as the socket's monitor reports them.
+  std::shared_ptr<const std::atomic<uint64_t>> refused_connections() const { return refused_; }
   /// Answers the lookups it can off the actor from now on (off_actor_lookups.hpp).
   void answer_lookups(std::shared_ptr<off_actor_lookups> lookups) {
     off_actor_ = std::move(lookups);
@@ -54,6 +67,7 @@ class socket_loop {
   };
 
   void wait_for_work(bool stopping);
+  void read_monitor();
   void flush_outbox();
   void send_to(const envelope& env, const std::string& bytes);
   void read_calls();
@@ -63,7 +77,10 @@ class socket_loop {
 
   uint64_t max_bytes_;
   zmq::context_t context_{1};
+  std::unique_ptr<curve_gate> gate_;  // before the router: libzmq asks it about handshakes
   zmq::socket_t router_;
+  zmq::socket_t monitor_;
+  std::shared_ptr<std::atomic<uint64_t>> refused_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::string bound_;
   std::shared_ptr<outbox> box_;
   std::unordered_map<std::string, uint64_t> conn_of_;
@@ -76,7 +93,7 @@ class socket_loop {
   // Calls of each connection handed to the actor and not answered yet: a lookup is answered off
   // the actor only when its connection has none (every earlier call answered).
   std::unordered_map<uint64_t, uint32_t> unanswered_;
-  zmq::pollitem_t items_[2] = {};
+  zmq::pollitem_t items_[3] = {};
   std::chrono::steady_clock::time_point deadline_;
 };
 

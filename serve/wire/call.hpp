@@ -58,6 +58,9 @@ struct prompt {
 
 struct call {
   verb op = verb::ping;
+  /// The request named a known op (false: `op` is only the default, and a reply to it is not
+  /// counted under any verb).
+  bool op_given = false;
   uint64_t id = 0;
   std::optional<std::string> token;
   std::optional<uint64_t> engine;

@@ -231,9 +231,13 @@ void read_tokens(const msgpack::object& v, call& out, seen_keys& seen) {
     out.text.tokens.reserve(a.size);
     for (uint32_t j = 0; j < a.size; ++j)
       out.text.tokens.push_back(as_i32(a.ptr[j], "tokens"));
-  } else {
+  } else if (v.type == msgpack::type::POSITIVE_INTEGER ||
+             v.type == msgpack::type::NEGATIVE_INTEGER) {
     out.tokens = as_u32(v, "tokens");
     seen.tokens_count = true;
+  } else {
+    throw field_error("'tokens' must be a list of token ids (int32; a prompt: lookup, "
+                      "allocate), or an unsigned integer (a token count: commit, save)");
   }
 }
 
@@ -343,18 +347,26 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
     return error;
   const auto& map = handle.get().via.map;
   seen_keys seen;
+  std::optional<wire_error> bad_field;
   try {
     read_id_first(map, out);
     read_keys(map, out, seen);
   } catch (const field_error& e) {
-    return wire_error{error_kind::malformed, e.what()};
+    bad_field = wire_error{error_kind::malformed, e.what()};
   }
+  // The verb, when the request named one it knows, even if a field was wrong: its error reply
+  // counts under that verb (stats.calls), not under the default.
+  std::optional<verb> op = seen.op_name ? verb_of(*seen.op_name) : std::nullopt;
+  if (op) {
+    out.op = *op;
+    out.op_given = true;
+  }
+  if (bad_field)
+    return bad_field;
   if (!seen.op_name)
     return wire_error{error_kind::malformed, "the message has no 'op'"};
-  auto op = verb_of(*seen.op_name);
   if (!op)
     return wire_error{error_kind::unknown_op, "unknown op '" + *seen.op_name + "'"};
-  out.op = *op;
   return check_needs(out, seen);
 }
 

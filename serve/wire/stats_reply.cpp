@@ -90,7 +90,7 @@ storage_report read_storage(const msgpack::object& s) {
 }  // namespace
 
 void encode_stats_reply(msgpack::sbuffer& buf, uint64_t id, const stats_answer& a) {
-  auto m = ok_reply(buf, id, 7);
+  auto m = ok_reply(buf, id, 8);
   m.put("engines", a.engines);
   m.put("requests", a.requests);
   pack_counts(m, "calls", a.calls, [](size_t i) { return verb_name(static_cast<verb>(i)); });
@@ -99,6 +99,7 @@ void encode_stats_reply(msgpack::sbuffer& buf, uint64_t id, const stats_answer& 
   pack_controller(m, a.controller);
   pack_storage(m, a.storage);
   m.put("now_ns", a.now_ns);
+  m.put("refused_connections", a.refused_connections);
 }
 
 stats_answer decode_stats_reply(const msgpack::object& reply) {
@@ -118,6 +119,8 @@ stats_answer decode_stats_reply(const msgpack::object& reply) {
   a.controller = read_controller(wire::field(reply, "controller"));
   a.storage = read_storage(wire::field(reply, "storage"));
   a.now_ns = wire::i64(reply, "now_ns");
+  if (wire::find(reply, "refused_connections"))  // a server before it had none to say
+    a.refused_connections = wire::u64(reply, "refused_connections");
   return a;
 }
 

@@ -25,6 +25,9 @@ struct stats_answer {
   /// On the wire: stored, capacity, rebuilt, misses, backend.
   storage_report storage;
   int64_t now_ns = 0;
+  /// Connections refused at the handshake (CURVE: a plaintext client, another server key, a
+  /// client key not listed).
+  uint64_t refused_connections = 0;
 };
 
 void encode_stats_reply(msgpack::sbuffer& buf, uint64_t id, const stats_answer& a);

@@ -35,6 +35,19 @@ std::vector<std::string> storage_failure_warnings(const storage_report& s) {
     out.push_back("storage: the " + s.backend + " backend lost " +
                   std::to_string(s.blocks_lost) + " indexed blocks (a node came back without "
                   "them); they left the index: storage.blocks_lost");
+  if (s.orphans_removed > 0)
+    out.push_back("storage: reconciles deleted " + std::to_string(s.orphans_removed) +
+                  " blocks the " + s.backend + " backend held outside the index (deletes that "
+                  "failed while a node was out of reach): storage.deletes.orphans_removed");
+  if (s.deletes_owed > 0)
+    out.push_back("storage: " + std::to_string(s.deletes_owed) + " deletes could not run by the "
+                  "end (their node out of reach): the " + s.backend + " backend may hold those "
+                  "blocks beyond the pool's capacity until a pool on it reconciles: "
+                  "storage.deletes.owed");
+  if (s.auth_failures > 0 || s.tls_failures > 0)
+    out.push_back("storage: " + std::to_string(s.auth_failures) + " connections were refused "
+                  "their credentials and " + std::to_string(s.tls_failures) + " TLS handshakes "
+                  "failed: storage.auth_failures, storage.tls_failures");
   return out;
 }
 

@@ -75,6 +75,12 @@ json storage_section(const full_result& r, const request_tally& t) {
               {"backpressure", {{"waits", r.engine.store_waits},
                                 {"wait_s", seconds6(r.engine.store_wait_ns)},
                                 {"inflight_peak_bytes", r.engine.storage_inflight_peak_bytes}}}};
+  if (p.backend != "model") {  // a real pool's deletes and connections (docs/robustness.md)
+    out["deletes"] = {{"failed", p.deletes_failed}, {"retried", p.deletes_retried},
+                      {"owed", p.deletes_owed}, {"orphans_removed", p.orphans_removed}};
+    out["auth_failures"] = p.auth_failures;
+    out["tls_failures"] = p.tls_failures;
+  }
   const scheduler_report& s = r.scheduler;
   if (s.output_cache_writes > 0)
     out["output_cache"] = {{"requests", s.output_cache_writes},

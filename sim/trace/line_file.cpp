@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 #include <filesystem>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/check.hpp"
@@ -33,6 +38,50 @@ std::unique_ptr<char[]> padded_buffer(size_t usable_bytes) {
   std::unique_ptr<char[]> buf(new char[usable_bytes + line_padding]);
   std::memset(buf.get() + usable_bytes, 0, line_padding);
   return buf;
+}
+
+// A field of /proc/self/status in bytes ("VmSize:  1234 kB"); 0 if it cannot be read.
+uint64_t own_status_bytes(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f)
+    return 0;
+  char line[256];
+  uint64_t kib = 0;
+  size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kib = std::strtoull(line + len + 1, nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// What this process may still take: the machine's available memory, or less where a limit on the
+// process (ulimit -v: RLIMIT_AS over what it has mapped; ulimit -d: RLIMIT_DATA over its data
+// segment) leaves less. `limited_by` names the limit that decided, or "" for the machine.
+uint64_t memory_left(std::string& limited_by) {
+  uint64_t left = static_cast<uint64_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+                  static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  limited_by.clear();
+  struct limit {
+    int resource;
+    const char* status_field;
+    const char* name;
+  };
+  for (const limit& l : {limit{RLIMIT_AS, "VmSize", "ulimit -v (RLIMIT_AS)"},
+                         limit{RLIMIT_DATA, "VmData", "ulimit -d (RLIMIT_DATA)"}}) {
+    rlimit r{};
+    if (::getrlimit(l.resource, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+      continue;
+    uint64_t used = own_status_bytes(l.status_field);
+    uint64_t room = r.rlim_cur > used ? r.rlim_cur - used : 0;
+    if (room < left) {
+      left = room;
+      limited_by = l.name;
+    }
+  }
+  return left;
 }
 
 }  // namespace
@@ -72,18 +121,29 @@ bool line_file::fill() {
     begin_ = 0;
   }
   if (end_ == capacity_) {  // one line fills the buffer: make room for the rest of it
-    // trace.max_line_bytes may allow more than this machine holds (its top is 4 GiB): the line
-    // is refused, naming both, before the buffer takes the memory the run needs.
-    uint64_t available = static_cast<uint64_t>(::sysconf(_SC_AVPHYS_PAGES)) *
-                         static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    // trace.max_line_bytes may allow more than this process may hold (its top is 4 GiB): the
+    // line is refused, naming both, before the buffer takes the memory the run needs.
+    std::string limited_by;
+    uint64_t available = memory_left(limited_by);
+    auto refuse = [&] {
+      return trace_error(path_, line_number_ + 1, "",
+                         "the line is longer than " + std::to_string(capacity_) +
+                           " bytes, and buffering more would take over half of the " +
+                           std::to_string(available) + " bytes " +
+                           (limited_by.empty() ? std::string("of this machine's available memory")
+                                               : "this process may still take under its " +
+                                                   limited_by) +
+                           " (" + limit_name_ + " is " + std::to_string(max_line_bytes_) +
+                           "; lower it, or split the line)");
+    };
     if (2 * capacity_ > available / 2)
-      throw trace_error(path_, line_number_ + 1, "",
-                        "the line is longer than " + std::to_string(capacity_) +
-                          " bytes, and buffering more would take over half of this machine's " +
-                          std::to_string(available) + " bytes of available memory (" +
-                          limit_name_ + " is " + std::to_string(max_line_bytes_) +
-                          "; lower it, or split the line)");
-    auto bigger = padded_buffer(2 * capacity_);
+      throw refuse();
+    std::unique_ptr<char[]> bigger;
+    try {
+      bigger = padded_buffer(2 * capacity_);
+    } catch (const std::bad_alloc&) {
+      throw refuse();  // the allocator had less than the limits said (fragmented, overcommit)
+    }
     std::memcpy(bigger.get(), buf_.get(), end_);
     buf_ = std::move(bigger);
     capacity_ *= 2;

@@ -439,3 +439,24 @@ TEST_CASE("hostile: a config file with a key twice is refused", "[cli][hostile]"
   CHECK(contains(r.out, config.string() + ": key 'cache.block_size' appears twice"));
   fs::remove_all(dir);
 }
+
+// Limits named in a person's terms: a pace beyond --speed's top is written as given (not its 309
+// digits), and a line longer than the process may hold under `ulimit -v` is refused naming the
+// limit, not ended by std::bad_alloc (the check read free memory only). Under a second each.
+TEST_CASE("hostile: --speed 1e308 and a trace line under ulimit -v are refused in words",
+          "[cli][hostile]") {
+  auto speed = kvtier("replay --clock wall --speed 1e308");
+  CHECK(speed.code == 2);
+  CHECK(contains(speed.out, "(1e+308 given)"));
+  CHECK_FALSE(contains(speed.out, "0000000000"));
+  fs::path dir = scratch("ulimit");
+  auto limited = shell_run("ulimit -v 1000000; " + binary +
+                           " replay --quiet --mode hitrate --format mooncake --trace /dev/zero"
+                           " --set trace.max_line_bytes=4294967296 --out " + (dir / "z").string());
+  INFO(limited.out);
+  CHECK(limited.code == 2);
+  CHECK(contains(limited.out, "/dev/zero:1: the line is longer than"));
+  CHECK(contains(limited.out, "under its ulimit -v (RLIMIT_AS)"));
+  CHECK_FALSE(contains(limited.out, "bad_alloc"));
+  fs::remove_all(dir);
+}

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "property_support.hpp"
+#include "tests/summary_durations.hpp"
 
 using namespace cli_test;
 
@@ -51,7 +52,8 @@ void check_tiers_sum(const json& s) {
 
 }  // namespace
 
-TEST_CASE("property: per-tier hit ratios sum to the total in both modes", "[cli][property]") {
+TEST_CASE("property: per-tier hit ratios sum to the total in both modes, and no duration is negative",
+          "[cli][property]") {
   for (uint64_t seed : property_seeds(10)) {
     swarm_case c = draw_case(seed);
     INFO("seed " << seed);
@@ -59,6 +61,7 @@ TEST_CASE("property: per-tier hit ratios sum to the total in both modes", "[cli]
       property_run r = replay_run("tiers-" + mode, " --mode " + mode + c.sets);
       INFO("reproduce: " << r.command);
       check_tiers_sum(r.summary);
+      CHECK(kvtier::test::negative_durations(r.summary) == std::vector<std::string>{});
       fs::remove_all(r.out);
     }
   }

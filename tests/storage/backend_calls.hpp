@@ -2,6 +2,7 @@
 
 // Blocking wrappers over a storage backend's completion callbacks, for tests.
 
+#include <algorithm>
 #include <future>
 
 #include "storage/storage_backend.hpp"
@@ -52,20 +53,28 @@ inline std::vector<bool> put_now(storage_backend& b, std::vector<block_ref> bloc
   return f.get();
 }
 
-inline void remove_now(storage_backend& b, std::vector<block_ref> blocks) {
-  std::promise<void> p;
+/// Per block: whether it is gone (deleted or absent), or its delete could not run.
+inline std::vector<bool> remove_now(storage_backend& b, std::vector<block_ref> blocks) {
+  std::promise<std::vector<bool>> p;
   auto f = p.get_future();
-  b.remove(std::move(blocks), [&] { p.set_value(); });
-  f.get();
+  b.remove(std::move(blocks), [&](std::vector<bool> gone) { p.set_value(std::move(gone)); });
+  return f.get();
 }
 
-inline std::vector<uint64_t> list_now(storage_backend& b) {
-  std::promise<std::vector<uint64_t>> p;
+/// The whole listing, its block lists sorted.
+inline block_listing listing_now(storage_backend& b) {
+  std::promise<block_listing> p;
   auto f = p.get_future();
-  b.list([&](std::vector<uint64_t> r) { p.set_value(std::move(r)); });
+  b.list([&](block_listing r) { p.set_value(std::move(r)); });
   auto out = f.get();
-  std::sort(out.begin(), out.end());
+  std::sort(out.blocks.begin(), out.blocks.end());
+  std::sort(out.partial.begin(), out.partial.end());
   return out;
+}
+
+/// The blocks a listing found whole, sorted.
+inline std::vector<uint64_t> list_now(storage_backend& b) {
+  return listing_now(b).blocks;
 }
 
 }  // namespace kvtier::test

@@ -64,12 +64,18 @@ void round_trip(storage_backend& b) {
     REQUIRE(got[i].has_value());
     CHECK(check_pattern_payload(blocks[i].hash, payloads[i].size(), *got[i]) == "");
   }
-  remove_now(b, {blocks[1]});
+  CHECK(remove_now(b, {blocks[1]}) == std::vector<bool>{true});
   CHECK(exists_now(b, blocks) == std::vector<bool>{true, false, true, true});
+  // A block that is not there is gone too: its delete is done, not owed.
+  CHECK(remove_now(b, {blocks[1], block_on(2, 99)}) == std::vector<bool>{true, true});
   CHECK_FALSE(get_now(b, {blocks[1]}, sizes[1])[0].has_value());
   std::vector<uint64_t> kept = {blocks[0].hash, blocks[2].hash, blocks[3].hash};
   std::sort(kept.begin(), kept.end());
-  CHECK(list_now(b) == kept);
+  block_listing listing = listing_now(b);
+  CHECK(listing.blocks == kept);
+  CHECK(listing.partial.empty());
+  CHECK(listing.complete());
+  CHECK(listing.listed.size() == b.nodes());
   backend_counters c = b.counters();
   CHECK(c.puts_ok == 4);
   CHECK(c.gets_hit == 4);
@@ -269,7 +275,14 @@ TEST_CASE("redis backend: a block with a part that failed is rolled back, never 
   block_ref half{1, 0x78};
   CHECK(exists_now(r, {half}) == std::vector<bool>{false});
   CHECK_FALSE(get_now(r, {half}, 4096)[0].has_value());
-  CHECK(list_now(r).empty());
+  // Listed apart: never a block, but it takes room until a reconcile deletes it.
+  block_listing listing = listing_now(r);
+  CHECK(listing.blocks.empty());
+  CHECK(listing.partial == std::vector<uint64_t>{0x78});
+  // Keys outside kvtier's namespace are never listed (a reconcile would delete them).
+  REQUIRE(a.command({"SET", "kvtier:other-model:bf16:0000000000000079:k", "x"}) == "OK");
+  REQUIRE(a.command({"SET", "somebody-else:0000000000000079:k", "x"}) == "OK");
+  CHECK(listing_now(r).partial == std::vector<uint64_t>{0x78});
 }
 
 TEST_CASE("redis backend: a failed put's landed parts are gone by the time it answers",
@@ -316,6 +329,10 @@ TEST_CASE("redis backend: a node that goes down misses and drops, then comes bac
   CHECK(exists_now(r, {on_a, on_b}) == std::vector<bool>{true, false});
   CHECK(r.counters().node_downs == 1);
   CHECK_FALSE(r.node_up(1));
+  // A delete the node cannot take is reported not done (the pool owes it), and a listing says it
+  // could not list that node (what is there is neither lost nor an orphan).
+  CHECK(remove_now(r, {on_a, on_b}) == std::vector<bool>{true, false});
+  CHECK(listing_now(r).listed == std::vector<uint8_t>{1, 0});
   b.start();  // back, empty
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!r.node_up(1) && std::chrono::steady_clock::now() < deadline)

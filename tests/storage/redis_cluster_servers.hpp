@@ -32,16 +32,25 @@ inline int free_cluster_port() {
 
 class redis_cluster_servers {
  public:
-  redis_cluster_servers(int masters, int replicas, std::string maxmemory = "256mb") {
+  /// `node_timeout_ms`: cluster-node-timeout (1 s: a failover within a test's seconds; Redis's
+  /// own default is 15 s).
+  /// `password`: every node's requirepass (and masterauth, for its replicas).
+  redis_cluster_servers(int masters, int replicas, std::string maxmemory = "256mb",
+                        int node_timeout_ms = 1000, std::string password = {}) {
     std::string t = (std::filesystem::temp_directory_path() / "kvtier-cluster-XXXXXX").string();
     dir_ = ::mkdtemp(t.data());
+    std::vector<std::string> extra = {"--cluster-enabled", "yes", "--cluster-config-file",
+                                      "nodes.conf", "--cluster-node-timeout",
+                                      std::to_string(node_timeout_ms),
+                                      "--repl-diskless-sync-delay", "0"};
+    if (!password.empty())
+      extra.insert(extra.end(), {"--masterauth", password});
     for (int i = 0; i < masters * (1 + replicas); ++i)
       nodes_.push_back(std::make_unique<redis_server>(
-        maxmemory, std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                            "nodes.conf", "--cluster-node-timeout", "1000",
-                                            "--repl-diskless-sync-delay", "0"},
-        dir_ + "/" + std::to_string(i), free_cluster_port()));
-    std::string create = "redis-cli --cluster create";
+        maxmemory, extra, dir_ + "/" + std::to_string(i), free_cluster_port(), password));
+    std::string create = "redis-cli --no-auth-warning" +
+                         (password.empty() ? std::string() : " -a " + password) +
+                         " --cluster create";
     for (const auto& n : nodes_)
       create += " " + n->address();
     create += " --cluster-replicas " + std::to_string(replicas) + " --cluster-yes >/dev/null 2>&1";

@@ -44,11 +44,15 @@ inline int free_loopback_port(int wanted = 0) {
 
 class redis_server {
  public:
-  /// `extra`: more server arguments (cluster mode); `dir`: its working directory (made if absent).
-  /// `port`: 0 for any free one.
+  /// `extra`: more server arguments (cluster mode, TLS); `dir`: its working directory (made if
+  /// absent). `port`: 0 for any free one. `password`: the default user's (requirepass); the
+  /// helper's own commands authenticate with it.
   explicit redis_server(std::string maxmemory = "256mb", std::vector<std::string> extra = {},
-                        std::string dir = "/tmp", int port = 0)
-    : maxmemory_(std::move(maxmemory)), extra_(std::move(extra)), dir_(std::move(dir)) {
+                        std::string dir = "/tmp", int port = 0, std::string password = {})
+    : maxmemory_(std::move(maxmemory)), extra_(std::move(extra)), dir_(std::move(dir)),
+      password_(std::move(password)) {
+    if (!password_.empty())
+      extra_.insert(extra_.end(), {"--requirepass", password_});
     ::mkdir(dir_.c_str(), 0700);
     port_ = port > 0 ? port : free_loopback_port();
     start();
@@ -116,6 +120,8 @@ class redis_server {
         redisFree(c);
       return "";
     }
+    if (!password_.empty())
+      freeReplyObject(redisCommand(c, "AUTH %s", password_.c_str()));
     std::vector<const char*> argv;
     std::vector<size_t> len;
     for (const auto& w : words) {
@@ -146,6 +152,7 @@ class redis_server {
   std::string maxmemory_;
   std::vector<std::string> extra_;
   std::string dir_;
+  std::string password_;
   int port_ = 0;
   pid_t pid_ = 0;
 };

@@ -2,6 +2,10 @@
 // or an unprivileged user namespace where the kernel allows one), so the kernel itself answers
 // ENOSPC. Where no namespace can be had, it reports "skipped: ..." (exit 77, counted as skipped by
 // ctest and named by tools/test); the quota hook's tests cover the same paths everywhere.
+// Then a 12 MiB tmpfs and a whole replay: a pool too large for it is refused at start with the
+// capacity that fits, leaving no directory behind, and a replay at that capacity, evicting all
+// through, never meets ENOSPC (the backend runs every delete before the write that needs its
+// room). About 5 s.
 
 #include <fcntl.h>
 #include <sched.h>
@@ -18,6 +22,8 @@
 
 #include "storage/file_backend.hpp"
 #include "storage/payload_pattern.hpp"
+#include "runtime/config/options.hpp"
+#include "sim/driver/replay_driver.hpp"
 #include "tests/storage/backend_calls.hpp"
 
 using namespace kvtier;
@@ -34,7 +40,7 @@ bool write_file(const std::string& path, const std::string& text) {
 }
 
 // In the child: a mount namespace of its own, with a tmpfs that no other process sees.
-std::string private_tmpfs(const std::string& dir) {
+std::string private_tmpfs(const std::string& dir, const std::string& pool_dir) {
   uid_t uid = ::getuid();
   gid_t gid = ::getgid();
   if (::unshare(CLONE_NEWNS) != 0) {
@@ -47,7 +53,8 @@ std::string private_tmpfs(const std::string& dir) {
   }
   if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return std::string("cannot make mounts private: ") + std::strerror(errno);
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m") != 0)
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m") != 0 ||
+      ::mount("tmpfs", pool_dir.c_str(), "tmpfs", 0, "size=12m") != 0)
     return std::string("cannot mount a tmpfs: ") + std::strerror(errno);
   return {};
 }
@@ -100,14 +107,73 @@ int check(const std::string& dir) {
   return 0;
 }
 
+// 120 distinct prompts of two trace blocks (16 cache blocks of 64 KiB), 15 ms apart: far more
+// than the pool holds, so it evicts (and deletes) while it writes, all through the run.
+replay_job pool_job(const std::string& dir, const std::string& pool, uint64_t capacity) {
+  std::string trace = dir + "/trace.jsonl";
+  std::ofstream out(trace);
+  for (int k = 0; k < 120; ++k)
+    out << "{\"timestamp\": " << k * 15 << ", \"input_length\": 1024, \"output_length\": 2, "
+        << "\"hash_ids\": [" << 2 * k << ", " << 2 * k + 1 << "]}\n";
+  out.close();
+  replay_job job;
+  job.traces = {trace};
+  job.clock = clock_mode::wall;
+  job.speed = 4;
+  for (const std::string& s :
+       {std::string("cache.device_tokens=4096"), std::string("cache.host_tokens=4096"),
+        std::string("storage.payload_bytes=65536"), std::string("storage.backend=file"),
+        "storage.file_dirs=[\"" + pool + "/kv/node0\"]",
+        "storage.capacity_blocks=" + std::to_string(capacity)})
+    job.cfg.set(s);
+  return job;
+}
+
+int check_suggestion(const std::string& dir, const std::string& pool) {
+  uint64_t fits = 0;
+  try {
+    run_replay_job(pool_job(dir, pool, 100000));
+    return fail("a pool of 100000 blocks of 64 KiB was not refused on a 12 MiB tmpfs");
+  } catch (const config_error& e) {
+    std::string what = e.what();
+    size_t at = what.find("storage.capacity_blocks=");
+    if (at == std::string::npos)
+      return fail("the refusal suggests no capacity: " + what);
+    fits = std::stoull(what.substr(at + 24));
+  }
+  if (fs::exists(pool + "/kv"))
+    return fail("the refused run left " + pool + "/kv behind");
+  if (fits < 100 || fits > 190)
+    return fail("a suggestion of " + std::to_string(fits) + " blocks for 12 MiB of 68 KiB files");
+  replay_result r = run_replay_job(pool_job(dir, pool, fits));
+  const auto& st = r.summary["storage"];
+  uint64_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(pool))
+    files += e.path().extension() == ".blk";
+  std::cout << "12 MiB tmpfs: suggested " << fits << " blocks; at that capacity " << st["puts"]
+            << " puts, " << r.summary["evictions"]["storage"] << " evictions, "
+            << st["puts_dropped"] << " dropped (" << st["put_error"] << "), " << files
+            << " files at the end\n";
+  if (r.summary["evictions"]["storage"].get<uint64_t>() < fits)
+    return fail("the replay did not evict enough to test the room deletes need");
+  if (st["puts_dropped"] != 0 || !st["put_error"].get<std::string>().empty())
+    return fail("the suggested capacity still met a full disk: " + st.dump());
+  if (files > fits || files != st["stored_blocks"].get<uint64_t>())
+    return fail("files and index differ: " + std::to_string(files) + " files, " +
+                st["stored_blocks"].dump() + " indexed");
+  return 0;
+}
+
 }  // namespace
 
 int main() {
   std::string t = (fs::temp_directory_path() / "kvtier-tmpfs-XXXXXX").string();
   std::string dir = ::mkdtemp(t.data());
+  std::string pool = dir + "-pool";
+  fs::create_directories(pool);
   pid_t pid = ::fork();
   if (pid == 0) {
-    std::string why = private_tmpfs(dir);
+    std::string why = private_tmpfs(dir, pool);
     if (!why.empty()) {
       std::cout << "skipped: real full-disk test: " << why
                 << " (the quota hook's tests cover the same paths)\n";
@@ -115,11 +181,14 @@ int main() {
       ::_exit(skipped);
     }
     int rc = check(dir);
+    if (rc == 0)
+      rc = check_suggestion(dir, pool);
     std::fflush(stdout);
     ::_exit(rc);  // the namespace, and the tmpfs with it, go with this process
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   fs::remove_all(dir);
+  fs::remove_all(pool);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

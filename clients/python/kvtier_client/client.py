@@ -203,14 +203,45 @@ def _checked(reply: Dict[str, Any]) -> Dict[str, Any]:
     return reply
 
 
+def read_curve_key(path: str) -> bytes:
+    """A CURVE key from the first line of ``path`` (40 characters of Z85, as
+    ``tools/curve-keys`` writes it)."""
+    with open(path, "rb") as f:
+        key = f.readline().strip()
+    if len(key) != 40:
+        raise ValueError(f"{path}: does not start with a CURVE key (40 characters of Z85)")
+    _pyzmq("a CURVE key").utils.z85.decode(key)  # raises on what is not Z85
+    return key
+
+
+def _pyzmq(what: str) -> Any:
+    """pyzmq itself: CURVE's keys and socket options are not in transport's ctypes stand-in."""
+    try:
+        import zmq as pyzmq  # type: ignore
+        import zmq.utils.z85  # noqa: F401  (type: ignore)
+    except ImportError:
+        raise RuntimeError(f"{what} needs pyzmq (Debian: python3-zmq), which is not installed")
+    return pyzmq
+
+
 class Client:
-    """A connection to ``kvtier serve``. ``hello`` registers the engine the other verbs name."""
+    """A connection to ``kvtier serve``. ``hello`` registers the engine the other verbs name.
+
+    ``server_key``: the server's CURVE public key (Z85 bytes, or a file holding it), for a server
+    with ``--curve-key-file``: every frame is then encrypted, and only that server can answer.
+    ``client_secret_key``: this client's CURVE secret key (Z85 bytes, or a file), for a server
+    that admits listed keys only; without it a fresh key pair is made."""
 
     def __init__(self, endpoint: str = "tcp://127.0.0.1:5557", token: Optional[str] = None,
-                 timeout_ms: int = 30000, context: Optional[zmq.Context] = None):
+                 timeout_ms: int = 30000, context: Optional[zmq.Context] = None,
+                 server_key: Optional[Any] = None, client_secret_key: Optional[Any] = None):
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        if server_key is not None:
+            self._curve(server_key, client_secret_key)
+        elif client_secret_key is not None:
+            raise ValueError("client_secret_key needs server_key (whom to talk to)")
         self._sock.connect(endpoint)
         self._token = token
         self._timeout_ms = timeout_ms
@@ -218,6 +249,21 @@ class Client:
         self.engine: Optional[int] = None
         self.step_number = 0
         self._outstanding: Dict[int, Optional[Dict[str, Any]]] = {}  # sent without waiting
+
+    def _curve(self, server_key: Any, client_secret_key: Optional[Any]) -> None:
+        def key_of(k: Any) -> bytes:
+            if isinstance(k, (bytes, bytearray)) and len(k) == 40:
+                return bytes(k)
+            return read_curve_key(str(k))
+        pyzmq = _pyzmq("kvtier serve over CURVE")
+        if client_secret_key is None:
+            public, secret = pyzmq.curve_keypair()
+        else:
+            secret = key_of(client_secret_key)
+            public = pyzmq.curve_public(secret)
+        self._sock.curve_serverkey = key_of(server_key)
+        self._sock.curve_publickey = public
+        self._sock.curve_secretkey = secret
 
     def close(self) -> None:
         self._sock.close(0)

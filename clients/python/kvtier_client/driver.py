@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .client import Client, KvtierError, ModelShape, Prompt, StepWork
+from .client import Client, KvtierError, ModelShape, Prompt, StepWork, read_curve_key
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -214,6 +214,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="kvtier_client.driver", description=__doc__.split("\n\n")[0])
     p.add_argument("--endpoint", default="tcp://127.0.0.1:5557")
     p.add_argument("--token")
+    p.add_argument("--curve-server-key-file",
+                   help="the server's CURVE public key (a server with --curve-key-file; needed "
+                        "off loopback): the calls and token travel encrypted")
+    p.add_argument("--curve-key-file",
+                   help="this client's CURVE secret key, for a server that admits listed keys "
+                        "only (default: a fresh key pair)")
     p.add_argument("--trace", required=True, help="a Mooncake JSONL trace")
     p.add_argument("--model", default="llama3-8b",
                    help="the model the server serves (model.name; kvtier's default config's)")
@@ -233,11 +239,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     try:
         requests = read_mooncake(a.trace)
-    except (OSError, TraceError) as e:
+        keys = {"server_key": read_curve_key(a.curve_server_key_file)
+                if a.curve_server_key_file else None,
+                "client_secret_key": read_curve_key(a.curve_key_file) if a.curve_key_file else None}
+    except (OSError, ValueError) as e:  # TraceError is a ValueError
         print(f"kvtier_client.driver: {e}", file=sys.stderr)
         return 2
     try:
-        with Client(a.endpoint, token=a.token) as c:
+        with Client(a.endpoint, token=a.token, **keys) as c:
             h = c.hello(ModelShape(a.model, a.layers, a.kv_heads, a.head_dim, a.kv_dtype),
                         a.block_size, name="python-driver")
             result = run_trace(c, requests, a.block_size, None if a.no_pace else h.speed,

@@ -158,8 +158,10 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         facts = model_facts(vllm_config, kv_cache_config)
         check_model(m, facts)
         client = extra.get("kvtier.client")  # an open Client (tests); else connect
-        self._client = client or Client(str(extra.get("kvtier.endpoint", "tcp://127.0.0.1:5557")),
-                                        extra.get("kvtier.token"))
+        self._client = client or Client(
+            str(extra.get("kvtier.endpoint", "tcp://127.0.0.1:5557")), extra.get("kvtier.token"),
+            server_key=extra.get("kvtier.curve_server_key_file"),
+            client_secret_key=extra.get("kvtier.curve_key_file"))
         # kvtier serve's device tier is its model of vLLM's pool: the same size, or block ids
         # would be refused mid-run (docs/protocol.md, version 3).
         config = {}

@@ -211,5 +211,91 @@ class ConnectorTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
 
+
+class CurveTest(unittest.TestCase):
+    """``kvtier serve --curve-key-file``: the client's calls travel encrypted (ZeroMQ CURVE); a
+    plaintext client, one with another server key and one whose key is not listed are refused
+    at the handshake and counted (``stats``: ``refused_connections``); no secret is printed."""
+
+    TOKEN = "tok-5d1e-not-printed"
+
+    @classmethod
+    def setUpClass(cls):
+        import os
+        import tempfile
+        import zmq
+        cls.dir = tempfile.mkdtemp(prefix="kvtier-curve-")
+        cls.server_public, cls.server_secret = zmq.curve_keypair()
+        cls.listed_public, cls.listed_secret = zmq.curve_keypair()
+        cls.paths = {}
+        for name, key in (("server.key", cls.server_secret), ("server.pub", cls.server_public),
+                          ("engine.key", cls.listed_secret)):
+            cls.paths[name] = os.path.join(cls.dir, name)
+            with open(cls.paths[name], "wb") as f:
+                f.write(key + b"\n")
+        cls.paths["clients"] = os.path.join(cls.dir, "clients")
+        with open(cls.paths["clients"], "wb") as f:
+            f.write(b"# engines admitted\n" + cls.listed_public + b"\n")
+        cls.server = Server(*SMALL, "--token", cls.TOKEN, "--curve-key-file",
+                            cls.paths["server.key"], "--curve-clients-file", cls.paths["clients"],
+                            metrics=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        code = cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if code != 0:
+            raise AssertionError(f"kvtier serve exited {code}")
+
+    def test_curve_calls_work_and_strangers_are_refused_and_counted(self):
+        import zmq
+        good = Client(self.server.endpoint, token=self.TOKEN, timeout_ms=10000,
+                      server_key=self.paths["server.pub"],
+                      client_secret_key=self.paths["engine.key"])
+        self.addCleanup(good.close)
+        hello = good.hello(MODEL, BS, name="curve")
+        self.assertEqual(hello.block_size, BS)
+        good.ping()
+        strangers = [
+            Client(self.server.endpoint, token=self.TOKEN, timeout_ms=1500),  # plaintext
+            Client(self.server.endpoint, token=self.TOKEN, timeout_ms=1500,
+                   server_key=zmq.curve_keypair()[0]),  # another server's key
+            Client(self.server.endpoint, token=self.TOKEN, timeout_ms=1500,
+                   server_key=self.server_public),  # a fresh key, not listed
+        ]
+        for s in strangers:
+            self.addCleanup(s.close)
+            with self.assertRaises(TimeoutError):
+                s.ping()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            refused = good.stats()["refused_connections"]
+            if refused >= 3:
+                break
+            time.sleep(0.1)
+        self.assertGreaterEqual(refused, 3)
+        import re
+        import urllib.request
+        url = f"http://127.0.0.1:{self.server.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r"^kvtier_refused_connections_total (\S+)$", text, re.M)
+        self.assertIsNotNone(m, text)
+        self.assertGreaterEqual(float(m.group(1)), 3)
+        # A wrong token over CURVE is refused too, by the server itself.
+        wrong = Client(self.server.endpoint, token="not-the-token", timeout_ms=10000,
+                       server_key=self.paths["server.pub"],
+                       client_secret_key=self.paths["engine.key"])
+        self.addCleanup(wrong.close)
+        with self.assertRaises(KvtierError) as e:
+            wrong.ping()
+        self.assertEqual(e.exception.kind, "unauthorized")
+        printed = "".join(self.server.lines)
+        self.assertIn(self.server_public.decode(), printed)
+        for secret in (self.TOKEN, self.server_secret.decode(), self.listed_secret.decode()):
+            self.assertNotIn(secret, printed)
+
+
 if __name__ == "__main__":
     unittest.main()

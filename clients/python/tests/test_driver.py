@@ -15,6 +15,9 @@ import unittest
 
 from serve_fixture import KVTIER, Server
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+CURVE_KEYS = os.path.join(HERE, "..", "..", "..", "tools", "curve-keys")
+
 from kvtier_client import Client, ModelShape
 from kvtier_client.driver import main as driver_main, read_mooncake, run_trace, trace_blocks
 
@@ -102,6 +105,29 @@ class DriverTest(unittest.TestCase):
             self.assertEqual(result.hit_tokens[tier], replay["hits"]["tokens"][tier], tier)
         for key in ("blocks", "tokens"):
             self.assertEqual(round(mine[key], 6), theirs[key], key)
+
+    def test_driver_over_curve(self):
+        # Keys from files, as tools/curve-keys writes them; a file that holds no key is exit 2.
+        with tempfile.TemporaryDirectory() as d:
+            keys = subprocess.run([CURVE_KEYS, os.path.join(d, "server")],
+                                  capture_output=True, text=True, check=True)
+            self.assertNotIn(open(os.path.join(d, "server.key")).read().strip(), keys.stdout)
+            trace = os.path.join(d, "conv.jsonl")
+            n = make_trace(trace, conversations=2, turns=2)
+            junk = os.path.join(d, "junk.pub")
+            with open(junk, "w") as f:
+                f.write("not a key\n")
+            self.assertEqual(driver_main(["--trace", trace, "--curve-server-key-file", junk]), 2)
+            out = os.path.join(d, "result.json")
+            with Server(*CONFIG, "--speed", SPEED, "--curve-key-file",
+                        os.path.join(d, "server.key")) as server:
+                self.assertEqual(driver_main(["--trace", trace, "--endpoint", server.endpoint,
+                                              "--no-pace", "--out", out,
+                                              "--curve-server-key-file",
+                                              os.path.join(d, "server.pub")]), 0)
+                self.assertEqual(server.stop(), 0)
+            with open(out) as f:
+                self.assertEqual(json.load(f)["requests"]["finished"], n)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ class serve_observer {
   virtual ~serve_observer() = default;
   /// A call was answered; `latency_ns` from when the socket thread read it to its reply.
   virtual void on_call(verb, int64_t /*latency_ns*/, std::optional<error_kind>) {}
+  /// A frame that named no known verb (too large, undecodable, an unknown op) was refused.
+  virtual void on_refused(error_kind) {}
   /// A prompt of `prompt_blocks` blocks was matched: by `lookup` (verb::lookup, which takes
   /// nothing) or by an admission in a step (verb::step); the leading hits per tier.
   virtual void on_hits(verb, uint32_t /*prompt_blocks*/, uint32_t /*device*/, uint32_t /*host*/,

@@ -58,6 +58,8 @@ class call_metrics final : public serve::serve_observer {
       errors_[static_cast<int>(*err)]->inc();
   }
 
+  void on_refused(serve::error_kind err) override { errors_[static_cast<int>(err)]->inc(); }
+
   void on_engine(uint64_t, const std::string&, bool registered, uint64_t released) override {
     engines_->add(registered ? 1 : -1);
     released_->inc(static_cast<double>(released));
@@ -179,6 +181,15 @@ serve_metrics::serve_metrics(const serve_metrics_options& options,
 }
 
 serve_metrics::~serve_metrics() = default;
+
+void serve_metrics::count_refused_connections(
+  std::shared_ptr<const std::atomic<uint64_t>> refused) {
+  counter* c = &registry_->add_counter(
+    "kvtier_refused_connections_total",
+    "Connections refused at the handshake (CURVE: plaintext, another server key, an unlisted "
+    "client key).");
+  registry_->add_collector([c, refused] { c->set_total(static_cast<double>(refused->load())); });
+}
 
 uint16_t serve_metrics::port() const {
   return http_->port();

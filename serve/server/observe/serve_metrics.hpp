@@ -5,6 +5,7 @@
 // evictions, links, copies in flight, events). Made after the actors and destroyed before the
 // actor system: the endpoint's thread asks the actors for their reports.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,9 @@ class serve_metrics {
   /// The observer to add to the server's observers (it may outlive this object).
   std::shared_ptr<serve::serve_observer> observer() const { return observer_; }
   uint16_t port() const;
+  /// kvtier_refused_connections_total: `refused` read at each scrape (socket_loop's count of
+  /// failed handshakes).
+  void count_refused_connections(std::shared_ptr<const std::atomic<uint64_t>> refused);
   /// "kvtier serve: metrics on http://HOST:PORT/metrics".
   std::string ready_line() const;
 
