@@ -24,7 +24,9 @@ class CudaError(RuntimeError):
 
 
 class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+    # Unsigned bytes, not c_char: ctypes reads a c_char array field as a string cut at its first
+    # NUL, and an IPC handle holds NULs (the H200 run gave 4 of 64 bytes).
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]
 
 
 _lib: Optional[ctypes.CDLL] = None
