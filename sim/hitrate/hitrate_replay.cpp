@@ -178,6 +178,12 @@ void hitrate_replay::process(const trace_request& r, const std::vector<cache_blo
   KVTIER_ASSERT(next == fresh_.size());
   drain();
   totals_.inserts += end;
+  finish_request(blocks, end);
+}
+
+// What did not fit on the device passes through it; then the request finishes.
+void hitrate_replay::finish_request(const std::vector<cache_block>& blocks, uint32_t end) {
+  const auto n = static_cast<uint32_t>(blocks.size());
   // What did not fit on the device still leaves it as any computed block does (write policy).
   for (uint32_t i = end; i < n && path_.size() == i; ++i) {
     node_id parent = i == 0 ? root_node : path_[i - 1];

@@ -76,6 +76,9 @@ class hitrate_replay {
   void allocate_in_host_sized_chunks(uint32_t n);
   /// Storage hits after the tree's: see the .cpp.
   uint32_t storage_run(const std::vector<cache_block>& blocks, uint32_t from);
+  /// The blocks from `end` on that did not fit pass through the device; backups, the storage
+  /// decision and the release follow.
+  void finish_request(const std::vector<cache_block>& blocks, uint32_t end);
   void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
                               request_outcome& out);
   storage_key key_of(block_hash h) const {
