@@ -231,9 +231,9 @@ TEST_CASE("gpu attach: a modelled engine is refused by a real server, and bad si
   const std::string engine = std::string(KVTIER_BINARY) + " engine-sim --quiet --connect "
                              + s.endpoint() + " --trace " + source_dir()
                              + "/traces/emulation_check.jsonl" + join(tiers);
-  // No tensors in hello: refused, bad input.
+  // A hello of protocol version 1 (no tensors) to a real server: refused, bad input.
   CHECK(run(engine, out) == 2);
-  CHECK_THAT(out, Catch::Contains("must carry 'tensors'"));
+  CHECK_THAT(out, Catch::Contains("it needs protocol version 2 or later"));
   // Another device tier than the server's: refused at hello by the config check (before its
   // tensors are looked at), naming the key and both values.
   CHECK(run(engine + " --backend cuda --set cache.device_blocks=128", out) == 2);
