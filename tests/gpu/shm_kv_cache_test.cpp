@@ -141,6 +141,16 @@ void swap_in_and_back(const kv_layout& layout, const std::string& tag) {
   CHECK_FALSE(check_host_block(e.cache->host_block(10), layout, 77, 10));
   e.cache->release(op);
   e.cache->release(out);
+  // The read's end is posted by the copy thread, which may call back just after wait() returned:
+  // give it up to two seconds.
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard<std::mutex> g(e.mu);
+      if (e.completions.size() >= layout.shape.layers + 2)
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::lock_guard<std::mutex> g(e.mu);
   // One completion per layer of the swap-in, then its end; the read's end.
   CHECK(e.completions.size() == layout.shape.layers + 2);
