@@ -82,7 +82,7 @@ typename Inspector::result_type inspect(Inspector& f, front_end_report& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, arrival& x) {
-  return f(caf::meta::type_name("arrival"), x.req, x.blocks, x.readmission);
+  return f(caf::meta::type_name("arrival"), x.req, x.blocks, x.readmission, x.target_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ready& x) {
@@ -189,7 +189,8 @@ typename Inspector::result_type inspect(Inspector& f, request_record& x) {
   return f(caf::meta::type_name("request_record"), x.req, x.file, x.line, x.arrival_ns,
            x.ready_ns, x.admitted_ns, x.first_token_ns, x.finish_ns, x.input_tokens,
            x.output_tokens, x.blocks, x.hit_blocks, x.hit_tokens, x.first_hit_blocks,
-           x.first_hit_tokens, x.computed_tokens, x.preemptions, x.attempt, x.rejected, x.failed);
+           x.first_hit_tokens, x.computed_tokens, x.recomputed_tokens, x.late_hit_tokens,
+           x.preemptions, x.attempt, x.rejected, x.failed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_record& x) {

@@ -68,13 +68,17 @@ void map_trace_blocks(uint64_t id_space, const uint64_t* ids, size_t id_count,
     }
     return;
   }
+  // The run's last id carries a part no single trace block has: chained like single blocks, a
+  // merged block's name would equal the name of its last trace block in a file of another block
+  // size sharing the id space (hash_scope global), a block with another parent.
+  constexpr uint32_t merged_part = 0xffffffffu;
   const size_t group = cache_block_size / trace_block_size;
   for (size_t first = 0; first < id_count; first += group) {
     size_t last = std::min(first + group, id_count);
     block_hash h = parent;
     uint32_t tokens = 0;
     for (size_t i = first; i < last; ++i) {
-      h = hash_trace_block(h, id_space, ids[i], 0);
+      h = hash_trace_block(h, id_space, ids[i], i + 1 == first + group ? merged_part : 0);
       tokens += trace_tokens(i);
     }
     if (tokens < cache_block_size)

@@ -17,9 +17,9 @@ struct trace_request {
   uint32_t input_tokens = 0;
   uint32_t output_tokens = 0;
 
-  /// Block identity, one of: trace-provided ids (ids non-empty, `trace_block_size` tokens each,
-  /// in `id_space`), token ids (tokens non-empty), or nothing (no prefix information: every
-  /// block of the request is unique).
+  /// Block identity, one of: trace-provided ids (trace_block_size > 0: `ids`, possibly none,
+  /// of `trace_block_size` tokens each, in `id_space`), token ids (tokens non-empty), or nothing
+  /// (no prefix information: every block of the request is unique).
   std::vector<uint64_t> ids;
   uint32_t trace_block_size = 0;
   uint64_t id_space = 0;

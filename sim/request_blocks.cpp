@@ -30,7 +30,10 @@ void request_blocks::map(const trace_request& r, std::vector<cache_block>& out) 
                         " tokens, more than trace.max_blocks_per_request (" +
                         std::to_string(max_blocks_) + ")");
   }
-  if (!r.ids.empty()) {
+  // Trace ids name the blocks whenever the trace lists them, even none (a prompt shorter than
+  // one trace block): the tokens no listed block covers are the request's own, never blocks of
+  // the prompt (docs/design.md, "Blocks and their identity").
+  if (r.trace_block_size > 0) {
     if (r.file >= checked_.size())
       checked_.resize(r.file + 1, 0);
     if (checked_[r.file] != r.trace_block_size) {

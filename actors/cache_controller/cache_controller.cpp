@@ -130,8 +130,9 @@ void handle_exists(self_ptr self, request_id req, uint32_t leading,
 caf::result<ready> handle_arrival(self_ptr self, arrival& a) {
   auto& s = self->state;
   request_id req = a.req;
-  std::vector<uint64_t> keys = a.readmission ? s.core->on_readmission(req)
-                                             : s.core->on_arrival(req, std::move(a.blocks));
+  std::vector<uint64_t> keys =
+    a.readmission ? s.core->on_readmission(req, a.target_tokens)
+                  : s.core->on_arrival(req, std::move(a.blocks), a.target_tokens);
   if (keys.empty())
     return ready{req, 0, s.core->model().device_available()};
   auto promise = self->make_response_promise<ready>();

@@ -59,13 +59,25 @@ void cache_model::match(const cache_block* blocks, size_t n, prefix_match& out) 
 void cache_model::acquire_matched(const node_id* nodes, size_t n, policy_backups backups) {
   for (size_t i = 0; i < n; ++i) {
     tree_.acquire(nodes[i], true);
-    if (backups == policy_backups::none)
-      continue;
-    maybe_queue_backup(nodes[i]);
-    const tree_node& x = tree_.node(nodes[i]);
-    if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
-      store_queue_.emplace_back(nodes[i], x.generation);
+    if (backups != policy_backups::none)
+      queue_for_hit(nodes[i]);
   }
+}
+
+void cache_model::count_hits(const node_id* nodes, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    KVTIER_ASSERT(tree_.node(nodes[i]).ref_count > 0);
+    tree_.acquire(nodes[i], true);
+    tree_.release(nodes[i]);  // still held: its order does not change
+    queue_for_hit(nodes[i]);
+  }
+}
+
+void cache_model::queue_for_hit(node_id id) {
+  maybe_queue_backup(id);
+  const tree_node& x = tree_.node(id);
+  if (decisions_.stores_on_hit(x.hit_count) && x.ready(tier::host))
+    store_queue_.emplace_back(id, x.generation);
 }
 
 void cache_model::hold(const node_id* nodes, size_t n) {
@@ -108,21 +120,42 @@ void cache_model::free_device(block_id block) {
   device_.release(block);
 }
 
+// The host tier makes room from its least recently used host-only leaves first, then from the
+// copies of idle device blocks (T6): an inclusive host tier that is full of copies gives up the
+// copy of its least recently used device block, which stays on the device without one. So it
+// holds the copies of the blocks used last, as a host tier larger than the device does, and the
+// device keeps all it holds: a host tier smaller than the device adds nothing, and costs nothing
+// either (docs/design.md, "Write policies"). All or nothing.
 bool cache_model::allocate_host(uint32_t n, std::vector<block_id>& out,
                                 std::vector<transfer_order>& orders) {
   // Like device blocks, a host block may be handed out while a transfer still reads it (a store
   // to storage, a swap-in); the order that writes it comes after the reader and waits for it.
   uint32_t unowned = host_.free_count() + host_.retired_count();
   if (n > unowned) {
-    host_victims_.clear();
-    if (!tree_.take_evictable(tier::host, n - unowned, host_victims_))
+    uint32_t need = n - unowned;
+    uint32_t host_only = std::min(need, tree_.reclaimable(tier::host));
+    if (uint64_t{need} > uint64_t{host_only} + tree_.copies())
       return false;
+    host_victims_.clear();
+    if (!tree_.take_evictable(tier::host, host_only, host_victims_)) {
+      // The host-only blocks sit above copies still filling: the copies must do.
+      if (need > tree_.copies())
+        return false;
+      host_only = 0;
+    }
     for (node_id id : host_victims_)
       evict_host_node(id, orders);
+    for (uint32_t i = host_only; i < need; ++i)
+      evict_host_copy(tree_.take_copy(), orders);
   }
   bool ok = host_.allocate(n, out, true);
   KVTIER_ASSERT(ok);
   return true;
+}
+
+uint64_t cache_model::host_room() const {
+  return uint64_t{host_.free_count()} + host_.retired_count() + tree_.reclaimable(tier::host)
+         + tree_.copies();
 }
 
 // write_back: a victim written back whose parent victim then finds no host room would lose its
@@ -134,8 +167,7 @@ void cache_model::plan_write_backs() {
   write_back_.assign(victims_.size(), 0);
   if (!decisions_.host_tier || decisions_.policy != write_policy::write_back)
     return;
-  uint64_t room = uint64_t{host_.free_count()} + host_.retired_count()
-                  + tree_.reclaimable(tier::host);
+  uint64_t room = host_room();
   for (size_t i = victims_.size(); i-- > 0;) {
     if (tree_.node(victims_[i]).has(tier::host))
       continue;
@@ -206,6 +238,18 @@ void cache_model::drop_subtree(node_id id) {
     tree_.remove(*it);
     ++counters_.dropped;
   }
+}
+
+void cache_model::evict_host_copy(node_id id, std::vector<transfer_order>& orders) {
+  const tree_node& x = tree_.node(id);
+  KVTIER_ASSERT(x.ready(tier::host) && x.ready(tier::device) && x.ref_count == 0);
+  block_id block = x.block_in(tier::host);
+  ++counters_.host_evictions;
+  ++counters_.host_copies_evicted;
+  if (decisions_.stores_on_host_evict() && !x.stored)
+    issue_store(id, block, orders);
+  tree_.set_copy(id, tier::host, copy_state::absent);
+  host_.release(block);
 }
 
 void cache_model::evict_host_node(node_id id, std::vector<transfer_order>& orders) {
@@ -287,31 +331,12 @@ commit_result cache_model::commit(node_id parent, const cache_block& block,
   return r;
 }
 
-// The host tier may be full of copies of device blocks, pinned (inclusive). The least recently
-// used idle device block then leaves the device as it would for a device allocation, its host
-// copy becoming a host leaf, so that the new host copy takes the host tier's least recently used
-// block: the tiers then hold what they would with a host tier larger than the device, whatever
-// the device's size (docs/design.md, "Write policies").
-bool cache_model::allocate_host_past_pinned_copies(std::vector<block_id>& out,
-                                                   std::vector<transfer_order>& orders) {
-  if (allocate_host(1, out, orders))
-    return true;
-  node_id victim = tree_.peek_victim(tier::device);
-  if (victim == root_node || !tree_.node(victim).ready(tier::host))
-    return false;
-  victims_.clear();
-  bool taken = tree_.take_evictable(tier::device, 1, victims_);
-  KVTIER_ASSERT(taken && victims_[0] == victim);
-  evict_device_node(victim, false, orders);
-  return allocate_host(1, out, orders);
-}
-
 std::optional<node_id> cache_model::begin_load(node_id parent, const cache_block& block,
                                                std::vector<transfer_order>& orders) {
   if (tree_.find(block.hash) != root_node)
     return std::nullopt;
   blocks_.clear();
-  if (!allocate_host_past_pinned_copies(blocks_, orders))
+  if (!allocate_host(1, blocks_, orders))
     return std::nullopt;
   node_id id = tree_.add(parent, block.hash, block.tokens);
   tree_.acquire(id, false);
@@ -337,24 +362,41 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
     issue_store(id, x.block_in(tier::host), orders);
   }
   store_queue_.clear();
-  // The queue is in commit and match order, so parents come before their children; a child whose
-  // parent has no host copy yet is queued again when the parent's backup starts.
+  // The queue is in commit and match order, so parents come before their children; a child some
+  // request holds whose parent has no host copy yet is queued again when the parent's backup
+  // starts. A block nobody holds is not: backups are for the blocks requests use, and a block
+  // whose copy the host tier gave up (allocate_host) waits for its next use.
+  auto wants = [&](node_id id, uint32_t generation) {
+    const tree_node& x = tree_.node(id);
+    return x.live && x.generation == generation && x.ready(tier::device) && !x.has(tier::host);
+  };
   for (size_t i = 0; i < backup_queue_.size(); ++i) {
     auto [id, generation] = backup_queue_[i];
     const tree_node& x = tree_.node(id);
-    if (!x.live || x.generation != generation || !x.ready(tier::device) || x.has(tier::host))
+    if (!wants(id, generation))
       continue;
     if (x.parent != root_node && !tree_.node(x.parent).has(tier::host))
       continue;
     blocks_.clear();
-    if (!allocate_host_past_pinned_copies(blocks_, orders)) {
-      counters_.backups_skipped += backup_queue_.size() - i;
-      break;  // the host tier is full of held copies: a later hit queues them again
+    if (!allocate_host(1, blocks_, orders)) {
+      // The host tier is full of held copies: a later use queues them again. Each block the
+      // round still wanted counts once (a child can be queued twice).
+      victims_.clear();
+      for (size_t j = i; j < backup_queue_.size(); ++j)
+        if (wants(backup_queue_[j].first, backup_queue_[j].second))
+          victims_.push_back(backup_queue_[j].first);
+      std::sort(victims_.begin(), victims_.end());
+      counters_.backups_skipped +=
+        std::unique(victims_.begin(), victims_.end()) - victims_.begin();
+      break;
     }
     issue(transfer_kind::backup, id, x.block_in(tier::device), blocks_[0], orders);
     tree_.set_copy(id, tier::host, copy_state::filling, blocks_[0]);
     ++counters_.backups;
-    tree_.for_each_child(id, [&](node_id c) { maybe_queue_backup(c); });
+    tree_.for_each_child(id, [&](node_id c) {
+      if (tree_.node(c).ref_count > 0)
+        maybe_queue_backup(c);
+    });
   }
   backup_queue_.clear();
 }
@@ -525,8 +567,10 @@ void cache_model::discard_if_bare(node_id id, uint32_t generation) {
 }
 
 std::optional<node_id> cache_model::pass_through_device(node_id parent, const cache_block& block,
-                                                        std::vector<transfer_order>& orders) {
-  bool keeps_copy = decisions_.wants_backup(1)
+                                                        std::vector<transfer_order>& orders,
+                                                        bool found) {
+  const uint32_t hits = found ? 2 : 1;
+  bool keeps_copy = decisions_.wants_backup(hits)
                     || decisions_.on_device_evict(false) == device_eviction::write_back;
   if (!keeps_copy || tree_.find(block.hash) != root_node)
     return std::nullopt;
@@ -534,13 +578,13 @@ std::optional<node_id> cache_model::pass_through_device(node_id parent, const ca
   if (!allocate_host(1, blocks_, orders))
     return std::nullopt;
   node_id id = tree_.add(parent, block.hash, block.tokens);
-  tree_.acquire(id, false);
+  tree_.acquire(id, found);
   tree_.set_copy(id, tier::host, copy_state::ready, blocks_[0]);
   if (decisions_.policy == write_policy::write_back)
     ++counters_.write_backs;
   else
     ++counters_.backups;
-  if (decisions_.stores_when_host_ready(1))
+  if (decisions_.stores_when_host_ready(hits))
     issue_store(id, blocks_[0], orders);
   return id;
 }

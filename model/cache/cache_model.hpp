@@ -96,6 +96,7 @@ struct commit_result {
 struct cache_counters {
   uint64_t device_evictions = 0;
   uint64_t host_evictions = 0;
+  uint64_t host_copies_evicted = 0;  ///< of those, copies of device blocks the device kept
   uint64_t dropped = 0;           ///< blocks that left every tier through eviction
   uint64_t backups = 0;
   uint64_t backups_skipped = 0;   ///< wanted, but the host tier had no room
@@ -126,6 +127,9 @@ class cache_model {
   const outstanding_orders<transfer_order>& outstanding() const { return outstanding_; }
   /// Device blocks allocate_device() could hand out now.
   uint32_t device_available() const;
+  /// Host blocks allocate_host could hand out now: free, retired, host-only leaves' and the
+  /// copies of idle device blocks (T6).
+  uint64_t host_room() const;
 
   // -- matching and holding -------------------------------------------------------------------
 
@@ -134,6 +138,9 @@ class cache_model {
   /// Holds matched nodes for a request: ref+1 and hit+1 each.
   void acquire_matched(const node_id* nodes, size_t n,
                        policy_backups backups = policy_backups::by_policy);
+  /// Counts a hit on nodes the caller holds already (blocks a request loaded from storage for
+  /// itself, which its match would have held: the timed replay's admission matches them).
+  void count_hits(const node_id* nodes, size_t n);
   /// Holds nodes without counting a hit (a storage prefetch protecting the prefix it loads under,
   /// a preempted request's re-admission finding its own blocks).
   void hold(const node_id* nodes, size_t n);
@@ -172,9 +179,11 @@ class cache_model {
   /// replay has no clock); a store follows as for any host copy. Without this a smaller device
   /// would keep such blocks out of the host tier, and a larger one let them in: a larger device
   /// could lower the hit ratio (docs/design.md, "Hit ratio"). nullopt if the policy keeps no
-  /// copy, the hash already has a node, or the host tier has no room.
+  /// copy, the hash already has a node, or the host tier has no room. `found`: the request's
+  /// match found the block (a full hit's last block, in storage), so it has a second hit.
   std::optional<node_id> pass_through_device(node_id parent, const cache_block& block,
-                                             std::vector<transfer_order>& orders);
+                                             std::vector<transfer_order>& orders,
+                                             bool found = false);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
   /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it
@@ -224,15 +233,15 @@ class cache_model {
  private:
   bool allocate_host(uint32_t n, std::vector<block_id>& out,
                      std::vector<transfer_order>& orders);
-  bool allocate_host_past_pinned_copies(std::vector<block_id>& out,
-                                        std::vector<transfer_order>& orders);
   void evict_device_node(node_id id, bool may_write_back, std::vector<transfer_order>& orders);
   void plan_write_backs();
   void issue_store(node_id id, block_id host_block, std::vector<transfer_order>& orders);
   void free_staged_copy(const transfer_order& store);
   void evict_host_node(node_id id, std::vector<transfer_order>& orders);
+  void evict_host_copy(node_id id, std::vector<transfer_order>& orders);
   void drop_subtree(node_id id);
   void maybe_queue_backup(node_id id);
+  void queue_for_hit(node_id id);
   transfer_order& issue(transfer_kind kind, node_id node, block_id device_block,
                         block_id host_block, std::vector<transfer_order>& orders);
 

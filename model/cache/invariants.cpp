@@ -1,5 +1,6 @@
 #include "model/cache/invariants.hpp"
 
+#include <utility>
 #include <vector>
 
 namespace kvtier {
@@ -12,6 +13,34 @@ std::string node_text(const radix_tree& tree, node_id id) {
   return "node " + std::to_string(id) + " (hash " + std::to_string(tree.node(id).hash) + ")";
 }
 
+std::pair<uint64_t, uint64_t> order_key(const radix_tree& tree, node_id id) {
+  const tree_node& x = tree.node(id);
+  return tree.policy() == eviction_policy::lru
+           ? std::pair<uint64_t, uint64_t>{x.release_order, 0}
+           : std::pair<uint64_t, uint64_t>{x.hit_count, x.release_order};
+}
+
+// T6: the copy set's count, entries and order, given the members counted node by node.
+void check_copy_set(const radix_tree& tree, const std::vector<node_id>& live, uint32_t copies,
+                    invariant_report& r) {
+  r.expect(tree.copies() == copies, [&] { return std::string{"copy set count (T6)"}; });
+  std::vector<uint8_t> entered(tree.slot_count(), 0);
+  tree.for_each_copy_entry([&](node_id id) { entered[id] = 1; });
+  for (node_id id : live)
+    if (tree.node(id).in_copies)
+      r.expect(entered[id] == 1, [&] { return node_text(tree, id) + ": a copy-set member has an entry (T6)"; });
+  node_id first = tree.peek_copy();
+  if (first == root_node) {
+    r.expect(copies == 0, [&] { return std::string{"copy set empty iff nothing to give up (T6)"}; });
+    return;
+  }
+  bool smallest = true;
+  for (node_id id : live)
+    if (tree.node(id).in_copies && order_key(tree, id) < order_key(tree, first))
+      smallest = false;
+  r.expect(smallest, [&] { return std::string{"the next copy given up has the smallest key (T6)"}; });
+}
+
 void check_tree(const radix_tree& tree, invariant_report& r) {
   std::vector<node_id> live = tree.live_nodes();
   r.expect(live.size() == tree.size(), [&] { return std::string{"live node count matches size()"}; });
@@ -19,6 +48,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
   std::vector<uint32_t> children(tree.slot_count(), 0), device_children(tree.slot_count(), 0);
   uint32_t in_set[node_tier_count] = {0, 0};
   uint32_t reclaimable[node_tier_count] = {0, 0};
+  uint32_t copies = 0;
   for (node_id id : live) {
     const tree_node& x = tree.node(id);
     const tree_node& p = tree.node(x.parent);
@@ -32,6 +62,8 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     r.expect(x.has(tier::device) || x.has(tier::host), [&] { return node_text(tree, id) + " has a copy in some tier"; });
     r.expect(x.parent == root_node || p.ref_count >= x.ref_count, [&] { return node_text(tree, id) + ": ref above its parent's (T3)"; });
     r.expect(!x.taken[0] && !x.taken[1], [&] { return node_text(tree, id) + " is not left half-evicted"; });
+    r.expect(x.in_copies == tree.belongs_in_copies(id), [&] { return node_text(tree, id) + ": copy set membership (T6)"; });
+    copies += x.in_copies;
     for (int t = 0; t < node_tier_count; ++t) {
       tier tt = static_cast<tier>(t);
       bool want = tree.belongs_in_set(id, tt);
@@ -52,6 +84,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     r.expect(listed == children[id] && x.children == children[id], [&] { return node_text(tree, id) + ": child count (T1)"; });
     r.expect(x.device_children == device_children[id], [&] { return node_text(tree, id) + ": device child count (T1)"; });
   }
+  check_copy_set(tree, live, copies, r);
   for (int t = 0; t < node_tier_count; ++t) {
     tier tt = static_cast<tier>(t);
     std::string name = to_string(tt);
@@ -64,15 +97,9 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
       r.expect(in_set[t] == 0, [&] { return name + " set empty iff no victim"; });
       continue;
     }
-    auto key = [&](node_id id) {
-      const tree_node& x = tree.node(id);
-      return tree.policy() == eviction_policy::lru
-               ? std::pair<uint64_t, uint64_t>{x.release_order, 0}
-               : std::pair<uint64_t, uint64_t>{x.hit_count, x.release_order};
-    };
     bool smallest = true;
     for (node_id id : live)
-      if (tree.node(id).in_set[t] && key(id) < key(victim))
+      if (tree.node(id).in_set[t] && order_key(tree, id) < order_key(tree, victim))
         smallest = false;
     r.expect(smallest, [&] { return name + " next victim has the smallest key (T5)"; });
   }

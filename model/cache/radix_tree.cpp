@@ -48,6 +48,8 @@ void radix_tree::reset() {
     set_count_[t] = 0;
     reclaimable_[t] = 0;
   }
+  copies_.clear();
+  copies_count_ = 0;
   live_count_ = 0;
   next_order_ = 1;
   if (sink_)
@@ -88,7 +90,7 @@ node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens
   else
     free_slots_.pop_back();
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1]);
+  KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1] && !n.in_copies);
   uint32_t generation = n.generation + 1;
   uint32_t stamps[node_tier_count] = {n.set_stamp[0], n.set_stamp[1]};
   n = tree_node{};
@@ -133,7 +135,7 @@ void radix_tree::remove(node_id id) {
   }
   by_hash_.erase(n.hash);
   node_id parent = n.parent;
-  KVTIER_ASSERT(!n.in_set[0] && !n.in_set[1]);  // no copies, so in no set
+  KVTIER_ASSERT(!n.in_set[0] && !n.in_set[1] && !n.in_copies);  // no copies, so in no set
   n.live = false;
   n.taken[0] = n.taken[1] = false;
   n.first_child = n.next_sibling = n.prev_sibling = root_node;
@@ -215,7 +217,7 @@ void radix_tree::release(node_id id) {
 
 void radix_tree::renew_order(node_id id) {
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live && !n.in_set[0] && !n.in_set[1]);
+  KVTIER_ASSERT(n.live && !n.in_set[0] && !n.in_set[1] && !n.in_copies);
   n.release_order = next_order_++;
 }
 
@@ -251,6 +253,77 @@ void radix_tree::refresh(node_id id, int t) {
 void radix_tree::refresh_both(node_id id) {
   refresh(id, device_index);
   refresh(id, host_index);
+  refresh_copies(id);
+}
+
+bool radix_tree::wants_copies(const tree_node& n) const {
+  return n.live && n.ref_count == 0 && !n.taken[device_index] && !n.taken[host_index]
+         && n.copy[device_index] == copy_state::ready && n.copy[host_index] == copy_state::ready;
+}
+
+// A member's key cannot change while it is one: a hit and a release need a hold, which takes it
+// out, and renew_order() is for nodes without a device copy.
+evictable_queue::entry radix_tree::key_of(node_id id) const {
+  const tree_node& n = nodes_[id];
+  evictable_queue::entry e{0, 0, id, 0};
+  if (policy_ == eviction_policy::lru) {
+    e.k1 = n.release_order;
+  } else {
+    e.k1 = n.hit_count;
+    e.k2 = n.release_order;
+  }
+  return e;
+}
+
+bool radix_tree::current_copy(const evictable_queue::entry& e) const {
+  const tree_node& n = nodes_[e.id];
+  if (!n.live || !n.in_copies)
+    return false;
+  evictable_queue::entry k = key_of(e.id);
+  return k.k1 == e.k1 && k.k2 == e.k2;
+}
+
+void radix_tree::refresh_copies(node_id id) {
+  if (id == root_node)
+    return;
+  tree_node& n = nodes_[id];
+  bool want = wants_copies(n);
+  if (want == n.in_copies)
+    return;
+  n.in_copies = want;
+  if (!want) {
+    --copies_count_;  // its entry goes stale
+    return;
+  }
+  ++copies_count_;
+  copies_.push(key_of(id));
+  if (copies_.size() > 2 * size_t{copies_count_} + 1024) {
+    seen_.assign(nodes_.size(), 0);
+    copies_.compact([&](const evictable_queue::entry& e) {
+      if (!current_copy(e) || seen_[e.id])
+        return false;
+      seen_[e.id] = 1;
+      return true;
+    });
+  }
+}
+
+node_id radix_tree::take_copy() {
+  evictable_queue::entry e;
+  if (!copies_.pop([&](const evictable_queue::entry& x) { return current_copy(x); }, e))
+    return root_node;
+  nodes_[e.id].in_copies = false;
+  --copies_count_;
+  return e.id;
+}
+
+node_id radix_tree::peek_copy() const {
+  const evictable_queue::entry* best = nullptr;
+  copies_.for_each([&](const evictable_queue::entry& e) {
+    if (current_copy(e) && (!best || evictable_queue::before(e, *best)))
+      best = &e;
+  });
+  return best ? best->id : root_node;
 }
 
 uint32_t radix_tree::live_entries(tier t) const {
@@ -331,6 +404,7 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
     x.in_set[ti] = false;
     --set_count_[ti];
     x.taken[ti] = true;
+    refresh_copies(id);
     tree_node& p = nodes_[x.parent];
     if (t == tier::device) {
       --p.device_children;
@@ -357,6 +431,7 @@ bool radix_tree::take_member(node_id id, tier t) {
   x.in_set[ti] = false;  // its queue entry goes stale
   --set_count_[ti];
   x.taken[ti] = true;
+  refresh_copies(id);
   tree_node& p = nodes_[x.parent];
   if (t == tier::device)
     --p.device_children;
@@ -378,6 +453,7 @@ void radix_tree::untake(node_id id, int t) {
   count_reclaimable(x, +1);
   refresh(x.parent, t);
   refresh(id, t);
+  refresh_copies(id);
 }
 
 }  // namespace kvtier

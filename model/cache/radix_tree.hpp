@@ -19,6 +19,10 @@
 //     became unreferenced (ref 1 -> 0) or moved to the host tier (FastDeploy's "time it became
 //     evictable", not its last access); LFU keys by (hit count, that order). Keys are unique,
 //     so eviction order is total and deterministic.
+//  T6 host copies of device blocks: a node is in the copy set iff its device and host copies
+//     are both ready, its ref is 0 and neither copy is taken for eviction. The host tier gives
+//     up such a copy (the device keeps the block) only when it has no host-only block left to
+//     evict (docs/design.md, "Write policies"); the set yields them by the key of T5.
 
 #include <cstdint>
 #include <vector>
@@ -70,6 +74,7 @@ struct tree_node {
   copy_state copy[node_tier_count] = {copy_state::absent, copy_state::absent};
   bool in_set[node_tier_count] = {false, false};
   bool taken[node_tier_count] = {false, false};  // chosen for eviction, not yet dropped
+  bool in_copies = false;  // in the copy set (T6)
   bool live = false;
   /// A store of this block to storage was issued (the storage pool may have evicted it since);
   /// the storage decision at request finish stores a block once (docs/design.md).
@@ -131,6 +136,22 @@ class radix_tree {
   node_id peek_victim(tier t) const;
   /// Whether node `id` belongs in tier `t`'s evictable set (T4).
   bool belongs_in_set(node_id id, tier t) const;
+  /// Members of the copy set (T6): host copies of idle device blocks.
+  uint32_t copies() const { return copies_count_; }
+  /// Whether node `id` belongs in the copy set (T6).
+  bool belongs_in_copies(node_id id) const { return wants_copies(nodes_[id]); }
+  /// The member the copy set would give up next, or root_node if it is empty.
+  node_id peek_copy() const;
+  /// Calls f(id) for each copy-set entry that stands for a member (at least one per member; a
+  /// node that left the set and came back with the same key may have two, which pop and
+  /// compaction tolerate).
+  template <class F>
+  void for_each_copy_entry(F f) const {
+    copies_.for_each([&](const evictable_queue::entry& e) {
+      if (current_copy(e))
+        f(static_cast<node_id>(e.id));
+    });
+  }
 
   // -- structure ------------------------------------------------------------------------------
 
@@ -164,6 +185,9 @@ class radix_tree {
   /// Chooses node `id`, a member of tier `t`'s evictable set, as take_evictable would; false
   /// (nothing changed) if it is not one. It must then lose its copy in `t`.
   bool take_member(node_id id, tier t);
+  /// Takes the copy set's first member out of it and returns it (root_node if it is empty);
+  /// the caller must then drop its host copy.
+  node_id take_copy();
 
   /// Empties the tree (a set sink hears cleared()).
   void reset();
@@ -174,7 +198,11 @@ class radix_tree {
 
  private:
   bool wants_set(const tree_node& n, int t) const;
+  bool wants_copies(const tree_node& n) const;
   void refresh(node_id id, int t);
+  void refresh_copies(node_id id);
+  evictable_queue::entry key_of(node_id id) const;
+  bool current_copy(const evictable_queue::entry& e) const;
   void refresh_both(node_id id);
   void push(node_id id, int t);
   bool pop(int t, node_id& out);
@@ -194,6 +222,9 @@ class radix_tree {
                       huge_page_allocator<std::pair<const block_hash, node_id>>>
     by_hash_;
   evictable_queue queue_[node_tier_count];
+  evictable_queue copies_;  // T6; entries are checked by key, not stamp (nodes have no room)
+  uint32_t copies_count_ = 0;
+  std::vector<uint8_t> seen_;  // scratch: compaction of copies_
   uint32_t set_count_[node_tier_count] = {0, 0};
   uint32_t reclaimable_[node_tier_count] = {0, 0};
   uint32_t live_count_ = 0;

@@ -10,7 +10,9 @@
 //  write_back               copy to host only when the device copy is evicted.
 //
 // Backed-up blocks keep their host copy while on device (an inclusive host tier); evicting them
-// from device is a metadata flip. A swap-in keeps the host copy under the write-through policies
+// from device is a metadata flip. A full host tier that has no host-only block to evict gives up
+// the copy of its least recently used idle device block, which stays on the device
+// (cache_model::allocate_host, docs/design.md "Write policies"). A swap-in keeps the host copy under the write-through policies
 // and frees it under write_back (exclusive tiers, as FastDeploy does) unless
 // keep_host_on_swap_in (SGLang HiCache's write_back keeps it). Backups go parent first, so under the
 // write-through policies the host-resident blocks stay prefix-closed: a block never loses its

@@ -72,6 +72,11 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   // Hits beyond the blocks this step covers are not taken (the scheduler planned fewer).
   uint32_t need = r.layout.blocks_for(m.tokens);
   uint32_t hits = std::min<uint32_t>(static_cast<uint32_t>(path.size()), need);
+  // The step computes the block holding its last token (the scheduler counts it so, docs/
+  // design.md "Hit ratio"): a host copy of it is not swapped in for nothing, and the block is
+  // committed as computed; a device copy is held and computed in place.
+  if (hits == need && hits > std::min(match_.device, hits))
+    --hits;
   if (hits < path.size()) {
     std::vector<node_id> extra(path.begin() + hits, path.end());
     model_.release_from_tail(extra);

@@ -5,7 +5,8 @@
 
 namespace kvtier {
 
-std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks) {
+std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<cache_block> blocks,
+                                                  uint64_t target_tokens) {
   block_event_batch batch(options_.events);
   if (auto old = requests_.find(req); old != requests_.end()) {
     // Routed here again (a decode instance dropped it) before the commit releasing its last
@@ -16,6 +17,7 @@ std::vector<uint64_t> controller_core::on_arrival(request_id req, std::vector<ca
   request_state& r = requests_[req];
   r.blocks = std::move(blocks);
   r.layout = request_layout(r.blocks, options_.block_size);
+  r.target_tokens = target_tokens;
   if (!options_.storage)
     return {};
   std::vector<uint64_t> keys = storage_keys_past_match(r);
@@ -29,16 +31,21 @@ std::vector<uint64_t> controller_core::storage_keys_past_match(request_state& r)
     return keys;
   model_.match(r.blocks.data(), r.blocks.size(), match_);
   r.probed_from = static_cast<uint32_t>(match_.nodes.size());
-  for (size_t i = match_.nodes.size(); i < r.blocks.size(); ++i)
+  // A full hit recomputes the block holding its last token: loading it would be for nothing.
+  size_t end = r.blocks.size();
+  if (r.target_tokens > 0 && r.layout.listed_tokens() >= r.target_tokens)
+    end = r.layout.blocks_for(r.target_tokens) - 1;
+  for (size_t i = match_.nodes.size(); i < end; ++i)
     keys.push_back(tracker_.storage_key_of(r.blocks[i].hash));
   if (!keys.empty())
     ++storage_probes_;
   return keys;
 }
 
-std::vector<uint64_t> controller_core::on_readmission(request_id req) {
+std::vector<uint64_t> controller_core::on_readmission(request_id req, uint64_t target_tokens) {
   block_event_batch batch(options_.events);
   request_state& r = requests_.at(req);
+  r.target_tokens = target_tokens;
   if (!options_.storage || r.admitted || !r.prefetch_path.empty())
     return {};
   ++(r.preempted ? preemption_.readmission_lookups : prefetch_.admission_lookups);

@@ -30,6 +30,13 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
                                       std::vector<transfer_order>& orders) {
   uint32_t complete = std::min<uint32_t>(r.layout.complete_within(tokens),
                                          static_cast<uint32_t>(r.table.size()));
+  // Without prefix caching no block joins the tree: each stays the request's own and is freed
+  // with it. Joining it, a block another request computed too would be held twice (its node's
+  // block and the request's own), and a request that needs the whole device could never run.
+  if (model_.options().caching == prefix_caching::off) {
+    r.committed = std::max(r.committed, complete);
+    return;
+  }
   constexpr uint32_t ahead = 8;
   for (uint32_t i = r.committed; i < std::min(complete, r.committed + ahead); ++i)
     model_.tree().prefetch(r.blocks[i].hash);

@@ -89,10 +89,11 @@ class controller_core {
 
   /// Registers a request; returns the storage keys of the blocks past the tree's match (empty:
   /// nothing to look up, the request is ready).
-  std::vector<uint64_t> on_arrival(request_id req, std::vector<cache_block> blocks);
+  std::vector<uint64_t> on_arrival(request_id req, std::vector<cache_block> blocks,
+                                   uint64_t target_tokens = 0);
   /// A preempted request nears re-admission: the storage keys of its blocks past the tree's match
   /// (save_to_storage wrote them when it was preempted).
-  std::vector<uint64_t> on_readmission(request_id req);
+  std::vector<uint64_t> on_readmission(request_id req, uint64_t target_tokens = 0);
   /// Storage holds the first `leading` of those keys: loads them (a transfer in `out`) and holds
   /// them; returns false if nothing loads (the request is ready at once).
   bool on_exists(request_id req, uint32_t leading, std::vector<transfer>& out);
@@ -174,6 +175,7 @@ class controller_core {
     // cached then, else wasted), and how many blocks it had cached when it became ready.
     std::vector<uint8_t> loaded;
     uint32_t cached_at_ready = 0;
+    uint64_t target_tokens = 0;  // arrival::target_tokens
     bool lookup_before_admission = false;  // its prefetch was looked up at the queue's head
   };
   /// Loaded blocks of `r` not among its first `hits` blocks (or all of them): wasted.

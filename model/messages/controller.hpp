@@ -40,6 +40,11 @@ struct arrival {
   /// A preempted request near re-admission (scheduler.preemption=save_to_storage): `blocks` is
   /// empty, the controller looks up in storage what its tiers lost of the blocks it knows.
   bool readmission = false;
+  /// Tokens its KV must cover before it samples (its prompt, and at a re-admission what it
+  /// generated too): a full hit recomputes the block holding the last of them, so the storage
+  /// lookup does not ask for that block (docs/design.md, "Hit ratio"). 0: not known (the live
+  /// server's engines), every block is asked for.
+  uint64_t target_tokens = 0;
 };
 
 struct ready {

@@ -38,6 +38,12 @@ struct request_record {
   per_tier<uint32_t> first_hit_blocks{};
   per_tier<uint64_t> first_hit_tokens{};
   uint64_t computed_tokens = 0;        ///< prompt tokens computed, recomputation included
+  /// Tokens computed again below what it had computed before (recomputed_tokens' share of it).
+  uint64_t recomputed_tokens = 0;
+  /// Prompt tokens a re-admission found cached that it had not reached before: neither hits at
+  /// its first admission nor ever computed. first_hit_tokens + computed_tokens + late_hit_tokens
+  /// = input_tokens + recomputed_tokens (model/scheduler/recompute_balance.hpp).
+  uint64_t late_hit_tokens = 0;
   uint32_t preemptions = 0;
   uint32_t attempt = 0;                ///< PD: routings before this pass (handoff_order::reroutes)
   bool rejected = false;               ///< it could never fit on the device

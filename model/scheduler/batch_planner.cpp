@@ -94,25 +94,28 @@ uint32_t held_hits(const candidate_match& m, uint32_t blocks) {
   return std::min(m.idle_device_blocks, std::min(blocks, m.device_blocks));
 }
 
-// A full hit recomputes its last block (skippable): that block is computed, not a hit, so that
-// hits and computed tokens add up to the prompt (docs/design.md, "Hit ratio").
-void uncount_recomputed_hit(const live_request& r, request_record& rec) {
+// An admission's step computes at least the token before `until`, so the block holding it is
+// computed, not a hit (a full hit's last block, skippable; or hits that grew past the plan
+// between probe and grant): the hits stop before it, so that hits and computed tokens add up to
+// the prompt (docs/design.md, "Hit ratio"). Returns the tokens the hits skip.
+uint64_t keep_hits_below(const live_request& r, uint64_t until, request_record& rec) {
   uint32_t blocks = 0;
   uint64_t tokens = 0;
   for (tier t : all_tiers) {
     blocks += at(rec.hit_blocks, t);
     tokens += at(rec.hit_tokens, t);
   }
-  if (blocks == 0 || tokens < r.target())
-    return;
-  // The last hit block sits in the last tier that has hits (device, then host, then storage).
+  const uint32_t recomputed_from = r.layout.blocks_for(until) - 1;
+  // The last hit blocks sit in the last tiers that have hits (device, then host, then storage).
   for (tier t : {tier::storage, tier::host, tier::device}) {
-    if (at(rec.hit_blocks, t) == 0)
-      continue;
-    at(rec.hit_blocks, t) -= 1;
-    at(rec.hit_tokens, t) -= r.layout.tokens_of(blocks - 1);
-    return;
+    while (blocks > recomputed_from && at(rec.hit_blocks, t) > 0) {
+      --blocks;
+      at(rec.hit_blocks, t) -= 1;
+      at(rec.hit_tokens, t) -= r.layout.tokens_of(blocks);
+      tokens -= r.layout.tokens_of(blocks);
+    }
   }
+  return tokens;
 }
 
 }  // namespace
@@ -227,17 +230,20 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options& 
     KVTIER_ASSERT(!book.waiting.empty() && book.waiting[admitted] == w.req);
     ++admitted;
     uint64_t until = w.start + w.tokens;
-    uint64_t cached = skippable(r, res->device_blocks + res->host_blocks + res->storage_blocks,
-                                res->device_tokens + res->host_tokens + res->storage_tokens);
-    cached = std::min(cached, until - 1);  // the grant covers `until`; at least one token runs
+    r.record.hit_blocks = {res->device_blocks, res->host_blocks, res->storage_blocks};
+    r.record.hit_tokens = {res->device_tokens, res->host_tokens, res->storage_tokens};
+    uint64_t cached = keep_hits_below(r, until, r.record);  // at least one token runs
+    KVTIER_ASSERT(cached < until);
+    // A re-admission may find cached what the request never reached: those prompt tokens are
+    // neither first-admission hits nor ever computed (the balance of finish_step's counts).
+    if (r.record.admitted_ns >= 0 && cached > r.high_water)
+      r.record.late_hit_tokens += std::min<uint64_t>(cached, r.prompt)
+                                  - std::min<uint64_t>(r.high_water, r.prompt);
     r.computed = cached;
     r.covered_blocks = r.layout.blocks_for(until);
     r.running = true;
     r.refetch_due = false;
     r.looked_up_again = false;
-    r.record.hit_blocks = {res->device_blocks, res->host_blocks, res->storage_blocks};
-    r.record.hit_tokens = {res->device_tokens, res->host_tokens, res->storage_tokens};
-    uncount_recomputed_hit(r, r.record);
     if (r.record.admitted_ns < 0) {
       r.record.admitted_ns = now;
       r.record.first_hit_blocks = r.record.hit_blocks;
@@ -258,10 +264,16 @@ step_outcome finish_step(request_book& book, const std::vector<work_item>& items
     bool decode = r.decoding() && w.tokens == 1;
     (decode ? out.decode_tokens : out.prefill_tokens) += w.tokens;
     uint64_t end = w.start + w.tokens;
-    if (w.start < r.high_water)
-      out.recomputed_tokens += std::min(end, r.high_water) - w.start;
+    uint64_t again = w.start < r.high_water ? std::min(end, r.high_water) - w.start : 0;
+    out.recomputed_tokens += again;
+    r.record.recomputed_tokens += again;
+    // Prompt tokens, and tokens computed before: a re-admission's prefill also computes the KV
+    // of the last token sampled before the preemption, which is decode work, done once
+    // (docs/design.md, "Hit ratio").
+    const uint64_t counted = std::max<uint64_t>(r.prompt, r.high_water);
+    if (!decode && w.start < counted)
+      r.record.computed_tokens += std::min(end, counted) - w.start;
     r.high_water = std::max(r.high_water, end);
-    r.record.computed_tokens += decode ? 0 : w.tokens;
     r.computed = end;
     // The controller commits listed blocks once complete: tell it only when one completed.
     if (r.layout.complete_within(end) > r.layout.complete_within(w.start))

@@ -40,7 +40,7 @@ std::optional<request_done> scheduler_core::on_arrival(request_arrival& a,
     st_.expect_output(x, a);
   ++st_.awaiting_ready;
   st_.unanswered.insert(id);
-  out.push_back(arrival{id, std::move(a.blocks)});
+  out.push_back(arrival{id, std::move(a.blocks), false, x.target()});
   return std::nullopt;
 }
 
@@ -175,6 +175,7 @@ void scheduler_core::start_refetches(const probe_reply& reply, scheduler_orders&
     arrival a;
     a.req = m.req;
     a.readmission = true;
+    a.target_tokens = r.target();
     out.push_back(std::move(a));
   }
 }

@@ -13,6 +13,7 @@
 #include "sim/full/full_replay.hpp"
 #include "sim/full/pd_end_checks.hpp"
 #include "sim/full/request_count_checks.hpp"
+#include "model/scheduler/recompute_balance.hpp"
 #include "sim/full/time_checks.hpp"
 #include "sim/full/trace_feed.hpp"
 #include "sim/hitrate/hitrate_replay.hpp"
@@ -165,6 +166,7 @@ std::string fault_text(const nlohmann::json& f) {
 
 replay_result replay_hitrate(const replay_job& job, const deployment_plan& plan) {
   auto start = clock_type::now();
+  refuse_unreplayed_keys(job.cfg);  // what one cache would ignore (cluster.instances, ...)
   std::unique_ptr<run_outputs> outputs = open_outputs(job);
   trace_merger merger(open_traces(job, plan.trace));
   request_blocks mapper = mapper_of(job, plan);
@@ -231,6 +233,10 @@ void add_end_checks(const full_result& fr, replay_result& result) {
     pool.push_back(std::move(m));  // reported with the pool's: both are end-of-run checks
   for (std::string& m : request_count_problems(fr))
     pool.push_back(std::move(m));  // every request read counted once (docs/outputs.md)
+  if (!fr.disaggregated)  // every prompt token hit or computed, every recomputation counted
+    for (std::string& m : recompute_balance_problems(fr.scheduler.requests,
+                                                     fr.scheduler.recomputed_tokens))
+      pool.push_back(std::move(m));
   result.invariant_violations += pool.size();
   if (!pool.empty() && result.first_violation.empty())
     result.first_violation = pool.front();

@@ -24,6 +24,8 @@ joined_records prefill_passes(const std::vector<instance_result>& instances) {
         if (q.attempt == 0 || it == joined.end())
           continue;
         it->second.computed_tokens += q.computed_tokens;
+        it->second.recomputed_tokens += q.recomputed_tokens;
+        it->second.late_hit_tokens += q.late_hit_tokens;
         it->second.preemptions += q.preemptions;
       }
   return joined;
@@ -54,6 +56,8 @@ void add_decode_passes(const std::vector<instance_result>& instances, joined_rec
       }
       r.preemptions += q.preemptions;
       r.computed_tokens += q.computed_tokens;  // a failed handoff D recomputed
+      r.recomputed_tokens += q.recomputed_tokens;
+      r.late_hit_tokens += q.late_hit_tokens;
     }
   }
 }

@@ -28,6 +28,12 @@
 
 namespace kvtier {
 
+/// Refuses (config_error, naming the key) a config the hit-rate replay cannot honour: several
+/// instances or one with overrides (`cluster.instances`: it replays one instance's tiers),
+/// and `cache.output_caching` (it generates no output tokens). It would otherwise replay the
+/// default instance and still record the keys in summary.json.
+void refuse_unreplayed_keys(const config& c);
+
 /// What happened to one request.
 struct request_outcome {
   uint32_t blocks = 0;
@@ -76,9 +82,15 @@ class hitrate_replay {
   void allocate_in_host_sized_chunks(uint32_t n);
   /// Storage hits after the tree's: see the .cpp.
   uint32_t storage_run(const std::vector<cache_block>& blocks, uint32_t from);
-  /// The blocks from `end` on that did not fit pass through the device; backups, the storage
-  /// decision and the release follow.
-  void finish_request(const std::vector<cache_block>& blocks, uint32_t end);
+  uint32_t match_at_arrival(const trace_request& r, const std::vector<cache_block>& blocks);
+  uint32_t make_device_room(const std::vector<cache_block>& blocks, request_outcome& out);
+  uint32_t load_from_storage(const std::vector<cache_block>& blocks, uint32_t in_storage);
+  void count_hits(const trace_request& r, const std::vector<cache_block>& blocks, uint32_t loaded,
+                  request_outcome& out);
+  uint32_t place_on_device(const std::vector<cache_block>& blocks, uint32_t placed,
+                           uint32_t loaded);
+  void pass_through_device(const std::vector<cache_block>& blocks, uint32_t end);
+  void finish_request();
   void uncount_recomputed_hit(const trace_request& r, const std::vector<cache_block>& blocks,
                               request_outcome& out);
   storage_key key_of(block_hash h) const {
@@ -98,6 +110,10 @@ class hitrate_replay {
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
   std::vector<storage_key> keys_;  // the request's storage keys, made as the probe reaches them
+  bool host_last_computed_ = false;  // a full hit ends in host: its last block is computed
+  // A full hit ends in storage and every storage hit before its last block was loaded: the
+  // last block, computed, was found by the match and counts a hit (docs/design.md, step 5).
+  bool storage_last_found_ = false;
 };
 
 }  // namespace kvtier

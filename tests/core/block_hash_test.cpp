@@ -110,6 +110,22 @@ TEST_CASE("block_hash: small trace blocks merge into cache blocks", "[hash]") {
   CHECK(longer[2].tokens == 256);
 }
 
+// Found by the differential runs (tools/differential): two native files sharing the global id
+// space with 2- and 4-token blocks, a 4-token cache block. Chained like single blocks, the
+// merged block [3, 4] was named as the 4-token file's second block (3, then 4), a block with
+// another parent, and the replay stopped on an assertion.
+TEST_CASE("block_hash: a merged block is never named as a chain of single blocks", "[hash]") {
+  std::vector<uint64_t> ids{3, 4, 5, 6};
+  std::vector<cache_block> single, merged;
+  map_trace_blocks(9, ids.data(), ids.size(), 16, 4, 4, single);
+  map_trace_blocks(9, ids.data(), ids.size(), 8, 2, 4, merged);
+  REQUIRE(single.size() == 4);
+  REQUIRE(merged.size() == 2);
+  for (const cache_block& m : merged)
+    for (const cache_block& s : single)
+      CHECK(m.hash != s.hash);
+}
+
 TEST_CASE("block_hash: block sizes that cannot map are refused", "[hash]") {
   CHECK_FALSE(check_block_sizes(512, 64));
   CHECK_FALSE(check_block_sizes(64, 512));

@@ -123,3 +123,80 @@ TEST_CASE("hit accounting: only full blocks hit, and hits plus computed tokens a
     }
   }
 }
+
+// A full hit recomputes its last block: when only storage holds it, it was loaded, swapped in and
+// computed all the same, counted as neither a hit nor a wasted load (32 loads, 31 hits, 0
+// wasted). The storage lookup leaves that block out now, in both modes (docs/design.md, "Hit
+// ratio"). storage_full_hit.jsonl: a 32-block prompt, two 40-block prompts that push it out of
+// a 60-block device and a 50-block host, then the first prompt again.
+TEST_CASE("hit accounting: a full hit from storage loads only the blocks it uses",
+          "[cli][hit_accounting]") {
+  for (std::string mode : {"hitrate", "full"}) {
+    fs::path out = scratch("storage-full-hit-" + mode);
+    auto r = kvtier("replay --deterministic --quiet --mode " + mode + " --trace " + data +
+                    "/storage_full_hit.jsonl --set cache.device_blocks=60 --set "
+                    "cache.host_blocks=50 --set storage.capacity_blocks=1000 --out " +
+                    out.string());
+    INFO(mode << " " << r.out);
+    REQUIRE(r.code == 0);
+    json s = summary_of(out);
+    CHECK(s["hits"]["blocks"]["storage"] == 31);
+    uint64_t wasted = mode == "full" ? s["prefetch"]["wasted_blocks"].get<uint64_t>() : 0;
+    CHECK(s["transfers"]["storage_loads"].get<uint64_t>() == 31 + wasted);
+    CHECK(wasted == 0);
+    fs::remove_all(out);
+  }
+}
+
+// The hit-rate replay replays one instance's tiers: it refuses what it would ignore.
+TEST_CASE("hit accounting: --mode hitrate refuses cluster.instances and output caching",
+          "[cli][hit_accounting]") {
+  fs::path out = scratch("hitrate-refuses");
+  for (std::string set :
+       {"'cluster.instances=[{\"role\":\"mixed\",\"overrides\":{\"cache.device_tokens\":100000}}]'",
+        "'cluster.instances=[{\"role\":\"mixed\",\"count\":2}]'",
+        "cache.output_caching=true"}) {
+    auto r = kvtier("replay --deterministic --quiet --mode hitrate --trace " + sample +
+                    " --set " + set + " --out " + out.string());
+    INFO(set << ": " << r.out);
+    CHECK(r.code == 2);
+    std::string key = set.find("cluster") != std::string::npos ? "cluster.instances"
+                                                                : "cache.output_caching";
+    CHECK(r.out.find(key) != std::string::npos);
+    CHECK_FALSE(fs::exists(out / "summary.json"));
+  }
+  // One mixed instance without overrides is what the hit-rate replay replays.
+  auto r = kvtier("replay --deterministic --quiet --mode hitrate --trace " + sample +
+                  " --set 'cluster.instances=[{\"role\":\"mixed\"}]' --out " + out.string());
+  INFO(r.out);
+  CHECK(r.code == 0);
+  fs::remove_all(out);
+}
+
+// Every prompt token is a hit at the first admission, computed, or found by a re-admission
+// before the request reached it; every token computed again is counted in recomputed_tokens
+// (model/scheduler/recompute_balance.hpp, checked at the end of every replay). Before, a
+// re-admission's prefill also counted the KV of the last token sampled before the preemption,
+// decode work done once: one token per such re-admission beyond the recomputed ones (21 on the
+// conversation trace at trace.time_scale=8 on a 150,000-token device). preempted_pair.jsonl:
+// two 40-token prompts of 30 output tokens on a 6-block device; the second is preempted.
+TEST_CASE("hit accounting: recomputed tokens balance the extra computed ones",
+          "[cli][hit_accounting]") {
+  fs::path out = scratch("recompute-balance");
+  auto r = kvtier("replay --deterministic --quiet --mode full --trace " + data +
+                  "/preempted_pair.jsonl --set cache.block_size=16 --set cache.device_blocks=6"
+                  " --set cache.host_blocks=0 --set storage.capacity_blocks=0"
+                  " --set scheduler.reserve_output_blocks=0 --out " + out.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  json s = summary_of(out);
+  REQUIRE(s["preemptions"] == 1);
+  uint64_t extra = 0;
+  for (const auto& row : read_requests(out / "requests.csv"))
+    extra += u64_of(row, "first_hit_tokens") + u64_of(row, "computed_tokens")
+             - u64_of(row, "input_tokens");
+  CHECK(extra == s["recomputed_tokens"].get<uint64_t>());
+  CHECK(s["recomputed_tokens"] == 32);
+  CHECK(s["invariants"]["violations"] == 0);
+  fs::remove_all(out);
+}

@@ -222,7 +222,10 @@ TEST_CASE("property: in full mode at a sustainable load a larger device or host 
 // Seed 6 of the property: write_back, device 60,000 tokens, host 100,000. The device rejects 20
 // requests, 18 of which a device of 120,000 serves, at a hit ratio of 0.056 against the others'
 // 0.165: the larger device's ratio falls by 0.025 over what each finishes, but over the requests
-// both finish it falls by 0.002, the concurrency effect of docs/design.md ("Hit ratio").
+// both finish it does not fall past the tolerance (docs/design.md, "Hit ratio"): it fell by 0.002
+// (requests running together miss each other) until full hits stopped swapping in and loading
+// their last block and a full host tier gave up copies instead of skipping backups; it rises
+// now, 0.1687 -> 0.1736.
 TEST_CASE("property: a device that rejects requests takes its ratio over fewer of them",
           "[cli][property][metamorphic]") {
   swarm_case c = draw_case(6);
@@ -242,8 +245,7 @@ TEST_CASE("property: a device that rejects requests takes its ratio over fewer o
   double small_ratio = static_cast<double>(small_hits) / prompt;
   double big_ratio = static_cast<double>(big_hits) / prompt;
   CHECK(small_ratio == Approx(ratio_of(small.summary)).margin(1e-6));
-  CHECK(big_ratio < small_ratio);                  // requests running together miss each other
-  CHECK(big_ratio >= small_ratio - 0.005);         // by less than the tolerance
+  CHECK(big_ratio >= small_ratio - 0.005);  // never lower by more than the tolerance
   fs::remove_all(small.out);
   fs::remove_all(big.out);
 }

@@ -365,11 +365,12 @@ def block_contents(request, C):
 class Node:
     """One block of the tree: its copies (device, host), who holds it, its eviction order."""
     __slots__ = ("name", "parent", "children", "device", "host", "filling", "ref", "tick", "hits",
-                 "stored")
+                 "stored", "taken")
 
     def __init__(self, name, parent):
         self.name, self.parent, self.children = name, parent, {}
         self.device = self.host = self.filling = self.stored = False
+        self.taken = False    # chosen as a device victim of the allocation under way
         self.ref, self.tick, self.hits = 0, 0, 1
 
 
@@ -396,6 +397,7 @@ class Model:
         self.storage = {}      # name -> tick of its last put or get (the pool's LRU order)
         self.clock = 0
         self.n_device = self.n_host = 0
+        self.loading = None    # the storage block a load is reading
         self.staged = 0        # host blocks holding copies staged for a store, until it has read them
         self.count = dict.fromkeys(("evict_device", "evict_host", "evict_storage", "backups",
                                     "backups_skipped", "write_backs", "swap_ins", "storage_loads",
@@ -446,14 +448,20 @@ class Model:
 
     # --- the tiers' evictable sets: leaves only, nobody holding them
     def device_victim(self):
-        leaves = [n for n in self.nodes.values() if n.device and n.ref == 0
-                  and not any(c.device for c in n.children.values())]
+        leaves = [n for n in self.nodes.values() if n.device and n.ref == 0 and not n.taken
+                  and not any(c.device and not c.taken for c in n.children.values())]
         return min(leaves, key=self.order, default=None)
 
-    def host_victim(self):        # host copies of device blocks are pinned (inclusive host tier)
+    def host_victim(self):
+        # an idle host-only leaf first; with none, the host copy of an idle device block, which
+        # the full inclusive host tier gives up (the device keeps the block): step 6
         leaves = [n for n in self.nodes.values() if n.host and not n.device and n.ref == 0
                   and not n.children and not n.filling]
-        return min(leaves, key=self.order, default=None)
+        if leaves:
+            return min(leaves, key=self.order)
+        copies = [n for n in self.nodes.values() if n.host and n.device and n.ref == 0
+                  and not n.filling and not n.taken]
+        return min(copies, key=self.order, default=None)
 
     def host_room(self):
         return self.H > 0 and (self.n_host + self.staged < self.H or self.host_victim() is not None)
@@ -467,16 +475,18 @@ class Model:
         self.count["evict_host"] += 1
         if self.storage_write == "on_host_evict":
             self.store(node)
-        self.remove(node)
+        if node.device:           # a copy given up: the block stays on the device
+            self.set_host(node, False)
+        else:
+            self.remove(node)
 
-    def evict_device(self):
-        node = self.device_victim()
-        assert node is not None, "the device has no evictable block"
+    def evict_device(self, node, write_back):
         self.count["evict_device"] += 1
+        node.taken = False
         if node.host:             # backed up: the host copy stays, metadata only
             self.set_device(node, False)
             node.tick = self.tick()
-        elif self.policy == "write_back" and self.host_room():
+        elif write_back:
             self.take_host_block()
             self.set_host(node, True)
             self.set_device(node, False)
@@ -492,14 +502,34 @@ class Model:
         while self.n_device + need > self.D:
             chunk = self.n_device + need - self.D
             if self.policy == "write_back":
-                # every idle host-only block can go, leaf by leaf
-                idle = sum(1 for x in self.nodes.values() if x.host and not x.device and x.ref == 0)
-                room = self.H - self.n_host - self.staged + idle
+                room = self.write_back_room()
                 chunk = min(chunk, room) if room > 0 else chunk
+            # The chunk's victims are chosen together (leaves before the parents they uncover);
+            # a chosen victim's host copy is no longer the host tier's to give up. Write-backs
+            # get the room left, parents first; a victim without room is dropped.
+            victims = []
             for _ in range(chunk):
-                self.evict_device()
+                node = self.device_victim()
+                assert node is not None, "the device has no evictable block"
+                node.taken = True
+                victims.append(node)
+            room = self.write_back_room() if self.policy == "write_back" and self.H > 0 else 0
+            granted = set()
+            for node in reversed(victims):
+                if not node.host and room > 0:
+                    room -= 1
+                    granted.add(node.name)
+            for node in victims:
+                self.evict_device(node, node.name in granted)
             for x in self.nodes.values():
                 x.filling = False
+
+    def write_back_room(self):
+        """Free host blocks, every idle host-only block (they can all go, leaf by leaf) and every
+        idle device block's copy not chosen for eviction."""
+        idle = sum(1 for x in self.nodes.values() if x.host and x.ref == 0 and not x.filling
+                   and not (x.device and x.taken))
+        return self.H - self.n_host - self.staged + idle
 
     def drop_subtree(self, node):
         for child in list(node.children.values()):
@@ -515,14 +545,20 @@ class Model:
         if self.S == 0 or node.stored:
             return
         node.stored = True
-        if node.name in self.storage:      # a put of a stored block writes nothing
+        self.count["storage_stores"] += 1  # a put, whether or not it writes
+        if node.name in self.storage:      # a put of a stored block writes nothing, but is a put
+            self.storage[node.name] = self.tick()
             return
         if len(self.storage) >= self.S:
-            victim = min(self.storage, key=self.storage.get)
+            # a block being loaded is not evicted (its get holds it): with nothing else to
+            # evict the put writes nothing
+            others = [k for k in self.storage if k != self.loading]
+            if not others:
+                return
+            victim = min(others, key=self.storage.get)
             del self.storage[victim]
             self.count["evict_storage"] += 1
         self.storage[node.name] = self.tick()
-        self.count["storage_stores"] += 1
 
     def host_ready(self, node):   # a backup or write-back made its host copy
         if self.storage_write == "always" or (self.storage_write == "write_through_selective"
@@ -571,8 +607,9 @@ class Model:
         # 3. storage loads into host memory, the leading ones the host tier has room for
         loaded = 0
         while loaded < s and self.host_room() and names[d + h + loaded] in self.storage:
-            self.take_host_block()        # (a block the allocation's stores evicted fails)
-            name = names[d + h + loaded]
+            name = self.loading = names[d + h + loaded]
+            self.take_host_block()        # its stores (on_host_evict) leave `name` stored
+            self.loading = None
             path.append(self.new_node(name, path[-1] if path else self.root, host=True, stored=True))
             self.storage[name] = self.tick()
             self.count["storage_loads"] += 1

@@ -92,8 +92,8 @@ class HostTier(Case):
 
     def test_adding_host_memory_never_costs_hits(self):
         # device 2, prompts A, B, C, A (one block and a tail each). Host 0: C evicts A: 0 hits.
-        # Host 1 (< device): A is backed up, B's backup finds no room (A's copy is pinned);
-        # C evicts A to host, C's backup evicts A from host: 0. Host 2: A and B backed up,
+        # Host 1 (< device): A is backed up, B's backup takes A's copy (A stays on the
+        # device), C evicts A (no copy: dropped), C's backup takes B's copy: 0. Host 2: A and B backed up,
         # C's backup evicts A again: 0. Host 3: C's backup has room, A stays: 1 host hit.
         trace = native([(5, [1]), (5, [2]), (5, [3]), (5, [1])])
         totals = []
