@@ -74,8 +74,10 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   uint32_t hits = std::min<uint32_t>(static_cast<uint32_t>(path.size()), need);
   // The step computes the block holding its last token (the scheduler counts it so, docs/
   // design.md "Hit ratio"): a host copy of it is not swapped in for nothing, and the block is
-  // committed as computed; a device copy is held and computed in place.
-  if (hits == need && hits > std::min(match_.device, hits))
+  // committed as computed; a device copy is held and computed in place. A live engine's
+  // request (no target known) is its engine's to plan: what its lookup offered is admitted.
+  bool covers_target = r.target_tokens > 0 && m.tokens >= r.target_tokens;
+  if (covers_target && hits == need && hits > std::min(match_.device, hits))
     --hits;
   if (hits < path.size()) {
     std::vector<node_id> extra(path.begin() + hits, path.end());

@@ -63,8 +63,21 @@ bool scheduler_core::on_kv_handoff(const kv_handoff& k, scheduler_orders& out) {
 void scheduler_core::on_ready(const ready& r, scheduler_orders& out) {
   --st_.awaiting_ready;
   st_.known_available = r.available_blocks;
+  const request_record& mine = st_.book.at(r.req).record;
   st_.book.at(r.req).record.ready_ns = st_.now();
-  st_.book.waiting.push_back(r.req);
+  // Requests ready at the same instant queue in arrival order (first come, first served), not in
+  // the order their answers came: one with nothing to look up in storage answers at once.
+  auto& waiting = st_.book.waiting;
+  auto at = waiting.end();
+  while (at != waiting.begin()) {
+    const request_record& q = st_.book.at(*std::prev(at)).record;
+    bool later = q.arrival_ns > mine.arrival_ns
+                 || (q.arrival_ns == mine.arrival_ns && q.req > mine.req);
+    if (q.ready_ns != st_.now() || q.admitted_ns >= 0 || !later)
+      break;
+    --at;
+  }
+  waiting.insert(at, r.req);
   st_.request_plan(out);
 }
 
