@@ -98,6 +98,24 @@ def write_table(path, data, args):
         f.write("\n".join(lines))
 
 
+def separate_labels(fig, notes):
+    """Moves a point's label below any earlier label it would overlap: two configurations
+    close in load and cost would otherwise print their names over each other."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    points_per_pixel = 72.0 / fig.dpi
+    placed = []
+    for note in notes:
+        for _ in range(len(notes)):
+            box = note.get_window_extent(renderer)
+            hit = next((b for b in placed if box.overlaps(b)), None)
+            if hit is None:
+                break
+            dx, dy = note.xyann
+            note.xyann = (dx, dy - (box.y1 - hit.y0 + 2) * points_per_pixel)
+        placed.append(note.get_window_extent(renderer))
+
+
 def plot_pareto(out_base, data, args, folder):
     axes = data["axes"]
     names = trace_names(folder, data)
@@ -105,6 +123,7 @@ def plot_pareto(out_base, data, args, folder):
     precision = data["slo"].get("precision", 0.05)
     fig, panels = plt.subplots(1, len(sets), figsize=(min(7.2, 3.5 * len(sets)), 3.2),
                                squeeze=False, constrained_layout=True)
+    notes = []
     for panel, name in zip(panels[0], sets):
         rows = [r for r in data["rows"] if r.get("traces", "traces") == name
                 and r["sustained_rate_x"] > 0]
@@ -125,9 +144,10 @@ def plot_pareto(out_base, data, args, folder):
                           facecolors=st["color"] if on_front else "none",
                           edgecolors=st["color"], linewidths=1.0)
             right = x > middle  # labels point inwards, inside the panel
-            panel.annotate("\n".join(n for n, _ in named), (x, y), fontsize=7,
-                           xytext=(-5 if right else 5, -4), textcoords="offset points", va="top",
-                           ha="right" if right else "left")
+            notes.append(panel.annotate("\n".join(n for n, _ in named), (x, y), fontsize=7,
+                                        xytext=(-5 if right else 5, -4),
+                                        textcoords="offset points", va="top",
+                                        ha="right" if right else "left"))
         if front:
             panel.plot([p[1] for p in front], [p[2] for p in front], color="black",
                        linestyle="--", lw=0.9, label="Pareto front (filled markers)", zorder=2)
@@ -140,6 +160,7 @@ def plot_pareto(out_base, data, args, folder):
         panel.set_ylabel("host + storage cost ($)")
         panel.grid(alpha=0.3)
     slo = data["slo"]
+    separate_labels(fig, notes)
     fig.suptitle("Which configuration sustains the most load for its cost?\n" + rf.title_text(
         fig, f"SLO: TTFT p99 <= {slo['ttft_p99_ms'] / 1000:g} s, TPOT p99 <= "
              f"{slo['tpot_p99_ms']:g} ms; loads within {precision * 100:g}% (the search's "
