@@ -16,7 +16,7 @@ FlashInfer's layout goes through file storage; a save corrupted on purpose must 
 
 Known defect (``test_write_through_with_host_evictions``, an expected failure until fixed):
 write-through with storage on and a host tier smaller than the prompts loads blocks holding
-another block's bytes (docs/vllm.md, "Known defect")."""
+another block's bytes (docs/vllm.md, "The data path")."""
 
 import json
 import os
@@ -84,7 +84,7 @@ class RealDataPathOnTheCpu(unittest.TestCase):
     def test_write_through_with_host_evictions(self):
         """Known defect, not yet fixed: with write-through, storage on and a host tier smaller
         than the prompts, every loaded block of a few requests holds the KV an earlier request
-        computed into the same id of vLLM's (docs/vllm.md, "Known defect"). Fails until fixed."""
+        computed into the same id of vLLM's (docs/vllm.md, "The data path"). Fails until fixed."""
         figures = run_check("flash_attn", "shm", CURRENT, 3000, storage=MEMORY, max_rounds=3)
         print(f"known defect: {figures['mismatches']} mismatching chunks over "
               f"{figures['blocks_checked']} loaded blocks", file=sys.stderr)
