@@ -7,6 +7,7 @@ error kind and message.
 
 from __future__ import annotations
 
+import errno
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -238,6 +239,9 @@ class Client:
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        # A DEALER whose connection never completes (a CURVE handshake the server refused)
+        # blocks on send: the call's timeout bounds the send too.
+        self._sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
         if server_key is not None:
             self._curve(server_key, client_secret_key)
         elif client_secret_key is not None:
@@ -288,7 +292,7 @@ class Client:
 
     def call_raw(self, frame: bytes, call_id: Optional[int] = None) -> Dict[str, Any]:
         """Sends bytes as they are (tests of bad messages) and returns the reply's map."""
-        self._sock.send_multipart([frame])
+        self._send(frame)
         while True:
             reply = self._receive(self._timeout_ms)
             if reply is None:
@@ -315,9 +319,19 @@ class Client:
         if self.engine is not None:
             msg["engine"] = self.engine
         msg.update(fields)
+        self._send(msgpack.packb(msg, use_bin_type=True))
         self._outstanding[msg["id"]] = None
-        self._sock.send_multipart([msgpack.packb(msg, use_bin_type=True)])
         return msg["id"]
+
+    def _send(self, frame: bytes) -> None:
+        try:
+            self._sock.send_multipart([frame])
+        except zmq.ZMQError as e:
+            if getattr(e, "errno", None) != errno.EAGAIN:
+                raise
+            raise TimeoutError(f"could not send within {self._timeout_ms} ms: no connection "
+                               "to the server (a refused CURVE handshake, or none listening)"
+                               ) from None
 
     def poll(self, call_id: int, timeout_ms: int = 0) -> Optional[Dict[str, Any]]:
         """The reply of a call ``send`` sent, once it came (raises KvtierError if refused);

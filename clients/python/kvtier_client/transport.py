@@ -143,6 +143,7 @@ class _ZmqModule:
     DEALER = 5
     SUB = 2
     LINGER = 17
+    SNDTIMEO = 28
     SUBSCRIBE = 6
     Context = _Context
     Socket = _Socket

@@ -2,6 +2,7 @@
 
 import ctypes
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -40,13 +41,20 @@ class Server:
         self.lines = []
         self.endpoint = self.events = self.replay = None
         self.metrics_port = None
+        # Its output is read by a thread from the start: a server that prints nothing makes the
+        # wait below time out (naming what it printed) instead of blocking a readline for ever.
+        self._starting = queue.Queue()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + timeout_s
         want_events, want_metrics = events, metrics
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+        while True:
+            try:
+                line = self._starting.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
                 break
-            self.lines.append(line)
+            if line is None:
+                break
             if "listening" in line and self.endpoint is None:
                 m = _ENDPOINT.search(line)
                 self.endpoint = m.group(1) if m else None
@@ -60,18 +68,24 @@ class Server:
                 want_metrics = False
             if self.endpoint and not want_events and not want_metrics:
                 break
+        self._starting = None  # from now on its lines are only kept
         if self.endpoint is None or want_events or want_metrics:
             self.proc.kill()
             self.proc.wait()
-            raise RuntimeError("kvtier serve did not start:\n" + "".join(self.lines)
-                               + (self.proc.stdout.read() or ""))
-        # Keep reading its output so that it never blocks on a full pipe.
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
+            self._reader.join(5)
+            raise RuntimeError(f"kvtier serve did not start within {timeout_s} s:\n"
+                               + "".join(self.lines))
 
     def _drain(self):
+        # Keeps reading its output so that it never blocks on a full pipe.
         for line in self.proc.stdout:
             self.lines.append(line)
+            starting = self._starting
+            if starting is not None:
+                starting.put(line)
+        starting = self._starting
+        if starting is not None:
+            starting.put(None)
 
     def stop(self, timeout_s=30):
         """SIGTERM; returns the exit code."""
