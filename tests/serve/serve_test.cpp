@@ -256,6 +256,15 @@ TEST_CASE("hello: an MLA engine's latent is checked against the server's, naming
                                             "model.kv_lora_rank 512 + model.rope_head_dim 64"));
   CHECK_THAT(refused(shape(32, "bf16")),
              Catch::Contains("model.latent_dim is 0, the server's is 576"));
+  // engine-sim says hello with its config's latent: another rope part exits 2, naming the key.
+  std::string cmd = std::string(KVTIER_BINARY) + " engine-sim --quiet --connect " + s.endpoint() +
+                    " --set model.kv_lora_rank=512 --set model.rope_head_dim=32 2>&1";
+  FILE* out = popen(cmd.c_str(), "r");
+  REQUIRE(out);
+  char buf[1024] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, out);
+  CHECK(WEXITSTATUS(pclose(out)) == 2);
+  CHECK_THAT(std::string(buf, n), Catch::Contains("model.rope_head_dim is 32, the server's is 64"));
   CHECK(s.stop() == 0);
   // And an MLA engine at a server of K and V heads.
   serve_process gqa(small());
