@@ -121,6 +121,11 @@ void resolve_deployment(point& p, const json& src, const std::string& where) {
   std::string reads = src.value("decode_kv_reads", std::string("grouped"));
   p.m.profile.kv_reads = reads == "per_query_head" ? decode_kv_reads::per_query_head
                                                    : decode_kv_reads::grouped;
+  std::string first = src.value("first_token", std::string("prefill"));
+  if (first != "prefill" && first != "decode")
+    bad(where, "source '" + p.m.source +
+                 "': field 'first_token': expected prefill or decode, got " + first);
+  p.m.first_token = first == "decode" ? first_token_step::decode : first_token_step::prefill;
 }
 
 // The measured time of the whole point, seconds, from the value and its unit.
@@ -310,7 +315,9 @@ void factors_table(std::ostream& o, const step_factors& f) {
     << " us, attention efficiency " << fmt("%.3f", f.attention_efficiency)
     << ", overlap " << fmt("%.3f", f.overlap) << ", layer overhead "
     << fmt("%.1f", f.layer_overhead_us) << " us, MoE layer overhead "
-    << fmt("%.1f", f.moe_layer_overhead_us) << " us.\n";
+    << fmt("%.1f", f.moe_layer_overhead_us) << " us, MoE expert overhead "
+    << fmt("%.2f", f.moe_expert_overhead_us)
+    << " us per expert a step's tokens go to, per MoE layer.\n";
 }
 
 void sources_table(std::ostream& o, const std::vector<point>& pts, const fit_results& r,
@@ -481,6 +488,7 @@ std::vector<std::string> preset_drift(const step_factors& f) {
     check(gpu, "gpu.overlap", f.overlap, "%.3f");
     check(gpu, "gpu.layer_overhead_us", f.layer_overhead_us, "%.1f");
     check(gpu, "gpu.moe_layer_overhead_us", f.moe_layer_overhead_us, "%.1f");
+    check(gpu, "gpu.moe_expert_overhead_us", f.moe_expert_overhead_us, "%.2f");
   }
   return out;
 }

@@ -48,7 +48,8 @@ json gpu_json(const gpu_spec& g) {
           {"overlap", g.overlap},
           {"step_overhead_us", g.step_overhead_us},
           {"layer_overhead_us", g.layer_overhead_us},
-          {"moe_layer_overhead_us", g.moe_layer_overhead_us}};
+          {"moe_layer_overhead_us", g.moe_layer_overhead_us},
+          {"moe_expert_overhead_us", g.moe_expert_overhead_us}};
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ struct gpu_spec {
   double step_overhead_us = 0;    ///< fixed time of every step (scheduling, sampling)
   double layer_overhead_us = 0;   ///< fixed time of every layer of a step (its kernels' tails)
   double moe_layer_overhead_us = 0;  ///< more per MoE layer (routing, grouped GEMM set-up)
+  /// more per MoE layer for each routed expert the step's tokens go to (each its own GEMM)
+  double moe_expert_overhead_us = 0;
 
   /// Dense FLOPs per nanosecond of matrix multiplies on weights of `weight_dtype`: that dtype's
   /// units where the GPU has them; else the weights are dequantized to BF16 (W8A16, W4A16).

@@ -21,6 +21,10 @@ struct model_shape {
   uint32_t dtype_bytes = 0;
   /// MLA: elements of the one latent a layer caches per token (no separate K and V); 0 otherwise
   uint32_t latent_dim = 0;
+  /// MLA: the latent's two parts, as the keys model.kv_lora_rank and model.rope_head_dim name
+  /// them (latent_dim is their sum); 0 otherwise, and where a peer's hello gave latent_dim alone
+  uint32_t kv_lora_rank = 0;
+  uint32_t rope_head_dim = 0;
   /// 4-bit KV: bytes one layer of one token takes, elements and their scales packed; 0 otherwise
   uint32_t packed_layer_bytes = 0;
 

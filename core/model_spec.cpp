@@ -43,6 +43,8 @@ model_shape shape_per_rank(const model_spec& m, const parallelism& p) {
   s.kv_heads = kv_heads_per_rank(m, p);
   s.head_dim = m.head_dim;
   s.latent_dim = m.latent_kv() ? m.kv_lora_rank + m.rope_head_dim : 0;
+  s.kv_lora_rank = m.latent_kv() ? m.kv_lora_rank : 0;
+  s.rope_head_dim = m.latent_kv() ? m.rope_head_dim : 0;
   s.kv_dtype = m.kv_dtype;
   double whole_bytes = m.kv_bits / 8.0;
   if (whole_bytes == std::floor(whole_bytes)) {
@@ -84,9 +86,16 @@ double weight_bytes_read(const model_spec& m, double tokens) {
   // params = shared + experts * e, active = shared + active_experts * e.
   double expert = (m.params - m.active_params) / (m.experts - m.active_experts);
   double shared = m.active_params - m.active_experts * expert;
+  return (shared + experts_touched(m, tokens) * expert) * m.weight_bits / 8.0;
+}
+
+double experts_touched(const model_spec& m, double tokens) {
+  if (m.experts == 0 || tokens <= 0)
+    return 0;
+  if (m.active_experts >= m.experts)
+    return m.experts;
   double untouched = std::pow(1.0 - static_cast<double>(m.active_experts) / m.experts, tokens);
-  double experts_read = m.experts * (1.0 - untouched);
-  return (shared + experts_read * expert) * m.weight_bits / 8.0;
+  return m.experts * (1.0 - untouched);
 }
 
 double dtype_bits(const std::string& dtype) {

@@ -72,6 +72,10 @@ double weight_bytes(const model_spec& m);
 /// Bytes of the weights a step of `tokens` tokens reads: all of a dense model's; of an MoE only
 /// the experts some token is routed to, the expected share if routing is uniform.
 double weight_bytes_read(const model_spec& m, double tokens);
+/// Routed experts of each MoE layer that some token of a step of `tokens` tokens goes to, the
+/// expected number if routing is uniform: experts x (1 - (1 - active / experts)^tokens); 0 for
+/// a dense model.
+double experts_touched(const model_spec& m, double tokens);
 
 /// Bits of one element of a KV or weight dtype name, block or group scales included
 /// (docs/models.md, "Element types"); 0 for a name that is none of them.

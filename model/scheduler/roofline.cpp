@@ -92,7 +92,11 @@ roofline_parts roofline_of(const roofline_profile& r, const batch_shape& b) {
     weight_bytes_read(m, tokens) / tp + kv_bytes_per_token_split(m, r.parallel) * kv_tokens;
   out.memory_ns = bytes / (g.hbm_gbps * g.memory_efficiency);
 
-  double per_layer = g.layer_overhead_us + (m.experts > 0 ? g.moe_layer_overhead_us : 0.0);
+  // An MoE layer runs each expert its tokens go to as a GEMM of its own: a cost per expert
+  // beyond the bytes of its weights (docs/models.md, "The step model").
+  double per_layer = g.layer_overhead_us;
+  if (m.experts > 0)
+    per_layer += g.moe_layer_overhead_us + experts_touched(m, tokens) * g.moe_expert_overhead_us;
   out.layer_ns = m.layers * per_layer * 1000.0;
 
   double activations = tokens * m.hidden_size * activation_bytes;

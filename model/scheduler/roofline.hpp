@@ -9,7 +9,8 @@
 //           + attention FLOPs / tp / (peak(bf16) * compute_efficiency * attention_efficiency)
 //   memory  = (weights read / tp + kv_split * (cached context read + T
 //              + decode context * KV reads per KV head)) / (hbm_bandwidth * memory_efficiency)
-//   layers  = layers * (layer_overhead + MoE ? moe_layer_overhead : 0)
+//   layers  = layers * (layer_overhead + MoE ? moe_layer_overhead
+//             + experts the step's tokens go to * moe_expert_overhead : 0)
 //   collectives = layers * 2 all-reduces of T * hidden * 2 bytes (tp > 1, ring: 2 (tp - 1) / tp
 //           of it per rank, its first MiB at collective_mid_gbps and the rest at
 //           collective_gbps, plus collective_latency each)

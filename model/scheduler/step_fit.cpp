@@ -37,7 +37,7 @@ double logit(double p) { return std::log(p / (1.0 - p)); }
 
 // The free parameters: per GPU (sorted by name) logit compute and memory efficiency; then the
 // square root of the step overhead, logit attention efficiency, logit overlap and the square
-// roots of the two layer overheads.
+// roots of the two layer overheads and of the per-expert overhead.
 struct layout {
   std::vector<std::string> gpus;
 };
@@ -57,6 +57,8 @@ step_factors unpack(const layout& l, const std::vector<double>& x) {
   f.layer_overhead_us = x[i] * x[i];
   ++i;
   f.moe_layer_overhead_us = x[i] * x[i];
+  ++i;
+  f.moe_expert_overhead_us = x[i] * x[i];
   return f;
 }
 
@@ -73,6 +75,7 @@ std::vector<double> pack(const layout& l, const step_factors& f) {
   x.push_back(clamp_logit(f.overlap));
   x.push_back(std::sqrt(f.layer_overhead_us));
   x.push_back(std::sqrt(f.moe_layer_overhead_us));
+  x.push_back(std::sqrt(f.moe_expert_overhead_us));
   return x;
 }
 
@@ -207,31 +210,54 @@ gpu_spec with_factors(const step_measurement& m, const step_factors& f) {
   g.overlap = f.overlap;
   g.layer_overhead_us = f.layer_overhead_us;
   g.moe_layer_overhead_us = f.moe_layer_overhead_us;
+  g.moe_expert_overhead_us = f.moe_expert_overhead_us;
   return g;
 }
+
+namespace {
+
+// The prefill of `m`'s batch: all of each prompt, or all but its last token where a decode step
+// takes that one (first_token_step::decode); none for a one-token prompt there.
+double prefill_seconds(const roofline_profile& r, const step_measurement& m) {
+  uint64_t tokens = m.first_token == first_token_step::decode && m.prompt > 0 ? m.prompt - 1
+                                                                             : m.prompt;
+  return tokens > 0 ? step_seconds(r, prefills(m.batch, tokens)) : 0.0;
+}
+
+// The decode steps of a static batch: step k attends to prompt + k tokens, k from 1 to
+// output - 1 (the prefill sampled the first token) or from 0 (a decode step takes the prompt's
+// last token and samples it), in at most decode_runs runs each at its middle context.
+double decode_seconds(const roofline_profile& r, const step_measurement& m) {
+  uint64_t first = m.first_token == first_token_step::decode ? 0 : 1;
+  uint64_t steps = m.output > first ? m.output - first : 0;
+  uint64_t runs = std::min(steps, decode_runs);
+  double total = 0;
+  for (uint64_t i = 0; i < runs; ++i) {
+    // k = first + lo .. first + hi - 1
+    uint64_t lo = i * steps / runs, hi = (i + 1) * steps / runs;
+    double middle = static_cast<double>(m.prompt + first) + (lo + hi - 1) / 2.0;
+    total += static_cast<double>(hi - lo) * step_seconds(r, decodes(m.batch, middle));
+  }
+  return total;
+}
+
+}  // namespace
 
 double predict_seconds(const step_measurement& m, const step_factors& f) {
   roofline_profile r = m.profile;
   r.gpu = with_factors(m, f);
   switch (m.kind) {
     case measured_kind::prefill:
+      if (m.first_token == first_token_step::decode)
+        return prefill_seconds(r, m) +
+               step_seconds(r, decodes(m.batch, static_cast<double>(m.prompt)));
       return step_seconds(r, prefills(m.batch, m.prompt));
     case measured_kind::decode:
       return step_seconds(r, decodes(m.batch, static_cast<double>(m.context)));
     case measured_kind::prefill_stream:
       return static_cast<double>(m.prompts) * step_seconds(r, prefills(1, m.prompt));
-    case measured_kind::generate: {
-      double total = step_seconds(r, prefills(m.batch, m.prompt));
-      // Decode step k (1 .. output - 1) attends to prompt + k tokens.
-      uint64_t steps = m.output > 0 ? m.output - 1 : 0;
-      uint64_t runs = std::min(steps, decode_runs);
-      for (uint64_t i = 0; i < runs; ++i) {
-        uint64_t lo = i * steps / runs, hi = (i + 1) * steps / runs;  // steps lo+1 .. hi
-        double middle = static_cast<double>(m.prompt) + (lo + 1 + hi) / 2.0;
-        total += static_cast<double>(hi - lo) * step_seconds(r, decodes(m.batch, middle));
-      }
-      return total;
-    }
+    case measured_kind::generate:
+      return prefill_seconds(r, m) + decode_seconds(r, m);
   }
   return 0;
 }

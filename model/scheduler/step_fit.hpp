@@ -5,7 +5,7 @@
 // it (one prefill, one decode step, a static batch's prefill and decode steps, a stream of
 // prefills), and the factors the model cannot know from data sheets (per GPU: compute and
 // memory efficiency; shared: attention's rate, the overlap of compute and memory time, the
-// fixed cost of a step, of a layer and of an MoE layer) are fitted by least squares on the
+// fixed cost of a step, of a layer, of an MoE layer and of each expert it runs) are fitted by least squares on the
 // relative errors. `kvtier model-fit` runs it; this file is the arithmetic, CAF-free.
 
 #include <map>
@@ -23,6 +23,14 @@ enum class measured_kind {
   prefill_stream,  ///< `prompts` prompts of `prompt` tokens prefilled one after another
 };
 
+/// Which step of an engine gives a request its first token.
+enum class first_token_step {
+  prefill,  ///< the prefill step samples it (vLLM, SGLang, TensorRT-LLM)
+  /// the prefill takes all of the prompt but its last token, which a decode step then takes and
+  /// samples the first token from (LMDeploy's TurboMind: docs/models.md, "Calibration")
+  decode,
+};
+
 /// One measured point, resolved: the deployment the step model computes and the time measured.
 struct step_measurement {
   std::string id;
@@ -30,6 +38,7 @@ struct step_measurement {
   std::string gpu;  ///< preset name: the fitted factors are per GPU
   roofline_profile profile;  ///< model, GPU data sheet, parallelism, KV reads; factors not set
   measured_kind kind = measured_kind::prefill;
+  first_token_step first_token = first_token_step::prefill;
   uint64_t batch = 1;
   uint64_t prompt = 0;
   uint64_t output = 0;
@@ -52,6 +61,7 @@ struct step_factors {
   double overlap = 0.5;
   double layer_overhead_us = 50;
   double moe_layer_overhead_us = 100;
+  double moe_expert_overhead_us = 10;
 };
 
 /// The GPU of `m` with the factors of `f` in place (a GPU `f` lacks takes the mean of those it

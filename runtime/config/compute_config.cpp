@@ -162,6 +162,7 @@ gpu_spec resolve_gpu_spec(const config& c) {
   g.step_overhead_us = c.number(keys::gpu::step_overhead_us);
   g.layer_overhead_us = c.number(keys::gpu::layer_overhead_us);
   g.moe_layer_overhead_us = c.number(keys::gpu::moe_layer_overhead_us);
+  g.moe_expert_overhead_us = c.number(keys::gpu::moe_expert_overhead_us);
   return g;
 }
 

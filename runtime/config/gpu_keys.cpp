@@ -41,6 +41,8 @@ std::vector<option_spec> gpu_key_specs() {
      "fixed time of every layer of a step under compute.model=roofline, microseconds"},
     {keys::gpu::moe_layer_overhead_us, 0, 1e6, {}, false,
      "more fixed time of every layer of an MoE model (routing, expert kernels), microseconds"},
+    {keys::gpu::moe_expert_overhead_us, 0, 1e6, {}, false,
+     "more fixed time of an MoE layer per routed expert a step's tokens go to, microseconds"},
   };
 }
 

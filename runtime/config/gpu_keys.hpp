@@ -35,6 +35,7 @@ inline constexpr number_key overlap{"gpu.overlap"};
 inline constexpr number_key step_overhead_us{"gpu.step_overhead_us"};
 inline constexpr number_key layer_overhead_us{"gpu.layer_overhead_us"};
 inline constexpr number_key moe_layer_overhead_us{"gpu.moe_layer_overhead_us"};
+inline constexpr number_key moe_expert_overhead_us{"gpu.moe_expert_overhead_us"};
 
 }  // namespace keys::gpu
 

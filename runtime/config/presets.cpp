@@ -64,7 +64,7 @@ struct gpu_figures {
   double hbm_gbps, hbm_gib, host_link, nvlink, rdma;
   double collective_latency_us, collective_mid_gbps, collective_gbps;
   double compute_eff, attention_eff, memory_eff, overlap;  // fitted
-  double step_overhead_us, layer_overhead_us, moe_layer_overhead_us;  // fitted
+  double step_overhead_us, layer_overhead_us, moe_layer_overhead_us, moe_expert_overhead_us;  // fitted
 };
 
 json gpu_row(const gpu_figures& f) {
@@ -88,24 +88,26 @@ json gpu_row(const gpu_figures& f) {
               {"gpu.step_overhead_us", f.step_overhead_us},
               {"gpu.layer_overhead_us", f.layer_overhead_us},
               {"gpu.moe_layer_overhead_us", f.moe_layer_overhead_us},
+              {"gpu.moe_expert_overhead_us", f.moe_expert_overhead_us},
               {"compute.model", "roofline"}};
 }
 
 const std::map<std::string, json>& gpus() {
   // Fitted by kvtier model-fit on every point of measurements/step_times.json: A100, H100 and
-  // H200 each their compute and memory efficiency; the step and layer overheads, attention's
-  // efficiency and the overlap shared. B200 and MI300X, with no measurement, take H200's.
+  // H200 each their compute and memory efficiency; the step, layer and MoE overheads,
+  // attention's efficiency and the overlap shared. B200 and MI300X, with no measurement, take
+  // H200's.
   static const std::map<std::string, json> table = {
     {"a100", gpu_row({"a100", 312, 0, 624, 0, 2039, 80, 32, 300, 25, 9, 49, 200,
-                      0.778, 0.381, 0.903, 0, 0, 78.8, 135.4})},
+                      0.836, 0.392, 0.926, 0.060, 0, 76.6, 0.3, 5.42})},
     {"h100-sxm", gpu_row({"h100-sxm", 989, 1979, 1979, 0, 3350, 80, 64, 450, 50, 9, 49, 370,
-                          0.618, 0.381, 1, 0, 0, 78.8, 135.4})},
+                          0.611, 0.392, 1, 0.060, 0, 76.6, 0.3, 5.42})},
     {"h200", gpu_row({"h200", 989, 1979, 1979, 0, 4800, 141, 64, 450, 50, 9, 49, 370,
-                      0.585, 0.381, 0.921, 0, 0, 78.8, 135.4})},
+                      0.602, 0.392, 0.844, 0.060, 0, 76.6, 0.3, 5.42})},
     {"b200", gpu_row({"b200", 2250, 4500, 4500, 9000, 8000, 180, 64, 900, 50, 9, 49, 370,
-                      0.585, 0.381, 0.921, 0, 0, 78.8, 135.4})},
+                      0.602, 0.392, 0.844, 0.060, 0, 76.6, 0.3, 5.42})},
     {"mi300x", gpu_row({"mi300x", 1307, 2615, 2615, 0, 5300, 192, 64, 448, 50, 9, 49, 370,
-                        0.585, 0.381, 0.921, 0, 0, 78.8, 135.4})},
+                        0.602, 0.392, 0.844, 0.060, 0, 76.6, 0.3, 5.42})},
   };
   return table;
 }

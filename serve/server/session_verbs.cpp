@@ -22,6 +22,26 @@ uint32_t common_version(const call& c) {
   return version;
 }
 
+// MLA's latent (docs/protocol.md, hello): each part the engine names against the server's
+// model.kv_lora_rank and model.rope_head_dim, then the latent a token caches per layer.
+std::optional<model_mismatch_field> latent_mismatch(const model_shape& theirs,
+                                                    const model_shape& ours) {
+  using mismatch = model_mismatch_field;
+  auto number = [](uint32_t v) { return std::to_string(v); };
+  bool parts = theirs.kv_lora_rank > 0 && ours.kv_lora_rank > 0;
+  if (parts && theirs.kv_lora_rank != ours.kv_lora_rank)
+    return mismatch{"model.kv_lora_rank", number(theirs.kv_lora_rank), number(ours.kv_lora_rank)};
+  if (parts && theirs.rope_head_dim != ours.rope_head_dim)
+    return mismatch{"model.rope_head_dim", number(theirs.rope_head_dim),
+                    number(ours.rope_head_dim)};
+  if (theirs.latent_dim == ours.latent_dim)
+    return std::nullopt;
+  std::string made = ours.latent_dim > 0 ? " = model.kv_lora_rank " + number(ours.kv_lora_rank) +
+                                             " + model.rope_head_dim " + number(ours.rope_head_dim)
+                                         : ", not an MLA model";
+  return mismatch{"model.latent_dim", number(theirs.latent_dim), number(ours.latent_dim) + made};
+}
+
 }  // namespace
 
 std::optional<model_mismatch_field> model_mismatch(const call& c, const server_settings& s) {
@@ -32,14 +52,16 @@ std::optional<model_mismatch_field> model_mismatch(const call& c, const server_s
     return mismatch{"model.name", quoted(c.model.name), quoted(s.model.name)};
   if (c.model.layers != s.model.layers)
     return mismatch{"model.layers", number(c.model.layers), number(s.model.layers)};
-  if (c.model.kv_heads != s.model.kv_heads)
+  if (auto m = latent_mismatch(c.model, s.model))
+    return m;
+  // An MLA block is its latent alone: KV heads and head_dim do not size it (vLLM reports MLA's
+  // head size as the latent's, kvtier's model.head_dim is the query head's).
+  if (s.model.latent_dim == 0 && c.model.kv_heads != s.model.kv_heads)
     return mismatch{"model.kv_heads", number(c.model.kv_heads), number(s.model.kv_heads)};
-  if (c.model.head_dim != s.model.head_dim)
+  if (s.model.latent_dim == 0 && c.model.head_dim != s.model.head_dim)
     return mismatch{"model.head_dim", number(c.model.head_dim), number(s.model.head_dim)};
   if (c.model.kv_dtype != s.model.kv_dtype)
     return mismatch{"model.kv_dtype", quoted(c.model.kv_dtype), quoted(s.model.kv_dtype)};
-  if (c.model.latent_dim != s.model.latent_dim)
-    return mismatch{"model.latent_dim", number(c.model.latent_dim), number(s.model.latent_dim)};
   if (c.block_size != s.block_size)
     return mismatch{"block_size", number(c.block_size), number(s.block_size)};
   return std::nullopt;

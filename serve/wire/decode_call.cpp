@@ -43,10 +43,26 @@ std::vector<token_mark> as_marks(const msgpack::object& o, std::string_view what
   return out;
 }
 
-// hello's `model`: every field of model_shape present; `latent_dim` (MLA) optional, 0 absent.
+// An MLA model's latent: its parts, where given, make latent_dim, or must agree with it.
+void check_latent(model_shape& m, bool parts) {
+  if (!parts)
+    return;
+  uint64_t sum = uint64_t{m.kv_lora_rank} + m.rope_head_dim;
+  if (sum > UINT32_MAX)
+    throw field_error("'model.kv_lora_rank' + 'model.rope_head_dim' is out of range");
+  if (m.latent_dim == 0)
+    m.latent_dim = static_cast<uint32_t>(sum);
+  else if (m.latent_dim != sum)
+    throw field_error("'model.latent_dim' is " + std::to_string(m.latent_dim) +
+                      ", not model.kv_lora_rank + model.rope_head_dim = " + std::to_string(sum));
+}
+
+// hello's `model`: every field of model_shape present; MLA's `latent_dim`, `kv_lora_rank` and
+// `rope_head_dim` optional, 0 absent.
 void read_model(const msgpack::object& o, model_shape& m) {
   const auto& map = as_map(o, "model");
   bool seen[5] = {};
+  bool parts = false;
   for (uint32_t i = 0; i < map.size; ++i) {
     std::string_view k = as_key(map.ptr[i].key);
     const msgpack::object& v = map.ptr[i].val;
@@ -56,11 +72,14 @@ void read_model(const msgpack::object& o, model_shape& m) {
     else if (k == "head_dim") m.head_dim = as_u32(v, "model.head_dim"), seen[3] = true;
     else if (k == "kv_dtype") m.kv_dtype = as_str(v, "model.kv_dtype"), seen[4] = true;
     else if (k == "latent_dim") m.latent_dim = as_u32(v, "model.latent_dim");
+    else if (k == "kv_lora_rank") m.kv_lora_rank = as_u32(v, "model.kv_lora_rank"), parts = true;
+    else if (k == "rope_head_dim") m.rope_head_dim = as_u32(v, "model.rope_head_dim"), parts = true;
   }
   const char* names[5] = {"name", "layers", "kv_heads", "head_dim", "kv_dtype"};
   for (int i = 0; i < 5; ++i)
     if (!seen[i])
       throw field_error(std::string("'model' lacks '") + names[i] + "'");
+  check_latent(m, parts);
 }
 
 // `tensors.layers`: [[handle (CUDA IPC, 64 bytes) or shared memory object name, offset]].

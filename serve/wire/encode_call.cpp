@@ -59,7 +59,8 @@ void prompt_fields(const prompt& p, std::vector<field>& out) {
 
 void write_model(map_writer& w, const model_shape& model) {
   w.key("model");
-  map_writer m(w.buffer(), model.latent_dim > 0 ? 6 : 5);
+  bool parts = model.kv_lora_rank > 0;
+  map_writer m(w.buffer(), 5 + (model.latent_dim > 0 ? 1 : 0) + (parts ? 2 : 0));
   m.put_str("name", model.name);
   m.put("layers", model.layers);
   m.put("kv_heads", model.kv_heads);
@@ -67,6 +68,10 @@ void write_model(map_writer& w, const model_shape& model) {
   m.put_str("kv_dtype", model.kv_dtype);
   if (model.latent_dim > 0)
     m.put("latent_dim", model.latent_dim);
+  if (parts) {
+    m.put("kv_lora_rank", model.kv_lora_rank);
+    m.put("rope_head_dim", model.rope_head_dim);
+  }
 }
 
 void write_handle(msgpack::packer<msgpack::sbuffer>& pk, const ipc_bytes& h) {

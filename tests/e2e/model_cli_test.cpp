@@ -103,5 +103,11 @@ TEST_CASE("cli: model-fit names what is wrong in a measurement file",
   r = kvtier("model-fit --data " + (dir / "bad.json").string());
   CHECK(r.code == 2);
   CHECK(r.out.find("preset.model") != std::string::npos);
+  j = json::parse(slurp(fs::path(KVTIER_SOURCE_DIR) / "measurements/step_times.json"));
+  j["sources"]["lmdeploy-a100"]["first_token"] = "sample";
+  std::ofstream(dir / "bad.json") << j.dump();
+  r = kvtier("model-fit --data " + (dir / "bad.json").string());
+  CHECK(r.code == 2);
+  CHECK(r.out.find("'first_token': expected prefill or decode, got sample") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -326,6 +326,8 @@ void check_same_hello(const call& a, const call& b) {
   CHECK(a.tensors.event_slots == b.tensors.event_slots);
   CHECK(a.tensors.events == b.tensors.events);
   CHECK(a.model.latent_dim == b.model.latent_dim);
+  CHECK(a.model.kv_lora_rank == b.model.kv_lora_rank);
+  CHECK(a.model.rope_head_dim == b.model.rope_head_dim);
   CHECK(a.tensors == b.tensors);
 }
 
@@ -413,6 +415,64 @@ TEST_CASE("calls round-trip: hello, plain and with tensors, tiers and config", "
   REQUIRE(err);
   CHECK(err->kind == error_kind::malformed);
   CHECK_THAT(err->message, Catch::Contains("'cache.device_blocks' twice"));
+}
+
+TEST_CASE("hello's MLA latent: its parts make latent_dim, or must agree with it",
+          "[serve][codec]") {
+  call c = call_of(verb::hello);
+  c.engine.reset();
+  c.versions = {3};
+  c.name = "engine-sim";
+  c.block_size = 64;
+  c.model = {"deepseek-v3", 61, 1, 128, "bf16"};
+  c.model.kv_lora_rank = 512;
+  c.model.rope_head_dim = 64;
+  c.model.latent_dim = 576;
+  check_same(decoded(c), c);
+  // The parts alone: the decoder sums them (an engine that does not send latent_dim).
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  auto hello_with = [&](uint32_t latent) {
+    buf.clear();
+    pk.pack_map(5);
+    pk.pack(std::string("op"));
+    pk.pack(std::string("hello"));
+    pk.pack(std::string("id"));
+    pk.pack(1);
+    pk.pack(std::string("versions"));
+    pk.pack(std::vector<uint32_t>{1});
+    pk.pack(std::string("block_size"));
+    pk.pack(64);
+    pk.pack(std::string("model"));
+    pk.pack_map(latent > 0 ? 8 : 7);
+    pk.pack(std::string("name"));
+    pk.pack(std::string("deepseek-v3"));
+    pk.pack(std::string("kv_dtype"));
+    pk.pack(std::string("bf16"));
+    for (const char* k : {"layers", "kv_heads", "head_dim"}) {
+      pk.pack(std::string(k));
+      pk.pack(1);
+    }
+    pk.pack(std::string("kv_lora_rank"));
+    pk.pack(512);
+    pk.pack(std::string("rope_head_dim"));
+    pk.pack(64);
+    if (latent > 0) {
+      pk.pack(std::string("latent_dim"));
+      pk.pack(latent);
+    }
+    call out;
+    std::optional<wire_error> e = decode_call(buf.data(), buf.size(), out);
+    return std::make_pair(out.model.latent_dim, e);
+  };
+  auto [sum, ok] = hello_with(0);
+  CHECK_FALSE(ok);
+  CHECK(sum == 576);
+  auto [given, bad] = hello_with(512);
+  REQUIRE(bad);
+  CHECK(bad->kind == error_kind::malformed);
+  CHECK_THAT(bad->message, Catch::Contains("'model.latent_dim' is 512, not model.kv_lora_rank + "
+                                           "model.rope_head_dim = 576"));
 }
 
 TEST_CASE("calls round-trip: attach, tensors in shared memory, strides, MLA", "[serve][codec]") {
@@ -789,6 +849,15 @@ std::map<std::string, std::string> call_bytes() {
     c.model = pin_model();
     c.block_size = 64;
     c.tensors = pin_tensors();
+  });
+  got["c_hello_mla"] = call_hex(verb::hello, 1, "", 0, [](call& c) {
+    c.versions = {3};
+    c.name = "engine-sim";
+    c.model = {"deepseek-v3", 61, 1, 128, "bf16"};
+    c.model.latent_dim = 576;
+    c.model.kv_lora_rank = 512;
+    c.model.rope_head_dim = 64;
+    c.block_size = 64;
   });
   got["c_lookup"] = call_hex(verb::lookup, 2, token, 3, [&](call& c) {
     c.text.kind = prompt::form::blocks;

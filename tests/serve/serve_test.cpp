@@ -220,6 +220,64 @@ TEST_CASE("hello: a version mismatch and engines of another model shape are refu
   CHECK(s.stop() == 0);
 }
 
+TEST_CASE("hello: an MLA engine's latent is checked against the server's, naming the key",
+          "[serve]") {
+  // DeepSeek-V3's latent: 512 + 64 elements a layer caches per token, one "K" only.
+  serve_process s(small({"--set", "model.kv_lora_rank=512", "--set", "model.rope_head_dim=64"}));
+  auto mla = [](uint32_t rank, uint32_t rope) {
+    model_shape m = shape(32, "bf16");
+    m.kv_heads = 1;  // vLLM's view of an MLA cache: one head of the latent's size
+    m.head_dim = rank + rope;
+    m.kv_lora_rank = rank;
+    m.rope_head_dim = rope;
+    m.latent_dim = rank + rope;
+    return m;
+  };
+  auto refused = [&](const model_shape& m) -> std::string {
+    client c(s.endpoint());
+    try {
+      c.hello("mla", m, 64);
+    } catch (const remote_error& e) {
+      CHECK(e.kind == "model_mismatch");
+      return e.what();
+    }
+    return "registered";
+  };
+  client ok(s.endpoint());
+  CHECK(ok.hello("mla", mla(512, 64), 64).u64("device_blocks") == 16);
+  CHECK_THAT(refused(mla(448, 64)),
+             Catch::Contains("model.kv_lora_rank is 448, the server's is 512"));
+  CHECK_THAT(refused(mla(512, 128)),
+             Catch::Contains("model.rope_head_dim is 128, the server's is 64"));
+  // An engine that sends the latent alone is checked on the latent, the server's parts named.
+  model_shape bare = mla(448, 64);
+  bare.kv_lora_rank = bare.rope_head_dim = 0;
+  CHECK_THAT(refused(bare), Catch::Contains("model.latent_dim is 512, the server's is 576 = "
+                                            "model.kv_lora_rank 512 + model.rope_head_dim 64"));
+  CHECK_THAT(refused(shape(32, "bf16")),
+             Catch::Contains("model.latent_dim is 0, the server's is 576"));
+  // engine-sim says hello with its config's latent: another rope part exits 2, naming the key.
+  std::string cmd = std::string(KVTIER_BINARY) + " engine-sim --quiet --connect " + s.endpoint() +
+                    " --set model.kv_lora_rank=512 --set model.rope_head_dim=32 2>&1";
+  FILE* out = popen(cmd.c_str(), "r");
+  REQUIRE(out);
+  char buf[1024] = {};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, out);
+  CHECK(WEXITSTATUS(pclose(out)) == 2);
+  CHECK_THAT(std::string(buf, n), Catch::Contains("model.rope_head_dim is 32, the server's is 64"));
+  CHECK(s.stop() == 0);
+  // And an MLA engine at a server of K and V heads.
+  serve_process gqa(small());
+  client c(gqa.endpoint());
+  try {
+    c.hello("mla", mla(512, 64), 64);
+    FAIL("an MLA engine was registered beside a server of K and V heads");
+  } catch (const remote_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("model.latent_dim is 576, the server's is 0, not an MLA"));
+  }
+  CHECK(gqa.stop() == 0);
+}
+
 TEST_CASE("hello: a config the engine does not share with the server is refused, naming the key",
           "[serve]") {
   serve_process s(small());

@@ -38,12 +38,20 @@ class ModelShape:
     head_dim: int
     kv_dtype: str = "bf16"
     latent_dim: int = 0  # MLA: the latent one layer caches per token (no K and V per head)
+    # MLA: the latent's parts, as kvtier's model.kv_lora_rank and model.rope_head_dim name them;
+    # given, the server names the one that differs (docs/protocol.md, hello)
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
 
     def to_wire(self) -> Dict[str, Any]:
         out = {"name": self.name, "layers": self.layers, "kv_heads": self.kv_heads,
                "head_dim": self.head_dim, "kv_dtype": self.kv_dtype}
-        if self.latent_dim:
-            out["latent_dim"] = self.latent_dim
+        latent = self.latent_dim or (self.kv_lora_rank + self.rope_head_dim)
+        if latent:
+            out["latent_dim"] = latent
+        if self.kv_lora_rank:
+            out["kv_lora_rank"] = self.kv_lora_rank
+            out["rope_head_dim"] = self.rope_head_dim
         return out
 
 

@@ -136,7 +136,8 @@ def layout_of(v: TensorView) -> KvLayout:
 
 def check_model(layout: KvLayout, model: Dict[str, Any], block_size: int) -> None:
     """The tensors against the model kvtier serves (hello's ``model``) and vLLM's block size."""
-    latent = int(model.get("latent_dim", 0) or 0)
+    latent = int(model.get("latent_dim", 0) or 0) or (
+        int(model.get("kv_lora_rank", 0) or 0) + int(model.get("rope_head_dim", 0) or 0))
     want_halves = 1 if latent else 2
     elements = latent or int(model["kv_heads"]) * int(model["head_dim"])
     dtype = str(model.get("kv_dtype", "bf16"))

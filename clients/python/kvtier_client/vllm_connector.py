@@ -183,7 +183,9 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             return self._client.hello(
                 ModelShape(m["name"], int(m["layers"]), int(m["kv_heads"]),
                            int(m["head_dim"]), m.get("kv_dtype", "bf16"),
-                           int(m.get("latent_dim", 0) or 0)),
+                           int(m.get("latent_dim", 0) or 0),
+                           int(m.get("kv_lora_rank", 0) or 0),
+                           int(m.get("rope_head_dim", 0) or 0)),
                 self._block_size, name=str(extra.get("kvtier.name", "vllm")),
                 versions=(ENGINE_TIER_VERSION,), config=config)
         except KvtierError as e:

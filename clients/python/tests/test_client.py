@@ -97,6 +97,23 @@ class VerbsTest(unittest.TestCase):
         self.assertGreaterEqual(c.ping(), 0)
 
 
+class MlaHelloTest(unittest.TestCase):
+    def test_the_latent_is_checked_naming_the_key(self):
+        mla = ["--set", "model.kv_lora_rank=512", "--set", "model.rope_head_dim=64"]
+        with Server(*SMALL, *mla) as server:
+            shape = ModelShape("llama3-8b", 32, 1, 576, "bf16", kv_lora_rank=512, rope_head_dim=64)
+            self.assertEqual(shape.to_wire()["latent_dim"], 576)
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                self.assertEqual(c.hello(shape, BS).block_size, BS)
+            with Client(server.endpoint, timeout_ms=10000) as c:
+                with self.assertRaises(KvtierError) as e:
+                    c.hello(ModelShape("llama3-8b", 32, 1, 576, "bf16", kv_lora_rank=448,
+                                       rope_head_dim=128), BS)
+                self.assertEqual(e.exception.kind, "model_mismatch")
+                self.assertIn("model.kv_lora_rank is 448, the server's is 512",
+                              e.exception.message)
+
+
 class EngineIsolationTest(unittest.TestCase):
     def test_an_engine_answers_only_its_own_connection(self):
         with Server(*SMALL) as server:

@@ -116,6 +116,15 @@ TEST_CASE("roofline: efficiencies scale their parts, layer overheads add per lay
   r.model.params = 46.7e9;
   r.model.active_params = 12.9e9;
   CHECK(roofline_of(r, b).layer_ns == Approx(32 * 120e3));
+  // Each expert a step's tokens go to costs more: one token goes to exactly its 2 experts; 2,048
+  // tokens to all 8 but for (3/4)^2048.
+  r.gpu.moe_expert_overhead_us = 5;
+  CHECK(roofline_of(r, b).layer_ns == Approx(32 * (120e3 + 8 * 5e3)));
+  batch_shape one;
+  one.add_decode(1000);
+  CHECK(roofline_of(r, one).layer_ns == Approx(32 * (120e3 + 2 * 5e3)));
+  CHECK(experts_touched(r.model, 1) == Approx(2));
+  CHECK(experts_touched(r.model, 2) == Approx(8 * (1 - 0.75 * 0.75)));
 }
 
 TEST_CASE("roofline: a kernel reading KV per query head reads a GQA group's KV that often",

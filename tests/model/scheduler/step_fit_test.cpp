@@ -40,22 +40,26 @@ step_factors some_factors() {
   f.overlap = 0.3;
   f.layer_overhead_us = 60;
   f.moe_layer_overhead_us = 0;
+  f.moe_expert_overhead_us = 5;
   return f;
 }
 
 // A static batch, every decode step on its own: what the grouped runs of predict_seconds stand
-// for.
+// for. Where a decode step samples the first token, the prefill leaves it the prompt's last
+// token (none for a one-token prompt) and the batch runs `output` decode steps.
 double reference_generate(const step_measurement& m, const step_factors& f) {
   roofline_profile r = m.profile;
   r.gpu = with_factors(m, f);
   auto step = [&](const batch_shape& b) {
     return (r.gpu.step_overhead_us * 1e3 + roofline_of(r, b).work_ns()) / 1e9;
   };
+  bool by_decode = m.first_token == first_token_step::decode;
+  uint64_t prefilled = by_decode ? m.prompt - 1 : m.prompt;
   batch_shape prefill;
-  for (uint64_t i = 0; i < m.batch; ++i)
-    prefill.add_prefill(0, m.prompt);
-  double total = step(prefill);
-  for (uint64_t k = 1; k < m.output; ++k) {
+  for (uint64_t i = 0; i < m.batch && prefilled > 0; ++i)
+    prefill.add_prefill(0, prefilled);
+  double total = prefilled > 0 ? step(prefill) : 0.0;
+  for (uint64_t k = by_decode ? 0 : 1; k < m.output; ++k) {
     batch_shape d;
     for (uint64_t i = 0; i < m.batch; ++i)
       d.add_decode(m.prompt + k);
@@ -80,8 +84,12 @@ TEST_CASE("step fit: a static batch's time matches its steps one by one, random 
     m.prompt = 1 + rng() % 3000;
     m.output = 1 + rng() % 300;
     f.overlap = (rng() % 5) / 4.0;
+    if (round % 3 == 0)
+      m.prompt = 1;  // a decode run: LMDeploy's prompt_tokens 1 rows
+    m.first_token = rng() % 2 ? first_token_step::decode : first_token_step::prefill;
     INFO("round " << round << ": batch " << m.batch << ", " << m.prompt << " in, " << m.output
-                  << " out, overlap " << f.overlap);
+                  << " out, overlap " << f.overlap << ", first token by a decode step "
+                  << (m.first_token == first_token_step::decode));
     // Within a run of steps the model is linear in the context but for the max: 0.1%.
     CHECK(predict_seconds(m, f) == Approx(reference_generate(m, f)).epsilon(1e-3));
   }
@@ -113,6 +121,17 @@ TEST_CASE("step fit: the kinds of point are the steps they stand for",
   CHECK(predict_seconds(m, f) == Approx(100 * (300e3 + roofline_of(r, p).work_ns()) / 1e9));
   m.measured_s = predict_seconds(m, f) / 1.25;
   CHECK(relative_error(m, f) == Approx(0.25));
+  // A first token a decode step samples: the prefill of all but the prompt's last token, then
+  // one decode step at the prompt's length (LMDeploy's TurboMind).
+  m.kind = measured_kind::prefill;
+  m.batch = 1;
+  m.prompt = 128;
+  m.first_token = first_token_step::decode;
+  batch_shape head, last;
+  head.add_prefill(0, 127);
+  last.add_decode(128);
+  CHECK(predict_seconds(m, f) ==
+        Approx((600e3 + roofline_of(r, head).work_ns() + roofline_of(r, last).work_ns()) / 1e9));
   // A GPU the factors lack takes the mean of those they have.
   m.gpu = "z";
   CHECK(with_factors(m, f).compute_efficiency == Approx(0.525));
