@@ -1,0 +1,158 @@
+// The same engine traffic against a server with one controller stack for every engine and one with
+// a stack per engine (serve.controller_stacks; docs/design.md, "Controller stacks"). Hits are equal
+// wherever an engine finds only blocks it computed itself; a block another engine computed is a
+// hit under one stack and a miss under per_engine, where only storage is shared (off here, so
+// that no modelled store's timing decides a hit). Each case runs two servers for about 0.5 s in
+// all.
+
+#include <catch2/catch.hpp>
+
+#include <array>
+
+#include "tests/serve/serve_calls.hpp"
+
+using namespace kvtier::test::serve_calls;
+using kvtier::test::serve_process;
+
+namespace {
+
+constexpr int engine_count = 4;
+constexpr size_t prompt_tokens = 256;  // 4 full blocks
+constexpr int shared_prompt = 1000;    // the seed of the prompt every engine asks for
+
+// What a request found: its lookup's hits, then its admission's, in blocks per tier.
+struct request_hits {
+  uint64_t lookup_device = 0, lookup_host = 0, lookup_storage = 0;
+  uint64_t device = 0, host = 0, storage = 0;
+  bool operator==(const request_hits& o) const {
+    return lookup_device == o.lookup_device && lookup_host == o.lookup_host &&
+           lookup_storage == o.lookup_storage && device == o.device && host == o.host &&
+           storage == o.storage;
+  }
+  uint64_t total() const { return lookup_device + lookup_host + device + host + storage; }
+};
+
+struct engine_run {
+  std::unique_ptr<client> c;
+  uint64_t step = 1;
+  uint64_t req = 1;
+  std::vector<request_hits> hits;
+};
+
+// One request's life as an engine runs it: lookup, allocate, a step admitting it, one computing
+// it, finish.
+request_hits run_request(engine_run& e, const std::vector<int32_t>& t) {
+  request_hits h;
+  reply l = e.c->call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
+  h.lookup_device = l.u64("device_blocks");
+  h.lookup_host = l.u64("host_blocks");
+  h.lookup_storage = l.u64("storage_blocks");
+  uint64_t req = e.req++;
+  allocate_ready(*e.c, req, t);
+  reply g = step_admit(*e.c, e.step++, req, static_cast<uint32_t>(t.size()));
+  REQUIRE(admitted(g));
+  const msgpack::object& a = first_admit(g);
+  h.device = reply::u64_in(a, "device_blocks");
+  h.host = reply::u64_in(a, "host_blocks");
+  h.storage = reply::u64_in(a, "storage_blocks");
+  step_marks(*e.c, e.step++, "computed", req, static_cast<uint32_t>(t.size()));
+  e.c->call("finish", 1, [&](map_writer& w) { w.put("req", req); });
+  ++e.step;  // finish took the next step number
+  return h;
+}
+
+struct run_result {
+  std::array<std::vector<request_hits>, engine_count> hits;
+  uint64_t host_blocks_offered = 0;  // hello's host_blocks: the engine's stack's share
+  uint64_t device_used = 0;
+  uint64_t violations = 0;
+};
+
+// Engines take turns, one request each per round: round r asks engine e for the prompt
+// `prompt_of(e, r)`.
+run_result run_traffic(const std::string& stacks, int rounds, int (*prompt_of)(int, int)) {
+  serve_process s({"--set", "cache.device_tokens=4096", "--set", "cache.host_tokens=8192", "--set",
+                   "storage.capacity_tokens=0", "--set", "serve.controller_stacks=" + stacks,
+                   "--set", "serve.engine_slots=4"});
+  std::array<engine_run, engine_count> engines;
+  run_result out;
+  for (int e = 0; e < engine_count; ++e) {
+    engines[e].c = std::make_unique<client>(s.endpoint());
+    reply h = engines[e].c->hello("engine-" + std::to_string(e), shape(32, "bf16"), 64);
+    out.host_blocks_offered = h.u64("host_blocks");
+  }
+  for (int r = 0; r < rounds; ++r)
+    for (int e = 0; e < engine_count; ++e)
+      out.hits[e].push_back(run_request(engines[e], prompt(prompt_tokens, prompt_of(e, r))));
+  reply st = engines[0].c->call("stats");
+  CHECK(st.u64("engines") == engine_count);
+  out.device_used = stat_of(st, "controller", "device_used");
+  out.violations = stat_of(st, "controller", "invariant_violations");
+  CHECK(s.stop() == 0);
+  return out;
+}
+
+// Two prompts of each engine's own, alternating.
+int private_prompt(int engine, int round) { return 10 * (engine + 1) + round % 2; }
+// The shared prompt, then the engine's own, alternating.
+int mixed_prompt(int engine, int round) {
+  return round % 2 == 0 ? shared_prompt : private_prompt(engine, 0);
+}
+
+}  // namespace
+
+TEST_CASE("per-engine controller stacks find what one stack finds of an engine's own blocks",
+          "[serve][stacks]") {
+  run_result one = run_traffic("one", 4, private_prompt);
+  run_result per_engine = run_traffic("per_engine", 4, private_prompt);
+  CHECK(one.host_blocks_offered == 128);
+  CHECK(per_engine.host_blocks_offered == 32);  // an equal share of the host tier each
+  for (int e = 0; e < engine_count; ++e) {
+    INFO("engine " << e);
+    REQUIRE(one.hits[e].size() == per_engine.hits[e].size());
+    for (size_t r = 0; r < one.hits[e].size(); ++r) {
+      INFO("round " << r);
+      CHECK(one.hits[e][r] == per_engine.hits[e][r]);
+    }
+    CHECK(one.hits[e][2].total() > 0);  // the repeats hit: the comparison is not of misses
+  }
+  // `stats` sums the stacks: each engine's blocks were on one device or the other.
+  CHECK(per_engine.device_used == one.device_used);
+  CHECK(one.violations == 0);
+  CHECK(per_engine.violations == 0);
+}
+
+TEST_CASE("per-engine controller stacks lose exactly the hits on other engines' blocks",
+          "[serve][stacks]") {
+  run_result one = run_traffic("one", 4, mixed_prompt);
+  run_result per_engine = run_traffic("per_engine", 4, mixed_prompt);
+  for (int e = 0; e < engine_count; ++e) {
+    INFO("engine " << e);
+    for (size_t r = 0; r < one.hits[e].size(); ++r) {
+      INFO("round " << r);
+      // Round 0 of engines 1-3: the shared prompt, which engine 0 computed in that round. One
+      // stack finds its blocks; a stack of the engine's own has never held them.
+      if (r == 0 && e > 0) {
+        CHECK(one.hits[e][r].total() > 0);
+        CHECK(per_engine.hits[e][r].total() == 0);
+      } else {
+        CHECK(one.hits[e][r] == per_engine.hits[e][r]);
+      }
+    }
+  }
+  // The shared prompt's 4 blocks are held once by one stack, by every engine's stack under
+  // per_engine.
+  CHECK(per_engine.device_used == one.device_used + (engine_count - 1) * 4);
+  CHECK(per_engine.violations == 0);
+}
+
+TEST_CASE("serve.controller_stacks=per_engine refuses what it cannot serve", "[serve][stacks]") {
+  // 4 host blocks cannot be split 8 ways: refused at start (exit 2), naming both keys.
+  REQUIRE_THROWS_WITH(serve_process({"--set", "cache.host_tokens=256", "--set",
+                                     "serve.controller_stacks=per_engine", "--set",
+                                     "serve.engine_slots=8"}),
+                      Catch::Contains("exited 2") && Catch::Contains("serve.engine_slots") &&
+                        Catch::Contains("cache.host_tokens"));
+  REQUIRE_THROWS_WITH(serve_process({"--set", "serve.controller_stacks=two"}),
+                      Catch::Contains("serve.controller_stacks"));
+}
