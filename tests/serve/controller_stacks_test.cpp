@@ -156,3 +156,36 @@ TEST_CASE("serve.controller_stacks=per_engine refuses what it cannot serve", "[s
   REQUIRE_THROWS_WITH(serve_process({"--set", "serve.controller_stacks=two"}),
                       Catch::Contains("serve.controller_stacks"));
 }
+
+TEST_CASE("a restarted engine takes the controller stack it left, and finds its blocks there",
+          "[serve][stacks]") {
+  serve_process s({"--set", "cache.device_tokens=4096", "--set", "cache.host_tokens=8192", "--set",
+                   "storage.capacity_tokens=0", "--set", "serve.controller_stacks=per_engine",
+                   "--set", "serve.engine_slots=2"});
+  auto connect = [&](const std::string& name) {
+    engine_run e;
+    e.c = std::make_unique<client>(s.endpoint());
+    e.c->hello(name, shape(32, "bf16"), 64);
+    return e;
+  };
+  auto looked_up = [](engine_run& e, const std::vector<int32_t>& t) {
+    reply l = e.c->call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
+    return l.u64("device_blocks") + l.u64("host_blocks");
+  };
+  auto of_a = prompt(prompt_tokens, 1), of_b = prompt(prompt_tokens, 2);
+  {
+    engine_run a = connect("a"), b = connect("b");  // stacks 0 and 1
+    run_request(a, of_a);
+    run_request(b, of_b);
+    a.c->call("bye");
+    b.c->call("bye");
+  }
+  // Both stacks are free: "b" comes back first, and takes stack 1 (its own), not stack 0.
+  engine_run b = connect("b");
+  CHECK(looked_up(b, of_b) == 4);
+  CHECK(looked_up(b, of_a) == 0);
+  engine_run a = connect("a");
+  CHECK(looked_up(a, of_a) == 4);
+  CHECK(looked_up(a, of_b) == 0);
+  CHECK(s.stop() == 0);
+}
