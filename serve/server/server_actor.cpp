@@ -51,12 +51,12 @@ void note_session_fault(self_ptr self, const std::string& what) {
 
 // -- engines and their requests ------------------------------------------------------------------
 
-// Answered by the controller when its blocks are released; a grant the engine no longer waits
-// for is dropped.
 const cache_controller_actor& controller_of(self_ptr self, uint32_t stack) {
   return self->state.stacks.at(stack).controller;
 }
 
+// Answered by the controller when its blocks are released; a grant the engine no longer waits
+// for is dropped.
 void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then) {
   c.step = self->state.next_step++;  // increasing at every stack too
   self->request(controller_of(self, stack), caf::infinite, std::move(c))
