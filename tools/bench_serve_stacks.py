@@ -4,7 +4,8 @@
 Reads OUT_DIR/runI/open-TRACE-LAYOUT.json for I in 1..REPS (tools/bench-serve --open with
 BENCH_SERVE_STACKS set) and writes OUT_DIR/stacks.json and OUT_DIR/stacks.md: per trace, offered
 load and layout, the median over the runs of the achieved steps/s and of verb p50, p99 and p999,
-with each run's p99 in run order. Medians, because on a shared machine one run's p99 can be
+with each run's p99 in run order; and per trace and layout the median of the server's CPU time
+over the curve (runI.txt's "server: ... s of CPU" line). Medians, because on a shared machine one run's p99 can be
 another process's doing.
   bench_serve_stacks.py OUT_DIR REPS
 """
@@ -21,6 +22,20 @@ def write_whole(path, text):
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
+
+
+def cpu_seconds(path):
+    """(trace, layout) -> the server's CPU seconds over the curve, from a tools/bench-serve log."""
+    out, trace, layout = {}, None, None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("trace:"):
+                trace = line.split()[1]
+            elif line.startswith("stacks:"):
+                layout = line.split()[1]
+            elif line.startswith("server:") and "s of CPU" in line and trace and layout:
+                out[(trace, layout)] = float(line.split()[1])
+    return out
 
 
 def main(argv):
@@ -48,6 +63,12 @@ def main(argv):
                 points[(trace, p["offered_steps_per_s_per_engine"], layout)].append({
                     "offered": p["offered_steps_per_s"], "achieved": p["achieved_steps_per_s"],
                     "p50_us": v["p50_us"], "p99_us": v["p99_us"], "p999_us": v["p999_us"]})
+    cpu = collections.defaultdict(list)
+    for i in range(1, reps + 1):
+        log = os.path.join(out, "run%d.txt" % i)
+        if os.path.exists(log):
+            for key, seconds in cpu_seconds(log).items():
+                cpu[key].append(seconds)
     rows = []
     for (trace, per_engine, layout), runs in sorted(points.items()):
         med = lambda k: statistics.median(r[k] for r in runs)
@@ -57,7 +78,10 @@ def main(argv):
                      "p99_us_median": med("p99_us"), "p999_us_median": med("p999_us"),
                      "p99_us_each": [r["p99_us"] for r in runs],
                      "achieved_each": [r["achieved"] for r in runs]})
-    doc = {"rows": rows, "kvtier_version": sorted(versions), "cores": sorted(machines)}
+    cpu_rows = [{"trace": t, "layout": l, "cpu_s_median": statistics.median(v), "cpu_s_each": v}
+                for (t, l), v in sorted(cpu.items())]
+    doc = {"rows": rows, "server_cpu": cpu_rows, "kvtier_version": sorted(versions),
+           "cores": sorted(machines)}
     write_whole(os.path.join(out, "stacks.json"), json.dumps(doc, indent=2) + "\n")
     lines = ["One controller stack against one per engine (tools/bench-serve-stacks), %d runs; %s; %s"
              % (reps, "; ".join(sorted(versions)), "; ".join(sorted(machines))), "",
@@ -70,6 +94,12 @@ def main(argv):
             "{:,.0f}".format(r["achieved_median"]), "{:,.0f}".format(r["p50_us_median"]),
             "{:,.0f}".format(r["p99_us_median"]), "{:,.0f}".format(r["p999_us_median"]),
             ", ".join("{:,.0f}".format(x) for x in r["p99_us_each"])))
+    if cpu_rows:
+        lines += ["", "| trace | layout | server CPU over the curve, s (median) | each run |",
+                  "|---|---|---:|---|"]
+        for r in cpu_rows:
+            lines.append("| %s | %s | %.2f | %s |" % (r["trace"], r["layout"], r["cpu_s_median"],
+                                                     ", ".join("%.2f" % x for x in r["cpu_s_each"])))
     write_whole(os.path.join(out, "stacks.md"), "\n".join(lines) + "\n")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
