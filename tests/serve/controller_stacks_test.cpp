@@ -9,6 +9,8 @@
 
 #include <array>
 
+#include <httplib.h>
+
 #include "tests/serve/serve_calls.hpp"
 
 using namespace kvtier::test::serve_calls;
@@ -187,5 +189,50 @@ TEST_CASE("a restarted engine takes the controller stack it left, and finds its 
   engine_run a = connect("a");
   CHECK(looked_up(a, of_a) == 4);
   CHECK(looked_up(a, of_b) == 0);
+  CHECK(s.stop() == 0);
+}
+
+namespace {
+
+// A sample of the metrics text, as Prometheus writes it: `name{labels} value`.
+double metric(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+}  // namespace
+
+TEST_CASE("/metrics sums the controller stacks", "[serve][stacks]") {
+  serve_process s({"--set", "cache.device_tokens=4096", "--set", "cache.host_tokens=8192", "--set",
+                   "storage.capacity_tokens=0", "--set", "serve.controller_stacks=per_engine",
+                   "--set", "serve.engine_slots=4", "--metrics-port", "0"});
+  // The metrics line follows the "listening" line the start waited for.
+  const std::string marker = "metrics on http://127.0.0.1:";
+  std::string said = s.output();
+  for (int i = 0; i < 200 && said.find(marker) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    said = s.output();
+  }
+  size_t at = said.find(marker);
+  REQUIRE(at != std::string::npos);
+  int port = std::stoi(said.substr(at + marker.size()));
+  std::array<engine_run, 2> engines;
+  for (int e = 0; e < 2; ++e) {
+    engines[e].c = std::make_unique<client>(s.endpoint());
+    engines[e].c->hello("engine-" + std::to_string(e), shape(32, "bf16"), 64);
+    run_request(engines[e], prompt(prompt_tokens, e + 1));
+  }
+  reply st = engines[0].c->call("stats");
+  httplib::Client http("127.0.0.1", port);
+  auto got = http.Get("/metrics");
+  REQUIRE(got);
+  const std::string& text = got->body;
+  CHECK(metric(text, "kvtier_tier_capacity_blocks{tier=\"device\"}") == 4 * 64);  // 64 each
+  CHECK(metric(text, "kvtier_tier_capacity_blocks{tier=\"host\"}") == 4 * 32);  // 128 split 4 ways
+  // Each engine's 4 blocks on its own stack's device, as stats sums them too.
+  CHECK(metric(text, "kvtier_tier_used_blocks{tier=\"device\"}") == 8);
+  CHECK(stat_of(st, "controller", "device_used") == 8);
+  CHECK(metric(text, "kvtier_scrape_report_errors") == 0);
   CHECK(s.stop() == 0);
 }
