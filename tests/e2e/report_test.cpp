@@ -318,3 +318,62 @@ TEST_CASE("report: a replay slowed by L3 backpressure is told so, not to stretch
   CHECK(r.out.find("stretch the trace") == std::string::npos);
   fs::remove_all(out);
 }
+
+TEST_CASE("report: a replay that lags the wall clock is told so, in its summary, report and figures",
+          "[report][load]") {
+  // The sample scenario on the wall clock at 100,000 virtual seconds per wall second: its steps
+  // cannot keep up (about 95% of its time late), the queue grows, and the cause is the clock,
+  // not the arrivals. Under a second.
+  fs::path out = scratch("report-clock-lag");
+  fs::path lagged = out / "lagged";
+  auto r = kvtier("replay --config " + std::string(KVTIER_SOURCE_DIR) + "/configs/sample.json" +
+                  " --clock wall --speed 100000 --out " + lagged.string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  json s = summary_of(lagged);
+  CHECK(s["load"]["clock_lag"] == true);
+  CHECK(s["load"]["clock_lag_share"].get<double>() > 0.5);
+  CHECK(s["load"]["cause"] == "clock_lag");
+  std::string advice = s["load"]["advice"];
+  CHECK(advice.find("lower --speed") != std::string::npos);
+  CHECK(advice.find("stretch the trace") == std::string::npos);
+  CHECK(r.out.find("CLOCK LAG") != std::string::npos);
+  CHECK(r.out.find("Cause: the machine did not keep up with the wall clock") != std::string::npos);
+  // A report over that replay and the same on the virtual clock (which cannot lag), each a
+  // cell as a sweep's results.json holds it: the lagged cell is named and marked.
+  fs::path steady = out / "virtual";
+  REQUIRE(kvtier("replay --deterministic --config " + std::string(KVTIER_SOURCE_DIR) +
+                 "/configs/sample.json --out " + steady.string() + " --quiet").code == 0);
+  json rows = json::array();
+  int clock = 0;
+  for (const fs::path& dir : {steady, lagged}) {
+    json sum = summary_of(dir);
+    json row = {{"cell", dir.filename().string()}, {"status", "ok"}, {"clock", clock++},
+                {"latency_ms.ttft.p99", sum["latency_ms"]["ttft"]["p99"]}};
+    for (const auto& [key, value] : sum["load"].items()) {
+      if (!value.is_array()) {
+        row["load." + key] = value;
+        continue;
+      }
+      std::string joined;  // as the sweep flattens a list (sim/sweep/flatten.cpp)
+      for (size_t i = 0; i < value.size(); ++i)
+        joined += (i ? " | " : "") + value[i].dump();
+      row["load." + key] = joined;
+    }
+    rows.push_back(row);
+  }
+  std::ofstream(out / "results.json") << json({{"axes", {"clock"}}, {"rows", rows}});
+  std::ofstream(out / "results.csv") << "cell\n";
+  auto rep = kvtier("report " + out.string() + " --metric latency_ms.ttft.p99");
+  INFO(rep.out);
+  REQUIRE(rep.code == 0);
+  std::string md = slurp(out / "report.md");
+  CHECK(md.find("**1 of 2 cells lagged the wall clock (CLOCK LAG)**") != std::string::npos);
+  CHECK(md.find("Cause: the machine did not keep up with the wall clock") != std::string::npos);
+  CHECK(md.find("lower --speed") != std::string::npos);
+  auto figures = json::parse(slurp(out / "plots" / "figures.json"));
+  const json& ttft = figures["metric-latency_ms_ttft_p99"];
+  CHECK(ttft["notes"]["marks"]["clock_lag"] == 1);
+  CHECK(ttft["notes"]["marks"].count("arrivals") == 0);
+  fs::remove_all(out);
+}

@@ -64,7 +64,10 @@ def monotone_conditions(cfg, tier):
     if tier == "host" and cfg["storage.capacity_blocks"] > 0:
         return "host with storage"  # what reaches storage, and when, follows the host's evictions
     if tier == "device" and cfg["storage.capacity_blocks"] > 0:
-        return "device with storage"  # found lowering, not analysed (docs/design.md)
+        if cfg.get("cache.storage_write") == "on_host_evict":
+            # Storage is fed by the host's evictions, which a larger device reorders or avoids:
+            # a block the smaller device pushed into storage in time may be gone from every tier.
+            return "device with storage fed by host evictions"
     return None
 
 

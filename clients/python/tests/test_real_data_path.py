@@ -15,8 +15,8 @@ Two settings, FlashAttention's layout (current vLLM) and MLA's latent (vLLM v0.1
 FlashInfer's layout goes through file storage; a save corrupted on purpose must be caught.
 
 Known defect (``test_write_through_with_host_evictions``, an expected failure until fixed):
-write-through with a host tier smaller than the prompts loads blocks holding another block's
-bytes (docs/vllm.md, "Not verified without a real vLLM")."""
+write-through with storage on and a host tier smaller than the prompts loads blocks holding
+another block's bytes (docs/vllm.md, "Known defect")."""
 
 import json
 import os
@@ -82,9 +82,9 @@ class RealDataPathOnTheCpu(unittest.TestCase):
 
     @unittest.expectedFailure
     def test_write_through_with_host_evictions(self):
-        """Known defect, not yet fixed: with write-through and a host tier smaller than the
-        prompts, loaded blocks hold the bytes an engine block held at another time (a backup that
-        read a block id vLLM had handed out again). Fails until fixed."""
+        """Known defect, not yet fixed: with write-through, storage on and a host tier smaller
+        than the prompts, every loaded block of a few requests holds the KV an earlier request
+        computed into the same id of vLLM's (docs/vllm.md, "Known defect"). Fails until fixed."""
         figures = run_check("flash_attn", "shm", CURRENT, 3000, storage=MEMORY, max_rounds=3)
         print(f"known defect: {figures['mismatches']} mismatching chunks over "
               f"{figures['blocks_checked']} loaded blocks", file=sys.stderr)

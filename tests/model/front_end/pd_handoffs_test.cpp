@@ -1,17 +1,13 @@
 // The front end's PD handoffs driven directly, without CAF (model/front_end/pd_handoffs.hpp):
 // each answer's step is what the actor does next.
 
-#include <csignal>
-#include <cstdio>
-
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include "model/front_end/pd_handoffs.hpp"
+#include "tests/stops_the_run.hpp"
 
 using namespace kvtier;
+using kvtier::test::stops_the_run;
 
 namespace {
 
@@ -41,24 +37,6 @@ request_arrival arriving(uint64_t seq, uint32_t prompt = 64, uint64_t session = 
 
 preallocate_reply verdict(request_id id, preallocation_verdict v, uint32_t held = 0) {
   return {id, v, held};
-}
-
-// Runs the fork's child as a run would stop: Catch's handler must not catch the abort.
-template <class F>
-bool stops_the_run(F&& f) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::signal(SIGABRT, SIG_DFL);
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    f();
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }
 
 }  // namespace

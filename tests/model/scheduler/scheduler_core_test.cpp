@@ -1,17 +1,13 @@
 // The scheduler core driven directly, without CAF: each call's orders are what the actor would
 // send, in order (model/scheduler/scheduler_core.hpp).
 
-#include <csignal>
-#include <cstdio>
 #include <variant>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "model/pd/preallocation.hpp"
 #include "model/scheduler/scheduler_core.hpp"
+#include "tests/stops_the_run.hpp"
 
 using namespace kvtier;
 
@@ -140,21 +136,10 @@ TEST_CASE("step phases: a step's legal sequence, and what is refused",
 }
 
 TEST_CASE("step phases: an illegal transition stops the run", "[scheduler][scheduler_core]") {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {  // the child stops as a run would: Catch's handler must not catch it
-    std::signal(SIGABRT, SIG_DFL);
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
+  CHECK(kvtier::test::stops_the_run([] {
     step_machine m;
     m.move_to(step_phase::computing);  // idle -> computing: no plan, no commit, no grant
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGABRT);
+  }));
 }
 
 TEST_CASE("step phases: a refused admission is planned again once, not in a loop",

@@ -3,37 +3,17 @@
 // bound.
 
 #include <algorithm>
-#include <csignal>
-#include <cstdio>
 #include <random>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "model/transfer/storage_traffic.hpp"
+#include "tests/stops_the_run.hpp"
 
 using namespace kvtier;
+using kvtier::test::stops_the_run;
 
 namespace {
-
-template <class F>
-bool stops_the_run(F&& f) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {  // the child stops as a run would: Catch's handler must not catch it
-    std::signal(SIGABRT, SIG_DFL);
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    f();
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
 
 bool same(const storage_grant& r, uint64_t id, transfer_kind kind, size_t from, size_t count) {
   return r.id == id && r.kind == kind && r.from == from && r.count == count;
