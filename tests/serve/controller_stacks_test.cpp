@@ -236,3 +236,65 @@ TEST_CASE("/metrics sums the controller stacks", "[serve][stacks]") {
   CHECK(metric(text, "kvtier_scrape_report_errors") == 0);
   CHECK(s.stop() == 0);
 }
+
+namespace {
+
+// A version 3 engine's request: admitted into the device blocks `ids` the engine chose, computed,
+// finished; the admission's reply.
+reply run_owned(client& c, uint64_t& step, uint64_t req, const std::vector<int32_t>& t,
+                const std::vector<uint32_t>& ids) {
+  allocate_ready(c, req, t);
+  reply g = c.call("step", 2, [&](map_writer& w) {
+    w.put("step", step++);
+    auto& pk = w.key("admits");
+    pk.pack_array(1);
+    pk.pack_array(3);
+    pk.pack(req);
+    pk.pack(static_cast<uint32_t>(t.size()));
+    pk.pack(ids);
+  });
+  step_marks(c, step++, "computed", req, static_cast<uint32_t>(t.size()));
+  c.call("finish", 1, [&](map_writer& w) { w.put("req", req); });
+  ++step;
+  return g;
+}
+
+}  // namespace
+
+// Version 3 (docs/protocol.md, "The engine-owned device tier"): each engine names blocks of its
+// own GPU, and lookups offer host copies after the engine's own prefix. Once engine a evicts its
+// blocks, their host copies are a's hits in both layouts, and b's only under one stack.
+TEST_CASE("version 3 engines keep their own device blocks and share host copies under one stack "
+          "only", "[serve][stacks]") {
+  for (const std::string stacks : {"one", "per_engine"}) {
+    INFO(stacks);
+    serve_process s({"--set", "cache.device_tokens=1024", "--set", "cache.host_tokens=4096",
+                     "--set", "storage.capacity_tokens=0", "--set",
+                     "cache.write_policy=write_through", "--set",
+                     "serve.controller_stacks=" + stacks, "--set", "serve.engine_slots=2"});
+    client a(s.endpoint()), b(s.endpoint());
+    a.hello_version("a", shape(32, "bf16"), 64, 3);
+    b.hello_version("b", shape(32, "bf16"), 64, 3);
+    uint64_t step_a = 1, step_b = 1;
+    std::vector<uint32_t> ids = {0, 1, 2, 3};  // each engine's own GPU: the same ids
+    auto of_a = prompt(prompt_tokens, 1);
+    CHECK(admitted(run_owned(a, step_a, 1, of_a, ids)));
+    CHECK(admitted(run_owned(b, step_b, 1, prompt(prompt_tokens, 2), ids)));
+    CHECK(stat_of(a.call("stats"), "controller", "device_used") == 8);
+    a.call("step", 2, [&](map_writer& w) {
+      w.put("step", step_a++);
+      w.put("evicted", ids);
+    });
+    auto host_hits = [&](client& c) {
+      reply l = c.call("lookup", 2, [&](map_writer& w) {
+        w.put("tokens", of_a);
+        w.put("computed_tokens", 0);
+      });
+      return l.u64("host_blocks");
+    };
+    CHECK(host_hits(a) == 4);
+    CHECK(host_hits(b) == (stacks == "one" ? 4 : 0));
+    CHECK(stat_of(a.call("stats"), "controller", "invariant_violations") == 0);
+    CHECK(s.stop() == 0);
+  }
+}
