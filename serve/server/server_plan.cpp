@@ -73,7 +73,9 @@ size_t worker_threads(const server_plan& plan) {
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)  // taskset narrows it
     cores = static_cast<size_t>(std::max(1, CPU_COUNT(&allowed)));
-  return std::min(plan.stack_count() + 1, cores);
+  // The socket thread and ZeroMQ's I/O thread take most of a core between them (BENCHMARKS.md,
+  // "Where a per-engine server's CPU goes"): the workers get the others.
+  return std::clamp(plan.stack_count() + 1, size_t{1}, std::max<size_t>(cores, 2) - 1);
 }
 
 server_plan plan_server(const serve_job& job) {
