@@ -7,10 +7,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <array>
 
 #include <httplib.h>
 
+#include "serve/server/server_plan.hpp"
 #include "tests/serve/serve_calls.hpp"
 
 using namespace kvtier::test::serve_calls;
@@ -21,6 +24,11 @@ namespace {
 constexpr int engine_count = 4;
 constexpr size_t prompt_tokens = 256;  // 4 full blocks
 constexpr int shared_prompt = 1000;    // the seed of the prompt every engine asks for
+
+// A prompt of `prompt_tokens` tokens, one per seed.
+std::vector<int32_t> tokens_of(int seed) {
+  return kvtier::test::serve_calls::prompt(prompt_tokens, seed);
+}
 
 // What a request found: its lookup's hits, then its admission's, in blocks per tier.
 struct request_hits {
@@ -85,7 +93,7 @@ run_result run_traffic(const std::string& stacks, int rounds, int (*prompt_of)(i
   }
   for (int r = 0; r < rounds; ++r)
     for (int e = 0; e < engine_count; ++e)
-      out.hits[e].push_back(run_request(engines[e], prompt(prompt_tokens, prompt_of(e, r))));
+      out.hits[e].push_back(run_request(engines[e], tokens_of(prompt_of(e, r))));
   reply st = engines[0].c->call("stats");
   CHECK(st.u64("engines") == engine_count);
   out.device_used = stat_of(st, "controller", "device_used");
@@ -174,7 +182,7 @@ TEST_CASE("a restarted engine takes the controller stack it left, and finds its 
     reply l = e.c->call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
     return l.u64("device_blocks") + l.u64("host_blocks");
   };
-  auto of_a = prompt(prompt_tokens, 1), of_b = prompt(prompt_tokens, 2);
+  auto of_a = tokens_of(1), of_b = tokens_of(2);
   {
     engine_run a = connect("a"), b = connect("b");  // stacks 0 and 1
     run_request(a, of_a);
@@ -221,7 +229,7 @@ TEST_CASE("/metrics sums the controller stacks", "[serve][stacks]") {
   for (int e = 0; e < 2; ++e) {
     engines[e].c = std::make_unique<client>(s.endpoint());
     engines[e].c->hello("engine-" + std::to_string(e), shape(32, "bf16"), 64);
-    run_request(engines[e], prompt(prompt_tokens, e + 1));
+    run_request(engines[e], tokens_of(e + 1));
   }
   reply st = engines[0].c->call("stats");
   httplib::Client http("127.0.0.1", port);
@@ -277,9 +285,9 @@ TEST_CASE("version 3 engines keep their own device blocks and share host copies 
     b.hello_version("b", shape(32, "bf16"), 64, 3);
     uint64_t step_a = 1, step_b = 1;
     std::vector<uint32_t> ids = {0, 1, 2, 3};  // each engine's own GPU: the same ids
-    auto of_a = prompt(prompt_tokens, 1);
+    auto of_a = tokens_of(1);
     CHECK(admitted(run_owned(a, step_a, 1, of_a, ids)));
-    CHECK(admitted(run_owned(b, step_b, 1, prompt(prompt_tokens, 2), ids)));
+    CHECK(admitted(run_owned(b, step_b, 1, tokens_of(2), ids)));
     CHECK(stat_of(a.call("stats"), "controller", "device_used") == 8);
     a.call("step", 2, [&](map_writer& w) {
       w.put("step", step_a++);
@@ -297,4 +305,30 @@ TEST_CASE("version 3 engines keep their own device blocks and share host copies 
     CHECK(stat_of(a.call("stats"), "controller", "invariant_violations") == 0);
     CHECK(s.stop() == 0);
   }
+}
+
+TEST_CASE("a per-engine server's workers leave a core to the socket and I/O threads",
+          "[serve][stacks]") {
+  server_plan p;
+  p.deployment.instances.resize(8);
+  CHECK(worker_threads(p) == 1);  // one stack: one worker, whatever the cores
+  p.stacks = controller_stacks::per_engine;
+  cpu_set_t before;
+  REQUIRE(sched_getaffinity(0, sizeof(before), &before) == 0);
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE && cores.size() < 3; ++c)
+    if (CPU_ISSET(c, &before))
+      cores.push_back(c);
+  // Pinned to 1, 2 and 3 cores (as far as this machine has them): 1, 1 and 2 workers.
+  for (size_t n = 1; n <= cores.size(); ++n) {
+    cpu_set_t narrowed;
+    CPU_ZERO(&narrowed);
+    for (size_t i = 0; i < n; ++i)
+      CPU_SET(cores[i], &narrowed);
+    REQUIRE(sched_setaffinity(0, sizeof(narrowed), &narrowed) == 0);
+    CHECK(worker_threads(p) == std::max<size_t>(n, 2) - 1);
+  }
+  REQUIRE(sched_setaffinity(0, sizeof(before), &before) == 0);
+  p.deployment.instances.resize(1);  // never more workers than stacks and the server actor
+  CHECK(worker_threads(p) <= 2);
 }
