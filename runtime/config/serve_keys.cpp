@@ -28,6 +28,13 @@ std::vector<option_spec> serve_key_specs() {
      "kvtier serve: where lookups are answered: actor (all on the server actor) or published "
      "(off it, from the blocks the controller publishes, when safe; docs/protocol.md, "
      "\"lookup\")"},
+    {keys::serve::controller_stacks, 0, 0, {"one", "per_engine"}, false,
+     "kvtier serve: one cache controller and transfer engine for every engine (one), or a "
+     "stack of its own per engine slot, each on its own thread, sharing the storage pool "
+     "(per_engine; docs/design.md, \"Controller stacks\")"},
+    {keys::serve::engine_slots, 1, 256, {}, false,
+     "kvtier serve, serve.controller_stacks=per_engine: the stacks started; each engine takes "
+     "the least-used one, and the host tier is split into this many equal shares"},
   };
 }
 

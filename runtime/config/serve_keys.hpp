@@ -21,6 +21,8 @@ inline constexpr integer_key events_hwm{"serve.events_hwm"};
 inline constexpr text_key events_layout{"serve.events_layout"};
 inline constexpr text_key events_socket{"serve.events_socket"};
 inline constexpr text_key lookups{"serve.lookups"};
+inline constexpr text_key controller_stacks{"serve.controller_stacks"};
+inline constexpr integer_key engine_slots{"serve.engine_slots"};
 
 }  // namespace keys::serve
 

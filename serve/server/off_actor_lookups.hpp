@@ -8,10 +8,12 @@
 // or 2 (version 3 lookups read the engine's computed prefix), storage need not be asked (no pool,
 // or the device and host hits cover the prompt), the server is not stopping, and every earlier
 // call of the connection has been answered (the socket thread knows). Anything else goes to the
-// actor as before.
+// actor as before. Under serve.controller_stacks=per_engine each stack publishes its own blocks and
+// a lookup matches its engine's stack's.
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,15 +33,16 @@ struct off_actor_settings {
 
 class off_actor_lookups {
  public:
-  /// `next`: the sink the controller's block reports go on to (the KV events'; null: none).
-  off_actor_lookups(off_actor_settings s, block_event_sink* next)
-    : settings_(std::move(s)), blocks_(next) {}
+  /// `stacks`: the controller stacks, each publishing its own blocks; `next`: the sink their
+  /// block reports go on to (the KV events'; null: none).
+  off_actor_lookups(off_actor_settings s, size_t stacks, block_event_sink* next);
 
-  /// The sink to set as the controller's (options.events).
-  block_event_sink* sink() { return &blocks_; }
+  /// The sink to set as stack `stack`'s controller's (options.events).
+  block_event_sink* sink(size_t stack) { return &blocks_.at(stack); }
 
-  /// The actor's thread: an engine registered on `conn` at `version`, or dropped.
-  void engine_registered(uint64_t engine, uint64_t conn, uint32_t version);
+  /// The actor's thread: an engine registered on `conn` at `version`, served by `stack`, or
+  /// dropped.
+  void engine_registered(uint64_t engine, uint64_t conn, uint32_t version, uint32_t stack);
   void engine_dropped(uint64_t engine);
 
   /// The socket thread: the reply to `in` when it can be answered here (then `record` tells the
@@ -50,9 +53,10 @@ class off_actor_lookups {
   struct engine_ref {
     uint64_t conn = 0;
     uint32_t version = 1;
+    uint32_t stack = 0;
   };
   off_actor_settings settings_;
-  published_blocks blocks_;
+  std::deque<published_blocks> blocks_;  // by stack; a deque: the sinks' addresses stay
   mutable std::mutex engines_mutex_;
   std::unordered_map<uint64_t, engine_ref> engines_;
 };

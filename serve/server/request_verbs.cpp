@@ -20,9 +20,9 @@ std::optional<std::string> blocks_of(self_ptr self, const prompt& p,
   return prompt_blocks(p, s.block_size, s.max_blocks_per_request, out, origins);
 }
 
-// The controller has what storage held for request `rd.req` of `engine`: the calls parked in
-// `wait` are answered. One whose engine left meanwhile is finished now.
-void on_ready(self_ptr self, uint64_t engine, const ready& rd) {
+// Stack `stack`'s controller has what storage held for request `rd.req` of `engine`: the calls
+// parked in `wait` are answered. One whose engine left meanwhile is finished now.
+void on_ready(self_ptr self, uint64_t engine, uint32_t stack, const ready& rd) {
   auto& st = self->state;
   auto en = st.engines.find(engine);
   if (en == st.engines.end()) {
@@ -32,7 +32,7 @@ void on_ready(self_ptr self, uint64_t engine, const ready& rd) {
                                         + ", which left without it");
     commit c;
     c.finished.push_back(rd.req);
-    send_commit(self, std::move(c), [](const grant&) {});
+    send_commit(self, stack, std::move(c), [](const grant&) {});
     return;
   }
   std::vector<session::parked_call> woken;
@@ -70,7 +70,7 @@ bool after_engine_prefix(size_t first, const std::vector<cache_block>& blocks, p
 
 }  // namespace
 
-void do_lookup(self_ptr self, ctx& x) {
+void do_lookup(self_ptr self, ctx& x, const engine_state& e) {
   std::vector<cache_block> blocks;
   if (auto bad = blocks_of(self, x.c.text, blocks))
     return fail(self, x.to, error_kind::bad_request, *bad);
@@ -85,7 +85,7 @@ void do_lookup(self_ptr self, ctx& x) {
   };
   bool storage = self->state.settings.storage;
   uint64_t ns = self->state.settings.storage_namespace;
-  self->request(self->state.controller, caf::infinite, prefix_lookup{blocks})
+  self->request(controller_of(self, e.stack), caf::infinite, prefix_lookup{blocks})
     .then(
       [=](prefix_hit h) {
         size_t from = size_t{h.device_blocks} + h.host_blocks;
@@ -124,9 +124,9 @@ void reply_allocated(self_ptr self, const reply_to& to, const session::session_r
 
 // The controller answers an arrival at once unless storage must be asked or loaded from; a
 // lookup sent behind it is answered after it, so its answer tells which case this is.
-void answer_when_arrived(self_ptr self, const ctx& x, uint64_t engine) {
+void answer_when_arrived(self_ptr self, const ctx& x, uint64_t engine, uint32_t stack) {
   uint64_t req = x.c.req;
-  self->request(self->state.controller, caf::infinite, prefix_lookup{})
+  self->request(controller_of(self, stack), caf::infinite, prefix_lookup{})
     .then(
       [=](const prefix_hit&) {
         auto en = self->state.engines.find(engine);
@@ -169,10 +169,11 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   request_id global = st.next_request++;
   if (auto bad = e.session.allocate(c.req, global, blocks))
     return fail(self, x.to, error_kind::bad_request, *bad);
-  self->request(st.controller, caf::infinite, arrival{global, std::move(blocks)})
-    .then([=](const ready& rd) { on_ready(self, engine, rd); },
+  uint32_t stack = e.stack;
+  self->request(controller_of(self, stack), caf::infinite, arrival{global, std::move(blocks)})
+    .then([=](const ready& rd) { on_ready(self, engine, stack, rd); },
           [=](const caf::error& err) { self->quit(err); });
-  answer_when_arrived(self, x, engine);
+  answer_when_arrived(self, x, engine, stack);
 }
 
 void do_wait(self_ptr self, ctx& x, engine_state& e) {

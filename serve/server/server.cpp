@@ -23,18 +23,34 @@ bool is_local_endpoint(const std::string& e) {
 
 namespace {
 
-// The actors a server runs: its deployment, the storage pool and one instance's cache controller
-// and transfer engine (no scheduler: the engine is the scheduler), then the server actor in
-// front of them.
+// The actors a server runs: its deployment, the storage pool and, per controller stack, one
+// instance's cache controller and transfer engine (no scheduler: the engine is the scheduler),
+// then the server actor in front of them.
 struct served_actors {
   deployment deployed;
   caf::actor server;
 
-  const instance& one() const { return deployed.instances.front(); }
+  std::vector<cache_controller_actor> controllers() const {
+    std::vector<cache_controller_actor> out;
+    for (const instance& x : deployed.instances)
+      out.push_back(x.controller);
+    return out;
+  }
+  std::vector<transfer_engine_actor> engines() const {
+    std::vector<transfer_engine_actor> out;
+    for (const instance& x : deployed.instances)
+      out.push_back(x.engine);
+    return out;
+  }
   void stop() const {
     if (server)
       caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
     stop_deployment(deployed);
+  }
+  void wait_for(caf::scoped_actor& self) const {
+    self->wait_for(server, deployed.storage);
+    for (const instance& x : deployed.instances)
+      self->wait_for(x.controller, x.engine);
   }
 };
 
@@ -128,47 +144,66 @@ std::string curve_line(const socket_security& security) {
             : "; " + std::to_string(security.curve_clients.size()) + " client keys admitted");
 }
 
+// Where each stack's controller reports its blocks: to the KV events, and, when lookups are
+// answered off the actor, first to the blocks that stack publishes (off_actor_lookups.hpp),
+// which hand them on. Returns the off-actor lookups (null: all on the actor).
+std::shared_ptr<off_actor_lookups> wire_block_reports(const serve_job& job, server_plan& plan,
+                                                      serve_events& events) {
+  std::vector<instance_config>& stacks = plan.deployment.instances;
+  std::shared_ptr<off_actor_lookups> off_actor;
+  if (plan.lookups == lookup_path::published)
+    off_actor = std::make_shared<off_actor_lookups>(
+      off_actor_settings{job.token, plan.deployment.run.block_size,
+                         plan.deployment.trace.max_blocks_per_request,
+                         stacks.front().controller.storage},
+      stacks.size(), events.sink());
+  for (size_t k = 0; k < stacks.size(); ++k)
+    stacks[k].controller.events = off_actor ? off_actor->sink(k) : events.sink();
+  return off_actor;
+}
+
+// GET /metrics (observe/) over every stack: the tiers' capacities are the stacks' together.
+std::unique_ptr<serve_metrics> metrics_of(const serve_job& job, const server_plan& plan,
+                                          caf::actor_system& sys, const served_actors& actors,
+                                          event_publisher* publisher) {
+  uint64_t device = 0, host = 0;
+  for (const instance_config& ic : plan.deployment.instances) {
+    device += ic.cache.device_blocks;
+    host += ic.cache.host_blocks;
+  }
+  return open_metrics(job, {&sys, actors.controllers(), actors.engines(),
+                            actors.deployed.storage, device, host, publisher});
+}
+
 }  // namespace
 
 int run_server(const serve_job& job) {
   stop_signals signals;
   server_plan plan = plan_server(job);
-  controller_options& controller = plan.deployment.instances.front().controller;
   // KV events (observe/): made before the actors, which report to its sink until they end.
   std::unique_ptr<serve_events> events = open_events(job);
-  controller.events = events->sink();
-  // Lookups off the actor read the blocks the controller reports (off_actor_lookups.hpp);
-  // the reports go on to the KV events.
-  std::shared_ptr<off_actor_lookups> off_actor;
-  if (plan.lookups == lookup_path::published) {
-    off_actor = std::make_shared<off_actor_lookups>(
-      off_actor_settings{job.token, plan.deployment.run.block_size,
-                         plan.deployment.trace.max_blocks_per_request, controller.storage},
-      events->sink());
-    controller.events = off_actor->sink();
-  }
+  std::shared_ptr<off_actor_lookups> off_actor = wire_block_reports(job, plan, *events);
   caf::actor_system_config cfg;
-  // One worker: a call crosses the server actor, the controller and storage, and on one worker
-  // each crossing is a queue push, not a wake-up of another thread (which, with the socket
-  // thread's, dominated a call's cost: most of its time went to context switches).
-  configure_wall_clock(cfg, 1);
+  // One stack, one worker: a call crosses the server actor, the controller and storage, and on
+  // one worker each crossing is a queue push, not a wake-up of another thread (which, with the
+  // socket thread's, dominated a call's cost: most of its time went to context switches). A
+  // stack per engine runs the stacks' block work side by side (docs/design.md, "Controller
+  // stacks").
+  configure_wall_clock(cfg, worker_threads(plan));
   caf::actor_system sys{cfg};
   served_actors actors;
   actors.deployed = spawn_deployment(sys, plan.deployment,
                                      sim_clock(sys.clock().now(), job.speed, clock_mode::wall),
                                      nullptr);
-  const instance& served = actors.one();
   const storage_actor& storage = actors.deployed.storage;
   caf::scoped_actor self{sys};
   try {
     uint64_t rebuilt = rebuild_index(self, storage);
     socket_security security = security_of(job);
     socket_loop loop(job.bind, plan.max_message_bytes, security);
-    // GET /metrics (observe/): made after the actors it reads.
-    const cache_options& tiers = plan.deployment.instances.front().cache;
+    // Made after the actors it reads.
     std::unique_ptr<serve_metrics> metrics =
-      open_metrics(job, {&sys, served.controller, served.engine, storage, tiers.device_blocks,
-                         tiers.host_blocks, events->publisher()});
+      metrics_of(job, plan, sys, actors, events->publisher());
     server_settings settings = settings_of(job, plan, sys, metrics.get(), *events);
     settings.off_actor = off_actor;
     settings.refused_connections = loop.refused_connections();
@@ -178,13 +213,13 @@ int run_server(const serve_job& job) {
       job.on_ready(curve_line(security));
     loop.answer_lookups(off_actor);
     actors.server =
-      spawn_server_actor(sys, std::move(settings), served.controller, storage, loop.sink());
+      spawn_server_actor(sys, std::move(settings), actors.controllers(), storage, loop.sink());
     if (plan.gpu)
       hook_swap_ins(*plan.gpu, actors.server);
     announce(job, loop.endpoint(), rebuilt, *events, metrics.get());
-    int code = loop.run(self, actors.server, served.controller);
+    int code = loop.run(self, actors.server, actors.controllers());
     actors.stop();
-    self->wait_for(actors.server, served.controller, served.engine, storage);
+    actors.wait_for(self);
     return code;
   } catch (...) {
     actors.stop();

@@ -51,11 +51,15 @@ void note_session_fault(self_ptr self, const std::string& what) {
 
 // -- engines and their requests ------------------------------------------------------------------
 
+const cache_controller_actor& controller_of(self_ptr self, uint32_t stack) {
+  return self->state.stacks.at(stack).controller;
+}
+
 // Answered by the controller when its blocks are released; a grant the engine no longer waits
 // for is dropped.
-void send_commit(self_ptr self, commit c, std::function<void(const grant&)> then) {
-  c.step = self->state.next_step++;
-  self->request(self->state.controller, caf::infinite, std::move(c))
+void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then) {
+  c.step = self->state.next_step++;  // increasing at every stack too
+  self->request(controller_of(self, stack), caf::infinite, std::move(c))
     .then([then](const grant& g) { then(g); },
           // No controller: the server cannot serve; it stops with it.
           [=](const caf::error& e) { self->quit(e); });
@@ -79,7 +83,7 @@ uint64_t release_engine(self_ptr self, engine_state& e) {
     commit c;
     c.finished = std::move(r.finished);
     c.device_dropped = std::move(r.device_dropped);
-    send_commit(self, std::move(c), [](const grant&) {});
+    send_commit(self, e.stack, std::move(c), [](const grant&) {});
   }
   return released;
 }
@@ -96,7 +100,26 @@ void drop_engine(self_ptr self, uint64_t engine) {
     o->on_engine(engine, it->second.name, false, released);
   if (st.settings.off_actor)
     st.settings.off_actor->engine_dropped(engine);
+  stack_state& stack = st.stacks.at(it->second.stack);
+  KVTIER_ASSERT(stack.engines > 0);
+  --stack.engines;
+  stack.last_engine = it->second.name;
   st.engines.erase(it);
+}
+
+// A restarted engine finds its host copies in the stack it left; any other engine takes the
+// stack serving the fewest (the first of those), so that up to serve.engine_slots engines get
+// one each.
+uint32_t choose_stack(self_ptr self, const std::string& name) {
+  const std::vector<stack_state>& stacks = self->state.stacks;
+  uint32_t best = 0;
+  for (uint32_t k = 0; k < stacks.size(); ++k) {
+    if (stacks[k].engines == 0 && !name.empty() && stacks[k].last_engine == name)
+      return k;
+    if (stacks[k].engines < stacks[best].engines)
+      best = k;
+  }
+  return best;
 }
 
 // -- the behaviour ------------------------------------------------------------------------------
@@ -171,7 +194,7 @@ void on_call(self_ptr self, inbound_call& in) {
     return;
   e->last_seen = x.to.since;
   switch (c.op) {
-    case verb::lookup: return do_lookup(self, x);
+    case verb::lookup: return do_lookup(self, x, *e);
     case verb::allocate: return do_allocate(self, x, *e, *c.engine);
     case verb::wait: return do_wait(self, x, *e);
     case verb::probe: return do_probe(self, x, *e);
@@ -210,11 +233,13 @@ void sweep_timeouts(self_ptr self) {
 }
 
 caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_settings settings,
-                              cache_controller_actor controller, storage_actor storage,
-                              reply_sink sink) {
+                              std::vector<cache_controller_actor> controllers,
+                              storage_actor storage, reply_sink sink) {
   auto& st = self->state;
   st.settings = std::move(settings);
-  st.controller = std::move(controller);
+  KVTIER_ASSERT(!controllers.empty());
+  for (cache_controller_actor& c : controllers)
+    st.stacks.push_back({std::move(c), 0, {}});
   st.storage = std::move(storage);
   st.sink = std::move(sink);
   auto tick = std::chrono::duration_cast<caf::timespan>(
@@ -265,9 +290,9 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
 }  // namespace
 
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
-                              cache_controller_actor controller, storage_actor storage,
-                              reply_sink sink) {
-  return sys.spawn(server_behavior, std::move(settings), std::move(controller),
+                              std::vector<cache_controller_actor> controllers,
+                              storage_actor storage, reply_sink sink) {
+  return sys.spawn(server_behavior, std::move(settings), std::move(controllers),
                    std::move(storage), std::move(sink));
 }
 

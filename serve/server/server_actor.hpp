@@ -59,8 +59,9 @@ struct server_settings {
 /// record, [device block, hash]...) real mode: a swap-in was submitted and its slot's IPC
 /// events recorded; (run_atom) shutting down: it releases every engine's requests and refuses new work,
 /// answered with the count released.
+/// `controllers`: one per controller stack (server_plan.hpp), at least one.
 caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
-                              cache_controller_actor controller, storage_actor storage,
-                              reply_sink sink);
+                              std::vector<cache_controller_actor> controllers,
+                              storage_actor storage, reply_sink sink);
 
 }  // namespace kvtier::serve

@@ -1,5 +1,10 @@
 #include "serve/server/server_plan.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
 #include "gpu/device_info.hpp"
 #include "runtime/deployment.hpp"
 
@@ -30,7 +35,48 @@ void check_backend(const serve_job& job) {
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
+// serve.controller_stacks=per_engine: the one planned instance becomes serve.engine_slots, each
+// with the whole device tier (an engine's GPU is its own since protocol version 3) and an equal
+// share of the host tier (one node's pinned memory, split so that no lock is shared between the
+// stacks' threads; docs/design.md, "Controller stacks").
+void plan_stacks(const serve_job& job, server_plan& p) {
+  if (job.cfg.text(keys::serve::controller_stacks) == "one")
+    return;
+  p.stacks = controller_stacks::per_engine;  // a checked choice
+  if (job.backend != copy_backend_kind::modelled)
+    throw config_error("serve.controller_stacks=per_engine runs modelled copies only (real mode "
+                       "attaches one engine's tensors to one device): use "
+                       "serve.controller_stacks=one with --backend cuda or shm");
+  if (!job.events.endpoint.empty())
+    throw config_error("serve.controller_stacks=per_engine: --events publishes one stack's "
+                       "blocks only: use serve.controller_stacks=one with --events");
+  const auto slots = static_cast<uint32_t>(job.cfg.integer(keys::serve::engine_slots));
+  instance_config base = p.deployment.instances.front();
+  if (base.cache.host_blocks > 0 && base.cache.host_blocks < slots)
+    throw config_error("cache.host_tokens gives " + std::to_string(base.cache.host_blocks)
+                       + " host blocks, fewer than serve.engine_slots (" + std::to_string(slots)
+                       + "): each stack needs a share of at least one block");
+  base.cache.host_blocks /= slots;  // the remainder stays unused
+  std::vector<instance_config>& instances = p.deployment.instances;
+  instances.assign(slots, base);
+  for (uint32_t k = 0; k < slots; ++k)
+    instances[k].name = base.name + "/slot-" + std::to_string(k);
+}
+
 }  // namespace
+
+size_t worker_threads(const server_plan& plan) {
+  if (plan.stacks == controller_stacks::one)
+    return 1;
+  size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)  // taskset narrows it
+    cores = static_cast<size_t>(std::max(1, CPU_COUNT(&allowed)));
+  // The socket thread and ZeroMQ's I/O thread take most of a core between them (BENCHMARKS.md,
+  // "Where a per-engine server's CPU goes"): the workers get the others.
+  return std::clamp(plan.stack_count() + 1, size_t{1}, std::max<size_t>(cores, 2) - 1);
+}
 
 server_plan plan_server(const serve_job& job) {
   check_bind(job);
@@ -50,6 +96,7 @@ server_plan plan_server(const serve_job& job) {
                   d.run.cache.caching == prefix_caching::off
                 ? lookup_path::actor
                 : lookup_path::published;  // a checked choice
+  plan_stacks(job, p);
   // Real mode: the copies run on the engine's tensors, which come with its hello or `attach`:
   // on its GPU (cuda), or in shared memory, copied by the CPU (shm).
   p.gpu = prepare_gpu(p.deployment);

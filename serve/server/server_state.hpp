@@ -4,8 +4,8 @@
 // session_verbs.cpp, request_verbs.cpp, step_verbs.cpp, real_mode_verbs.cpp; server_actor.cpp
 // keeps the behaviour and dispatches each call). Each engine's requests and their states are its
 // engine_session's (model/session/); the actor keeps what crosses engines: the connections, the
-// controller's request and step numbers, real mode's swap-ins. Every function here runs on the
-// actor's thread.
+// controllers' request and step numbers, which controller stack serves each engine, real mode's
+// swap-ins. Every function here runs on the actor's thread.
 
 #include <chrono>
 #include <cstdint>
@@ -40,19 +40,29 @@ struct reply_to {
 };
 
 /// A registered engine: its connection, when it was last heard from, the protocol version its
-/// hello chose, and its session.
+/// hello chose, the controller stack serving it, and its session.
 struct engine_state {
   std::string name;
   uint64_t conn = 0;
   steady::time_point last_seen;
   uint32_t version = 1;
+  uint32_t stack = 0;
   session::engine_session session;
+};
+
+/// A controller stack (docs/design.md, "Controller stacks"): its controller, the engines it
+/// serves now, and the name of the last engine it served (a restarted engine of that name
+/// takes it again, and with it the host copies it left).
+struct stack_state {
+  cache_controller_actor controller;
+  uint32_t engines = 0;
+  std::string last_engine;
 };
 
 struct server_state {
   static inline const char* name = "serve";
   server_settings settings;
-  cache_controller_actor controller;
+  std::vector<stack_state> stacks;  ///< one, or one per engine slot
   storage_actor storage;
   reply_sink sink;
   serve_counters counters;
@@ -96,8 +106,12 @@ void note_session_fault(self_ptr self, const std::string& what);
 
 // -- engines and the controller (server_actor.cpp) -----------------------------------------------
 
-/// Sends `c` under the next server-wide step number; `then` gets the grant.
-void send_commit(self_ptr self, commit c, std::function<void(const grant&)> then);
+/// The controller of stack `stack`.
+const cache_controller_actor& controller_of(self_ptr self, uint32_t stack);
+/// Sends `c` to stack `stack` under the next server-wide step number; `then` gets the grant.
+void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then);
+/// The stack a new engine named `name` takes: a free one it last used, else the least used.
+uint32_t choose_stack(self_ptr self, const std::string& name);
 /// Releases every request of `engine` and forgets it.
 void drop_engine(self_ptr self, uint64_t engine);
 
@@ -116,7 +130,7 @@ void do_stats(self_ptr self, ctx& x);
 
 // -- request verbs: lookup, allocate, wait (request_verbs.cpp) ----------------------------------
 
-void do_lookup(self_ptr self, ctx& x);
+void do_lookup(self_ptr self, ctx& x, const engine_state& e);
 void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
 void do_wait(self_ptr self, ctx& x, engine_state& e);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/build_info.hpp"
+#include "model/messages/report_sum.hpp"
 #include "serve/server/server_state.hpp"
 #include "serve/wire/session_replies.hpp"
 #include "serve/wire/stats_reply.hpp"
@@ -93,9 +94,11 @@ uint64_t register_engine(self_ptr self, const ctx& x, uint32_t version) {
   e.conn = x.to.conn;
   e.last_seen = steady::now();
   e.version = version;
+  e.stack = choose_stack(self, e.name);
+  ++st.stacks[e.stack].engines;
   e.session = session::engine_session(o);
   if (s.off_actor)
-    s.off_actor->engine_registered(id, x.to.conn, version);
+    s.off_actor->engine_registered(id, x.to.conn, version, e.stack);
   ++st.counters.engines_registered;
   for (auto& ob : s.observers)
     ob->on_engine(id, e.name, true, 0);
@@ -211,16 +214,27 @@ void send_stats(self_ptr self, const ctx& x, const controller_report& cr,
 
 }  // namespace
 
+// The stacks' reports summed as a cluster replay sums its instances' (model/messages/report_sum.hpp),
+// then storage's: the reply goes once every stack has answered.
 void do_stats(self_ptr self, ctx& x) {
-  auto& st = self->state;
-  self->request(st.controller, caf::infinite, report_atom_v)
-    .then(
-      [=](const controller_report& cr) {
-        self->request(self->state.storage, caf::infinite, report_atom_v)
-          .then([=](const storage_report& sr) { send_stats(self, x, cr, sr); },
-                [=](const caf::error& e) { self->quit(e); });
-      },
-      [=](const caf::error& e) { self->quit(e); });
+  struct gathered {
+    controller_report sum;
+    size_t left = 0;
+  };
+  auto all = std::make_shared<gathered>();
+  all->left = self->state.stacks.size();
+  for (uint32_t k = 0; k < self->state.stacks.size(); ++k)
+    self->request(controller_of(self, k), caf::infinite, report_atom_v)
+      .then(
+        [=](const controller_report& cr) {
+          all->sum += cr;
+          if (--all->left > 0)
+            return;
+          self->request(self->state.storage, caf::infinite, report_atom_v)
+            .then([=](const storage_report& sr) { send_stats(self, x, all->sum, sr); },
+                  [=](const caf::error& e) { self->quit(e); });
+        },
+        [=](const caf::error& e) { self->quit(e); });
 }
 
 }  // namespace kvtier::serve

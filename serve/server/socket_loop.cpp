@@ -112,7 +112,7 @@ reply_sink socket_loop::sink() const {
 }
 
 int socket_loop::run(caf::scoped_actor& self, const caf::actor& server,
-                     const cache_controller_actor& controller) {
+                     const std::vector<cache_controller_actor>& controllers) {
   set_stop_wake_fd(box_->fd);
   bool stopping = false;
   int code = 0;
@@ -129,7 +129,7 @@ int socket_loop::run(caf::scoped_actor& self, const caf::actor& server,
       self->request(server, caf::infinite, run_atom_v)
         .receive([](uint64_t) {}, [](const caf::error&) {});
     }
-    if (stopping && stopped(self, controller, code))
+    if (stopping && stopped(self, controllers, code))
       break;
   }
   set_stop_wake_fd(-1);
@@ -259,12 +259,13 @@ void socket_loop::hand_over(const caf::actor& server) {
   inbound_ = {};
 }
 
-// In-flight copies finish: the controller is idle once every transfer has landed.
-bool socket_loop::stopped(caf::scoped_actor& self, const cache_controller_actor& controller,
-                          int& code) {
-  bool idle = false;
-  self->request(controller, caf::infinite, caf::get_atom_v)
-    .receive([&](bool y) { idle = y; }, [&](const caf::error&) { idle = true; });
+// In-flight copies finish: a controller is idle once every transfer it issued has landed.
+bool socket_loop::stopped(caf::scoped_actor& self,
+                          const std::vector<cache_controller_actor>& controllers, int& code) {
+  bool idle = true;
+  for (const cache_controller_actor& controller : controllers)
+    self->request(controller, caf::infinite, caf::get_atom_v)
+      .receive([&](bool y) { idle = idle && y; }, [&](const caf::error&) {});
   if (!idle && std::chrono::steady_clock::now() <= deadline_)
     return false;
   if (!idle) {

@@ -55,9 +55,9 @@ class socket_loop {
     off_actor_ = std::move(lookups);
   }
   /// Serves until a stop signal and the stop after it; returns the exit code (1 when copies
-  /// were still in flight after 30 s).
+  /// of any of `controllers` were still in flight after 30 s).
   int run(caf::scoped_actor& self, const caf::actor& server,
-          const cache_controller_actor& controller);
+          const std::vector<cache_controller_actor>& controllers);
 
  private:
   // A client's routing envelope (its identity, and the empty delimiter a REQ socket adds).
@@ -73,7 +73,8 @@ class socket_loop {
   void read_calls();
   bool answered_here(const envelope& env, const inbound_call& in);
   void hand_over(const caf::actor& server);
-  bool stopped(caf::scoped_actor& self, const cache_controller_actor& controller, int& code);
+  bool stopped(caf::scoped_actor& self, const std::vector<cache_controller_actor>& controllers,
+               int& code);
 
   uint64_t max_bytes_;
   zmq::context_t context_{1};

@@ -122,7 +122,7 @@ void do_probe(self_ptr self, ctx& x, engine_state& e) {
   std::unordered_map<request_id, uint64_t> back;
   for (size_t i = 0; i < p.candidates.size(); ++i)
     back[p.candidates[i]] = x.c.probe.candidates[i];
-  self->request(self->state.controller, caf::infinite, std::move(p))
+  self->request(controller_of(self, e.stack), caf::infinite, std::move(p))
     .then(
       [=](probe_reply r) {
         r.step = x.c.probe.step;
@@ -147,7 +147,7 @@ void do_step(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
     gpu->fence_reads(static_cast<uint32_t>(previous));
   reply_to to = x.to;
   uint64_t number = begun.number;
-  send_commit(self, std::move(begun.work), [=](const grant& g) {
+  send_commit(self, e.stack, std::move(begun.work), [=](const grant& g) {
     on_granted(self, to, engine, number, step, g);
   });
 }

@@ -136,13 +136,13 @@ TEST_CASE("a lookup is answered off the actor only for its engine's connection, 
     REQUIRE_FALSE(prompt_blocks(p, 64, 1000, server_names));
   }
   for (bool storage : {false, true}) {
-    off_actor_lookups o({"", 64, 1000, storage}, nullptr);
+    off_actor_lookups o({"", 64, 1000, storage}, 1, nullptr);
     for (int i = 0; i < 3; ++i)
-      o.sink()->stored(tier::device, server_names[static_cast<size_t>(i)].hash, std::nullopt, 64);
-    o.sink()->batch_end();
+      o.sink(0)->stored(tier::device, server_names[static_cast<size_t>(i)].hash, std::nullopt, 64);
+    o.sink(0)->batch_end();
     answered_lookup rec;
     CHECK_FALSE(o.try_answer(lookup_call(5, 1, named), rec));  // engine 1 not registered
-    o.engine_registered(1, 5, 2);
+    o.engine_registered(1, 5, 2, 0);
     CHECK_FALSE(o.try_answer(lookup_call(6, 1, named), rec));  // another connection
     auto three = std::vector<cache_block>(named.begin(), named.begin() + 3);
     std::optional<std::string> r = o.try_answer(lookup_call(5, 1, three), rec);
@@ -151,16 +151,37 @@ TEST_CASE("a lookup is answered off the actor only for its engine's connection, 
     CHECK(rec.prompt_blocks == 3);
     // The fourth block misses: with a storage pool, storage must be asked (the actor does).
     CHECK(o.try_answer(lookup_call(5, 1, named), rec).has_value() == !storage);
-    o.engine_registered(2, 5, 3);  // version 3 reads the engine's computed prefix: the actor's
+    o.engine_registered(2, 5, 3, 0);  // version 3 reads the engine's computed prefix: the actor's
     CHECK_FALSE(o.try_answer(lookup_call(5, 2, three), rec));
     o.engine_dropped(1);
     CHECK_FALSE(o.try_answer(lookup_call(5, 1, three), rec));
   }
-  off_actor_lookups guarded({"secret", 64, 1000, false}, nullptr);
-  guarded.engine_registered(1, 5, 1);
+  off_actor_lookups guarded({"secret", 64, 1000, false}, 1, nullptr);
+  guarded.engine_registered(1, 5, 1, 0);
   answered_lookup rec;
   CHECK_FALSE(guarded.try_answer(lookup_call(5, 1, named, "wrong"), rec));
   CHECK(guarded.try_answer(lookup_call(5, 1, named, "secret"), rec));
+}
+
+TEST_CASE("with a controller stack per engine, a lookup matches its engine's stack's blocks only",
+          "[serve][off_actor]") {
+  auto named = chain_of(2, 3);
+  std::vector<cache_block> server_names;
+  prompt p;
+  p.kind = prompt::form::blocks;
+  p.blocks = named;
+  REQUIRE_FALSE(prompt_blocks(p, 64, 1000, server_names));
+  off_actor_lookups o({"", 64, 1000, false}, 2, nullptr);
+  for (const cache_block& b : server_names)
+    o.sink(1)->stored(tier::host, b.hash, std::nullopt, 64);
+  o.sink(1)->batch_end();
+  o.engine_registered(1, 5, 1, 0);  // stack 0 holds nothing
+  o.engine_registered(2, 6, 1, 1);
+  answered_lookup rec;
+  REQUIRE(o.try_answer(lookup_call(5, 1, named), rec));
+  CHECK(rec.host_blocks == 0);
+  REQUIRE(o.try_answer(lookup_call(6, 2, named), rec));
+  CHECK(rec.host_blocks == 3);
 }
 
 namespace {

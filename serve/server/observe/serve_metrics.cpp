@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/tier.hpp"
+#include "model/messages/report_sum.hpp"
 #include "model/cache/radix_tree.hpp"
 #include "observe/events/event_publisher.hpp"
 #include "observe/metrics/build_info_metric.hpp"
@@ -101,8 +102,8 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
     at(evictions, t) =
       &r.add_counter("kvtier_evictions_total", "Blocks evicted from each tier.", l);
   }
-  at(capacity, tier::device)->set(src.device_blocks);
-  at(capacity, tier::host)->set(src.host_blocks);
+  at(capacity, tier::device)->set(static_cast<double>(src.device_blocks));
+  at(capacity, tier::host)->set(static_cast<double>(src.host_blocks));
   gauge* in_flight = &r.add_gauge("kvtier_copies_in_flight",
                                   "Block copies the controller issued that have not finished.");
   gauge* scrape_errors = &r.add_gauge(
@@ -114,16 +115,15 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
     const auto timeout = std::chrono::seconds(5);
     int failed = 0;
     auto on_error = [&](const caf::error&) { ++failed; };
-    self->request(s.controller, timeout, report_atom_v)
-      .receive(
-        [&](const controller_report& c) {
-          at(used, tier::device)->set(c.device_used);
-          at(used, tier::host)->set(c.host_used);
-          at(evictions, tier::device)->set_total(static_cast<double>(c.device_evictions));
-          at(evictions, tier::host)->set_total(static_cast<double>(c.host_evictions));
-          in_flight->set(static_cast<double>(c.copies_in_flight));
-        },
-        on_error);
+    controller_report c;
+    for (const cache_controller_actor& controller : s.controllers)
+      self->request(controller, timeout, report_atom_v)
+        .receive([&](const controller_report& one) { c += one; }, on_error);
+    at(used, tier::device)->set(c.device_used);
+    at(used, tier::host)->set(c.host_used);
+    at(evictions, tier::device)->set_total(static_cast<double>(c.device_evictions));
+    at(evictions, tier::host)->set_total(static_cast<double>(c.host_evictions));
+    in_flight->set(static_cast<double>(c.copies_in_flight));
     auto links = [&](const std::vector<link_report>& ls) {
       for (const link_report& l : ls) {
         registry->add_counter("kvtier_link_bytes_total", "Bytes moved over each link.",
@@ -134,8 +134,11 @@ void add_actor_collector(metrics_registry& r, const serve_metrics_sources& src) 
           .set_total(static_cast<double>(l.busy_ns) * 1e-9);
       }
     };
-    self->request(s.engine, timeout, report_atom_v)
-      .receive([&](const engine_report& e) { links(e.links); }, on_error);
+    engine_report e;
+    for (const transfer_engine_actor& engine : s.engines)
+      self->request(engine, timeout, report_atom_v)
+        .receive([&](const engine_report& one) { e += one; }, on_error);
+    links(e.links);
     self->request(s.storage, timeout, report_atom_v)
       .receive(
         [&](const storage_report& st) {

@@ -29,11 +29,12 @@ struct serve_metrics_options {
 /// Where the scrape-time figures come from.
 struct serve_metrics_sources {
   caf::actor_system* system = nullptr;
-  cache_controller_actor controller;
-  transfer_engine_actor engine;
+  /// Every controller stack's (serve/server/server_plan.hpp): their figures are summed.
+  std::vector<cache_controller_actor> controllers;
+  std::vector<transfer_engine_actor> engines;
   storage_actor storage;
-  uint32_t device_blocks = 0;
-  uint32_t host_blocks = 0;
+  uint64_t device_blocks = 0;  ///< of all stacks
+  uint64_t host_blocks = 0;
   event_publisher* events = nullptr;  ///< null: no events metrics
 };
 
