@@ -1,5 +1,6 @@
 #include "model/scheduler/cost_model.hpp"
 #include "model/scheduler/roofline.hpp"
+#include "tests/model/scheduler/llama3_8b.hpp"
 
 #include <algorithm>
 
@@ -12,14 +13,7 @@ namespace {
 // Llama-3-8B in bf16 on an H100 SXM's data-sheet peaks, efficiencies 1.
 roofline_profile llama8b_on_h100() {
   roofline_profile r;
-  model_spec& m = r.model;
-  m.params = m.active_params = 8.03e9;
-  m.layers = 32;
-  m.hidden_size = 4096;
-  m.attention_heads = 32;
-  m.kv_heads = 8;
-  m.head_dim = 128;
-  m.kv_dtype = "bf16";
+  r.model = test::llama3_8b();
   r.gpu.bf16_tflops = 989;
   r.gpu.fp8_tflops = 1979;
   r.gpu.hbm_gbps = 3350;

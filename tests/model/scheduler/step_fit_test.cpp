@@ -3,6 +3,7 @@
 
 #include "model/scheduler/cost_model.hpp"
 #include "model/scheduler/step_fit.hpp"
+#include "tests/model/scheduler/llama3_8b.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,13 +15,7 @@ namespace {
 
 roofline_profile llama8b(const char* gpu, double hbm) {
   roofline_profile r;
-  model_spec& m = r.model;
-  m.params = m.active_params = 8.03e9;
-  m.layers = 32;
-  m.hidden_size = 4096;
-  m.attention_heads = 32;
-  m.kv_heads = 8;
-  m.head_dim = 128;
+  r.model = test::llama3_8b();
   r.gpu.name = gpu;
   r.gpu.bf16_tflops = 989;
   r.gpu.fp8_tflops = 1979;
