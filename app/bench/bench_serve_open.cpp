@@ -36,6 +36,9 @@ using bench_serve::percentile_us;
 struct engine_log {
   std::map<std::string, std::vector<int64_t>> latency_ns;  // by message kind
   std::vector<int64_t> verb_latency_ns;  // one entry per verb call: its message's latency
+  // The same latencies by the second of the load in which their step was due: the first
+  // second against the rest shows a start-up penalty (issue: "no start-up penalty").
+  std::vector<std::vector<int64_t>> verb_latency_by_second;
   uint64_t steps = 0, messages = 0, verbs = 0;
   uint64_t refused = 0;  // admissions refused (the request waits for the next step)
   uint64_t pending = 0;  // allocations answered `pending` (storage asked or loading)
@@ -53,7 +56,8 @@ struct waiting_request {
 // Sends a group of calls back to back, then awaits them; each reply is charged `lag_ns` more.
 class timed_group {
  public:
-  timed_group(client& c, engine_log& log, int64_t lag_ns) : c_(c), log_(log), lag_(lag_ns) {}
+  timed_group(client& c, engine_log& log, int64_t lag_ns, size_t second)
+      : c_(c), log_(log), lag_(lag_ns), second_(second) {}
 
   void send(const char* kind, uint32_t verbs, uint32_t fields,
             const std::function<void(map_writer&)>& fill) {
@@ -76,6 +80,10 @@ class timed_group {
       int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t - it->t0).count() + lag_;
       log_.latency_ns[it->kind].push_back(ns);
       log_.verb_latency_ns.insert(log_.verb_latency_ns.end(), it->verbs, ns);
+      if (log_.verb_latency_by_second.size() <= second_)
+        log_.verb_latency_by_second.resize(second_ + 1);
+      auto& by_second = log_.verb_latency_by_second[second_];
+      by_second.insert(by_second.end(), it->verbs, ns);
       log_.verbs += it->verbs;
       replies[static_cast<size_t>(it - sent_.begin())] = std::move(*r);
     }
@@ -94,12 +102,14 @@ class timed_group {
   client& c_;
   engine_log& log_;
   int64_t lag_;
+  size_t second_;
   std::vector<out> sent_;
 };
 
 struct engine_plan {
   uint32_t index = 0;
   double steps_per_s = 0;
+  steady::time_point start;  // the load's start
   steady::time_point first;  // its first step's scheduled time
   steady::time_point end;
 };
@@ -114,9 +124,10 @@ struct engine_run {
   std::vector<std::pair<uint64_t, uint32_t>> running;
   uint64_t req = 0, step = 0;
   size_t next;
+  size_t second = 0;  // of the load, in which the current step was due
 
   void lookups_and_allocations(int64_t lag) {
-    timed_group g(c, log, lag);
+    timed_group g(c, log, lag, second);
     for (const waiting_request& w : waiting)
       g.send("lookup", 1, 1, [&](map_writer& m) { put_blocks(m, t.blocks[w.k]); });
     g.finish();
@@ -151,7 +162,7 @@ struct engine_run {
     std::vector<uint64_t> finished;
     for (auto& [r, tokens] : running)
       finished.push_back(r);
-    timed_group g(c, log, lag);
+    timed_group g(c, log, lag, second);
     auto verbs = static_cast<uint32_t>(admits.size() + running.size() + finished.size());
     g.send("step", verbs, 4, [&](map_writer& m) {
       m.put("step", ++step);
@@ -178,7 +189,8 @@ struct engine_run {
     waiting = std::move(still);
   }
 
-  void one_step(int64_t lag) {
+  void one_step(int64_t lag, size_t due_second) {
+    second = due_second;
     for (uint32_t j = 0; j < args.new_per_step; ++j, next += args.clients)
       waiting.push_back({++req, next % t.requests.size()});
     lookups_and_allocations(lag);
@@ -205,12 +217,39 @@ void open_engine(zmq::context_t& ctx, const bench_serve_args& args, const replay
       int64_t lag = std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - due).count());
       log.max_lag_ns = std::max(log.max_lag_ns, lag);
-      run.one_step(lag);
+      run.one_step(lag, static_cast<size_t>((due - p.start) / std::chrono::seconds(1)));
     }
     c.call("bye");
   } catch (const std::exception& e) {
     log.error = e.what();
   }
+}
+
+void merge_seconds(std::vector<std::vector<int64_t>>& into,
+                   const std::vector<std::vector<int64_t>>& from) {
+  if (into.size() < from.size())
+    into.resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i)
+    into[i].insert(into[i].end(), from[i].begin(), from[i].end());
+}
+
+// The verb p99 of each second of the load, and of the first second against the seconds after
+// it (the steady state): the start-up penalty's ratio, 0 when the load had one second only.
+void add_start_up(nlohmann::json& j, std::vector<std::vector<int64_t>>& by_second) {
+  nlohmann::json per_second = nlohmann::json::array();
+  std::vector<int64_t> after;
+  for (size_t i = 0; i < by_second.size(); ++i) {
+    if (i > 0)
+      after.insert(after.end(), by_second[i].begin(), by_second[i].end());
+    per_second.push_back({{"second", i}, {"count", by_second[i].size()},
+                          {"p99_us", percentile_us(by_second[i], 0.99)}});
+  }
+  double first = by_second.empty() ? 0 : percentile_us(by_second[0], 0.99);
+  double steady_p99 = percentile_us(after, 0.99);
+  j["verb_p99_by_second"] = std::move(per_second);
+  j["first_second_verb_p99_us"] = first;
+  j["after_first_second_verb_p99_us"] = steady_p99;
+  j["first_second_over_steady"] = steady_p99 > 0 ? first / steady_p99 : 0.0;
 }
 
 // One offered load: every engine at `steps_per_s` for `args.seconds`.
@@ -225,7 +264,7 @@ nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
   for (uint32_t i = 0; i < args.clients; ++i) {
     auto offset = std::chrono::duration_cast<steady::duration>(
       std::chrono::duration<double>(i / (steps_per_s * args.clients)));
-    engine_plan p{i, steps_per_s, start + offset, start + window};
+    engine_plan p{i, steps_per_s, start, start + offset, start + window};
     threads.emplace_back([&, p] { open_engine(ctx, args, rc, t, p, logs[p.index]); });
   }
   for (auto& th : threads)
@@ -244,6 +283,7 @@ nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
       all.latency_ns[kind].insert(all.latency_ns[kind].end(), v.begin(), v.end());
     all.verb_latency_ns.insert(all.verb_latency_ns.end(), l.verb_latency_ns.begin(),
                                l.verb_latency_ns.end());
+    merge_seconds(all.verb_latency_by_second, l.verb_latency_by_second);
   }
   all.latency_ns["verbs"] = std::move(all.verb_latency_ns);
   nlohmann::json j;
@@ -259,6 +299,7 @@ nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
     j["rows"][kind] = {{"count", v.size()}, {"p50_us", percentile_us(v, 0.5)},
                        {"p99_us", percentile_us(v, 0.99)},
                        {"p999_us", percentile_us(v, 0.999)}};
+  add_start_up(j, all.verb_latency_by_second);
   return j;
 }
 
@@ -321,6 +362,10 @@ int run_open_loop(const bench_serve_args& args, const replay_config& rc, const p
                 p["verb_calls_per_s"].get<double>(), q("verbs", "p50_us"), p99,
                 q("verbs", "p999_us"), q("lookup", "p99_us"), q("allocate", "p99_us"),
                 q("step", "p99_us"), within ? "" : "  (beyond)");
+    std::printf("%12s first second's verb p99 %.1f us, after it %.1f us (%.2fx)\n", "",
+                p["first_second_verb_p99_us"].get<double>(),
+                p["after_first_second_verb_p99_us"].get<double>(),
+                p["first_second_over_steady"].get<double>());
     std::fflush(stdout);
     out["points"].push_back(std::move(p));
   }

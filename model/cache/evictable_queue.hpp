@@ -98,12 +98,19 @@ class evictable_queue {
   /// Drops every entry that fails `valid`.
   template <class Valid>
   void compact(Valid valid) {
+    compact(valid, [](uint32_t) {});
+  }
+
+  /// Also calls `touch(id)` with the entry some places ahead of the one `valid` judges: `valid`
+  /// reads what an entry's id points to, scattered through memory, and a sweep of thousands of
+  /// entries that waits for each read in turn is a pause of milliseconds under a step.
+  template <class Valid, class Touch>
+  void compact(Valid valid, Touch touch) {
     fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
     head_ = 0;
-    auto stale = [&](const entry& e) { return !valid(e); };
-    fifo_.erase(std::remove_if(fifo_.begin(), fifo_.end(), stale), fifo_.end());
-    stack_.erase(std::remove_if(stack_.begin(), stack_.end(), stale), stack_.end());
-    heap_.erase(std::remove_if(heap_.begin(), heap_.end(), stale), heap_.end());
+    keep_valid(fifo_, valid, touch);
+    keep_valid(stack_, valid, touch);
+    keep_valid(heap_, valid, touch);
     std::make_heap(heap_.begin(), heap_.end(), after);
   }
 
@@ -130,6 +137,23 @@ class evictable_queue {
  private:
   static constexpr size_t prefetch_far = 8, prefetch_near = 4;
   static bool after(const entry& a, const entry& b) { return before(b, a); }
+
+  // std::remove_if with `touch` called `compact_ahead` entries ahead: the kept entries keep
+  // their order.
+  template <class V, class Valid, class Touch>
+  static void keep_valid(V& v, Valid& valid, Touch& touch) {
+    constexpr size_t compact_ahead = 8;
+    size_t kept = 0, n = v.size();
+    for (size_t i = 0; i < std::min(compact_ahead, n); ++i)
+      touch(v[i].id);
+    for (size_t i = 0; i < n; ++i) {
+      if (i + compact_ahead < n)
+        touch(v[i + compact_ahead].id);
+      if (valid(v[i]))
+        v[kept++] = v[i];
+    }
+    v.resize(kept);
+  }
 
   std::vector<entry, huge_page_allocator<entry>> fifo_;  // entries in key order from head_
   size_t head_ = 0;

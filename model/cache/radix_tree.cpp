@@ -297,15 +297,22 @@ void radix_tree::refresh_copies(node_id id) {
   }
   ++copies_count_;
   copies_.push(key_of(id));
-  if (copies_.size() > 2 * size_t{copies_count_} + 1024) {
-    seen_.assign(nodes_.size(), 0);
-    copies_.compact([&](const evictable_queue::entry& e) {
+  if (copies_.size() > 2 * size_t{copies_count_} + 1024)
+    compact_copies();
+}
+
+// Keeps one entry per member (seen_: a byte per node, cleared per sweep: small enough to stay
+// in the cache the sweep works in).
+void radix_tree::compact_copies() {
+  seen_.assign(nodes_.size(), 0);
+  copies_.compact(
+    [&](const evictable_queue::entry& e) {
       if (!current_copy(e) || seen_[e.id])
         return false;
       seen_[e.id] = 1;
       return true;
-    });
-  }
+    },
+    [&](uint32_t id) { prefetch_node(id); });
 }
 
 node_id radix_tree::take_copy() {
@@ -379,7 +386,8 @@ bool radix_tree::pop(int t, node_id& out) {
 }
 
 void radix_tree::compact(int t) {
-  queue_[t].compact([&](const evictable_queue::entry& e) { return current(e, t); });
+  queue_[t].compact([&](const evictable_queue::entry& e) { return current(e, t); },
+                    [&](uint32_t id) { prefetch_node(id); });
   KVTIER_ASSERT(queue_[t].size() == set_count_[t]);
 }
 

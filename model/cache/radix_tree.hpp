@@ -201,6 +201,7 @@ class radix_tree {
   bool wants_copies(const tree_node& n) const;
   void refresh(node_id id, int t);
   void refresh_copies(node_id id);
+  void compact_copies();
   evictable_queue::entry key_of(node_id id) const;
   bool current_copy(const evictable_queue::entry& e) const;
   void refresh_both(node_id id);

@@ -57,7 +57,8 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
 void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>& out,
                                 step_inputs& inputs) {
   block_event_batch batch(options_.events);
-  std::vector<transfer_order> orders;
+  std::vector<transfer_order>& orders = step_orders_;
+  orders.clear();
   g.step = c.step;
   ++commits_;
   // Computed blocks join the tree first, so a finished request's last blocks stay cached.

@@ -258,6 +258,8 @@ class controller_core {
   // scratch
   prefix_match match_;
   std::vector<block_id> fresh_;
+  // A step's orders: a step of hundreds of blocks would regrow a fresh vector a dozen times.
+  std::vector<transfer_order> step_orders_;
 };
 
 }  // namespace kvtier

@@ -45,16 +45,16 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       transfer t;
       t.id = next_id_++;
       t.kind = kinds[k];
-      std::vector<transfer_order> members;
+      t.blocks.reserve(group.size() - first);  // one allocation for a step's hundreds of blocks
       size_t end = first;
       for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
         const transfer_order& o = group[end];
         t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
         add_dependencies(t, o);
-        members.push_back(o);
       }
       std::sort(t.after.begin(), t.after.end());
-      orders_.emplace(t.id, std::move(members));
+      orders_.emplace(t.id, std::vector<transfer_order>(group.begin() + static_cast<long>(first),
+                                                        group.begin() + static_cast<long>(end)));
       out.push_back(std::move(t));
       first = end;
     }

@@ -32,7 +32,7 @@ void storage_index::reserve(uint64_t blocks) {
   blocks = std::min(blocks, capacity_);
   map_.reserve(blocks);
   for (node_state& n : nodes_)
-    n.uses.reserve(2 * std::min(blocks, n.capacity) + 1024);
+    n.uses.reserve(3 * std::min(blocks, n.capacity) + 1024);  // sweep() at 2x, see mark_used
 }
 
 uint32_t storage_index::node_of(storage_key key) const {
@@ -53,18 +53,34 @@ size_t storage_index::leading_run(const storage_key* keys, size_t n) const {
 void storage_index::mark_used(storage_key key, uint64_t& stamp) {
   stamp = next_stamp_++;
   node_state& n = nodes_[node_of(key)];
+  // The queue's consumed front goes before the queue would grow: a grown queue is a fresh
+  // mapping, every page of it faulted in again (BENCHMARKS.md, "The per-block path, second
+  // pass"). reserve() leaves room for a third of it to be consumed.
+  if (n.uses.size() == n.uses.capacity() && n.head * 4 >= n.uses.size()) {
+    n.uses.erase(n.uses.begin(), n.uses.begin() + static_cast<long>(n.head));
+    n.head = 0;
+  }
   n.uses.push_back({stamp, key});
   if (n.uses.size() - n.head > 2 * n.size + 1024)
     sweep(n);
 }
 
+// Keeps the uses still current, in order. Each check probes the map at a random slot: the
+// slots of the next few are prefetched, or the sweep waits for each miss in turn.
 void storage_index::sweep(node_state& n) {
-  auto stale = [&](const use& u) {
+  constexpr size_t ahead = 8;
+  size_t kept = 0, end = n.uses.size();
+  for (size_t i = n.head; i < std::min(end, n.head + ahead); ++i)
+    map_.prefetch(n.uses[i].key);
+  for (size_t i = n.head; i < end; ++i) {
+    if (i + ahead < end)
+      map_.prefetch(n.uses[i + ahead].key);
+    const use u = n.uses[i];
     auto it = map_.find(u.key);
-    return it == map_.end() || it->second != u.stamp;
-  };
-  n.uses.erase(n.uses.begin(), n.uses.begin() + static_cast<long>(n.head));
-  n.uses.erase(std::remove_if(n.uses.begin(), n.uses.end(), stale), n.uses.end());
+    if (it != map_.end() && it->second == u.stamp)
+      n.uses[kept++] = u;
+  }
+  n.uses.resize(kept);
   n.head = 0;
 }
 
