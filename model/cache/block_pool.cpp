@@ -7,7 +7,11 @@
 namespace kvtier {
 
 block_pool::block_pool(uint32_t capacity) : capacity_(capacity) {
-  // nop
+  // Room for the states up front (address space only: a page is mapped when first used), so a
+  // live controller's first seconds do not regrow and copy the array under a step. A huge
+  // capacity still grows as blocks are first handed out.
+  constexpr uint32_t reserve_limit = uint32_t{1} << 21;
+  slots_.reserve(std::min(capacity, reserve_limit));
 }
 
 block_pool::state block_pool::block_state(block_id id) const {

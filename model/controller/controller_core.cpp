@@ -13,8 +13,10 @@ controller_core::controller_core(const cache_options& cache, const controller_op
   // grow as they fill.
   constexpr uint64_t reserve_limit = uint64_t{1} << 21;
   uint64_t nodes = uint64_t{cache.device_blocks} + cache.host_blocks;
-  if (nodes <= reserve_limit)
+  if (nodes <= reserve_limit) {
     model_.reserve_nodes(static_cast<uint32_t>(nodes));
+    tracker_.reserve(cache.device_blocks, cache.host_blocks);
+  }
 }
 
 prefix_hit controller_core::lookup(const std::vector<cache_block>& blocks) {

@@ -17,6 +17,13 @@ transfer_tracker::block_users& transfer_tracker::slot(std::vector<block_users>& 
   return v[b];
 }
 
+void transfer_tracker::reserve(uint32_t device_blocks, uint32_t host_blocks) {
+  if (device_.size() < device_blocks)
+    device_.resize(device_blocks);
+  if (host_.size() < host_blocks)
+    host_.resize(host_blocks);
+}
+
 void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
   // One transfer per kind, in this order: write-backs (reused blocks wait for them), swap-ins (the
   // step waits for them), backups, loads, stores.

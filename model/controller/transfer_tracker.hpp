@@ -23,6 +23,9 @@ class transfer_tracker {
   /// `storage_namespace` names every block's storage key.
   explicit transfer_tracker(uint64_t storage_namespace) : namespace_(storage_namespace) {}
 
+  /// Makes room for the users of `device_blocks` and `host_blocks` blocks up front (a grown
+  /// table is copied whole under the step that grew it).
+  void reserve(uint32_t device_blocks, uint32_t host_blocks);
   /// Groups `orders` by kind into transfers (appended to `out`), in a fixed kind order; a kind
   /// takes more than one transfer only where its orders touch a block one of them writes.
   void batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out);

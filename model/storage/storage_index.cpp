@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#define XXH_INLINE_ALL  // a storage key hashes 16 bytes: inlined, as core/block_hash.cpp does
 #include <xxhash.h>
 
 #include "core/check.hpp"
