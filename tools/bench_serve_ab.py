@@ -7,7 +7,9 @@ Reads OUT_DIR/runI-BUILD/open-TRACE.json (tools/bench-serve --open) for every ru
 and writes OUT_DIR/ab.json and OUT_DIR/ab.md (each written whole, then renamed): per trace,
 offered load and build, the medians over the runs of verb p50/p99/p999, of the first second's
 verb p99 and of the p99 of the seconds after it (a fresh server's start-up penalty, issue target:
-within 2x), with each run's p99 beside them, and each build's kvtier version.
+within 2x) and of the server's CPU seconds over the run (all its threads: what the build
+costs, which the busy machine's latencies may hide), with each run's p99 beside them, and each
+build's kvtier version.
 """
 import collections
 import glob
@@ -43,7 +45,8 @@ def read_runs(out, reps, builds):
                         "offered": p["offered_steps_per_s"], "achieved": p["achieved_steps_per_s"],
                         "p50_us": v["p50_us"], "p99_us": v["p99_us"], "p999_us": v["p999_us"],
                         "first_s_p99_us": p.get("first_second_verb_p99_us"),
-                        "steady_p99_us": p.get("after_first_second_verb_p99_us")})
+                        # 0: the load lasted one second, nothing after the first
+                        "steady_p99_us": p.get("after_first_second_verb_p99_us") or None})
         for b in builds:
             log = os.path.join(out, "run%d-%s.txt" % (i, b))
             if os.path.exists(log):
@@ -51,7 +54,23 @@ def read_runs(out, reps, builds):
                     for line in f:
                         if line.startswith("kvtier:"):
                             versions[b].add(line.split(":", 1)[1].strip())
+                for trace, cpu in server_cpu(log).items():
+                    for key, runs in points.items():
+                        if key[0] == trace and key[2] == b and len(runs) >= i:
+                            runs[i - 1]["server_cpu_s"] = cpu
     return points, versions, cores
+
+
+def server_cpu(log):
+    """trace -> the server's CPU seconds over its run, from a tools/bench-serve log."""
+    out, trace = {}, None
+    with open(log) as f:
+        for line in f:
+            if line.startswith("trace:"):
+                trace = line.split()[1]
+            elif line.startswith("server:") and "s of CPU" in line and trace:
+                out[trace] = float(line.split()[1])
+    return out
 
 
 def median_of(runs, key):
@@ -70,7 +89,8 @@ def main(argv):
         row = {"trace": trace, "steps_per_s_per_engine": rate, "build": b,
                "offered": runs[0]["offered"], "runs": len(runs),
                "p99_us_each": [r["p99_us"] for r in runs]}
-        for key in ("achieved", "p50_us", "p99_us", "p999_us", "first_s_p99_us", "steady_p99_us"):
+        for key in ("achieved", "p50_us", "p99_us", "p999_us", "first_s_p99_us", "steady_p99_us",
+                    "server_cpu_s"):
             row[key + "_median"] = median_of(runs, key)
         first, steady = row["first_s_p99_us_median"], row["steady_p99_us_median"]
         row["first_over_steady"] = first / steady if first and steady else None
@@ -86,15 +106,17 @@ def main(argv):
     for b in builds:
         lines.append("- %s: %s" % (b, "; ".join(sorted(versions.get(b, [])))))
     lines += ["", "| trace | steps/s per engine | offered | build | achieved (median) | verb p50 | "
-              "verb p99 | verb p999 | first second's p99 | p99 after it | first / after | p99 of each run |",
-              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "verb p99 | verb p999 | first second's p99 | p99 after it | first / after | "
+              "server CPU, s | p99 of each run |",
+              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         ratio = "-" if r["first_over_steady"] is None else "%.2fx" % r["first_over_steady"]
-        lines.append("| %s | %g | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        cpu = "-" if r["server_cpu_s_median"] is None else "%.2f" % r["server_cpu_s_median"]
+        lines.append("| %s | %g | %g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["trace"], r["steps_per_s_per_engine"], r["offered"], r["build"],
             us(r["achieved_median"]), us(r["p50_us_median"]), us(r["p99_us_median"]),
             us(r["p999_us_median"]), us(r["first_s_p99_us_median"]), us(r["steady_p99_us_median"]),
-            ratio, ", ".join(us(x) for x in r["p99_us_each"])))
+            ratio, cpu, ", ".join(us(x) for x in r["p99_us_each"])))
     write_whole(os.path.join(out, "ab.md"), "\n".join(lines) + "\n")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
