@@ -483,7 +483,14 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             # of one of these ids must be reported (``evicted``), or kvtier would later read
             # another block's bytes under its name.
             self._stored.update(b for b, _ in meta.loads[r.rid])
-            meta.load_errors |= {b for b in want if b not in loaded}
+            failed = [p for p in range(local // bs, (local + external) // bs)
+                      if r.table[p] not in loaded]
+            if failed:
+                # vLLM recomputes from the first block it could not load, in a later step
+                # (its failure policy): the KV after it is made by that step's forward, not this
+                # one's, so kvtier hears it computed only then and never saves it before.
+                r.scheduled_until = min(r.scheduled_until, failed[0] * bs)
+            meta.load_errors |= {r.table[p] for p in failed}
             self._stats.add("loaded_blocks", len(meta.loads[r.rid]))
             self._stats.add("load_errors", len(want) - len(meta.loads[r.rid]))
             if load_async:

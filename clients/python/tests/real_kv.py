@@ -142,11 +142,13 @@ class BytesChecker(Checker):
         self.blocks = 0
         self.bytes = 0
         self.mismatches: List[str] = []
+        self.load_errors = 0  # blocks offered, not loaded: vLLM computes them itself
         self._pending: Dict[str, List[Tuple[int, int]]] = {}
         self._async_now: set = set()
 
     def after_execute(self, e: "Engine", out: Any, output: Any) -> None:
         self._async_now = set(out.kv_connector_metadata.async_loads)
+        self.load_errors += len(output.invalid_block_ids or ())
         super().after_execute(e, out, output)  # calls check_block for every load
         self._async_now = set()
         for rid in list(self._pending):
@@ -375,6 +377,7 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
         "layers": layers, "block_size": BS, "block_bytes": checker.bytes // max(checker.blocks, 1),
         "blocks_checked": checker.blocks, "bytes_checked": checker.bytes,
         "mismatches": len(checker.mismatches), "first_mismatches": checker.mismatches[:5],
+        "load_error_blocks": checker.load_errors,
         "loads_checked_by_contract": checker.checked_loads, "rounds": rounds,
         "requests": n, "steps": e.steps, "seconds": round(time.monotonic() - t0, 2),
         "layer_wait_us": {str(l): {"n": len(v), "mean": round(sum(v) / len(v) / 1e3, 1),
