@@ -81,8 +81,8 @@ class RealDataPathOnTheCpu(unittest.TestCase):
     def test_write_through_with_host_evictions(self):
         """A host tier smaller than the prompts: a synchronous host hit offered at lookup is
         often evicted before its admission, so vLLM gets load errors and computes those blocks
-        a step later; kvtier must save them only after that step (docs/vllm.md, "Load
-        errors"). Both layouts and generations."""
+        a step later; kvtier must save them only after that step (docs/vllm.md, "The
+        data path"). Both layouts and generations."""
         for kind, gen in (("flash_attn", CURRENT), ("mla", V0_11_0)):
             with self.subTest(kind=kind):
                 figures = run_check(kind, "shm", gen, MIN_BLOCKS, storage=MEMORY)
