@@ -395,6 +395,7 @@ SETTINGS = {
     "host_hits": ("storage.backend=memory", f"cache.host_tokens={2000 * BS}"),
     "write_back": ("storage.backend=memory", "cache.write_policy=write_back"),
     "write_through_evicting": ("storage.backend=memory",),
+    "on_host_evict": ("storage.backend=memory", "cache.storage_write=on_host_evict"),
 }
 
 
@@ -421,7 +422,9 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--setting", choices=sorted(SETTINGS), default="host_hits",
                    help="host_hits: write-through, a host tier holding every prompt; write_back: "
-                   "a smaller host tier, storage loads; write_through_evicting: the known defect")
+                   "a smaller host tier, storage loads; write_through_evicting: write-through, a smaller host "
+                   "tier (synchronous hits turn into load errors); on_host_evict: the same, host "
+                   "evictions written to storage")
     p.add_argument("--corrupt", action="store_true",
                    help="corrupt one saved block: the run must report a mismatch")
     p.add_argument("--out", help="write the figures here (JSON)")
