@@ -330,8 +330,10 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         r.offer = (local, num_external_tokens, load_async)
         self._stats.add("external_tokens", num_external_tokens)
         if load_async:
+            # Registered, and its storage loads started, once this step's synchronous hits are
+            # admitted (build_connector_meta): the loads take host blocks, and would evict the
+            # host copies vLLM was just offered for those hits, which are then load errors.
             r.waiting_load = r.recv_owed = True
-            self._ensure_ready(r)  # starts kvtier's storage loads
         else:
             r.admit_now = True
 
@@ -358,6 +360,9 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             meta.layer_ready_ns = reply.layer_ready_ns
             meta.swap_in = reply.swap_in
             self._settle(reply, admitted, meta)
+        for r in list(self._reqs.values()):
+            if r.waiting_load and not r.registered and not r.finishing:
+                self._ensure_ready(r)  # starts kvtier's storage loads
         self._builds += 1
         return meta
 

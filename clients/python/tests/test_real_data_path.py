@@ -79,15 +79,21 @@ class RealDataPathOnTheCpu(unittest.TestCase):
                             for m in figures["first_mismatches"]), figures["first_mismatches"])
 
     def test_write_through_with_host_evictions(self):
-        """A host tier smaller than the prompts: a synchronous host hit offered at lookup is
-        often evicted before its admission, so vLLM gets load errors and computes those blocks
-        a step later; kvtier must save them only after that step (docs/vllm.md, "The
-        data path"). Both layouts and generations."""
+        """A host tier smaller than the prompts. Host copies offered to a synchronous hit and
+        evicted before its admission (by storage loads started first, as another engine's
+        would) come back as load errors, which vLLM computes a step later: kvtier must save
+        those blocks only after that step (docs/vllm.md, "The data path"). Without the early
+        loads the connector admits its hits first: no load errors. Both layouts and
+        generations."""
         for kind, gen in (("flash_attn", CURRENT), ("mla", V0_11_0)):
             with self.subTest(kind=kind):
-                figures = run_check(kind, "shm", gen, MIN_BLOCKS, storage=MEMORY)
+                figures = run_check(kind, "shm", gen, MIN_BLOCKS, storage=MEMORY,
+                                    evict_offered=True)
                 self.check(figures, MIN_BLOCKS)
                 self.assertGreater(figures["load_error_blocks"], 0)
+        figures = run_check("flash_attn", "shm", CURRENT, MIN_BLOCKS // 4, storage=MEMORY)
+        self.check(figures, MIN_BLOCKS // 4)
+        self.assertEqual(figures["load_error_blocks"], 0)
 
 
 if __name__ == "__main__":
