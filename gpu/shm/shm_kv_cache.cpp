@@ -1,15 +1,8 @@
 #include "gpu/shm/shm_kv_cache.hpp"
+#include "gpu/shm/shm_kv_cache_impl.hpp"
+#include "gpu/shm/shm_segment.hpp"
 
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -26,193 +19,13 @@ namespace kvtier::gpu {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 std::string gib_text(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
   return buf;
 }
 
-/// One POSIX shared memory object of the engine's, mapped read-write.
-class mapped_segment {
- public:
-  explicit mapped_segment(const std::string& name) : name_(name) {
-    if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos)
-      throw gpu_error("shared memory object '" + name + "': a name is '/' and then no other '/' "
-                      "(shm_open(3)), as in /dev/shm/<name>");
-    int fd = shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0)
-      throw gpu_error("cannot open shared memory object '" + name + "': " + std::strerror(errno)
-                      + "; the engine must run on this machine, as a user that may share it");
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      int err = errno;
-      close(fd);
-      throw gpu_error("cannot stat shared memory object '" + name + "': " + std::strerror(err));
-    }
-    bytes_ = static_cast<uint64_t>(st.st_size);
-    if (bytes_ > 0)
-      base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int err = errno;
-    close(fd);
-    if (base_ == MAP_FAILED)
-      throw gpu_error("cannot map shared memory object '" + name + "' (" + std::to_string(bytes_)
-                      + " bytes): " + std::strerror(err));
-  }
-  ~mapped_segment() {
-    if (base_ != MAP_FAILED && base_ != nullptr)
-      munmap(base_, bytes_);
-  }
-  mapped_segment(const mapped_segment&) = delete;
-  mapped_segment& operator=(const mapped_segment&) = delete;
-
-  uint8_t* base() const { return static_cast<uint8_t*>(base_); }
-  uint64_t bytes() const { return bytes_; }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-  void* base_ = nullptr;
-  uint64_t bytes_ = 0;
-};
-
-uint32_t load_word(const uint32_t* w) {
-  return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
-
-/// Stores `v` and wakes every process waiting on the word (a shared mapping: no private flag).
-void store_and_wake(uint32_t* w, uint32_t v) {
-  __atomic_store_n(w, v, __ATOMIC_RELEASE);
-  syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-/// Waits (at most `ns`) while the word still holds `seen`.
-void wait_word(uint32_t* w, uint32_t seen, long ns) {
-  timespec t{ns / 1000000000L, ns % 1000000000L};
-  syscall(SYS_futex, w, FUTEX_WAIT, seen, &t, nullptr, 0);
-}
-
-enum class op_kind : uint8_t { h2d, d2h, fill, poison };
-
-struct op_record {
-  op_kind kind = op_kind::h2d;
-  std::vector<block_pair> pairs;
-  std::vector<block_pattern> patterns;  ///< fill; poison: the blocks
-  uint8_t poison = 0;
-  uint32_t fence = 0;                   ///< d2h: the engine's forward to wait for (0: none)
-  bool notify = true;                   ///< h2d, d2h: call the completion callback
-  bool keep = true;                     ///< false: forgotten once done (fill: nobody waits)
-  uint32_t layers_done = 0;
-  bool done = false;
-  /// h2d: per layer, the signal words to store once it is in place (word, record)
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> signals;
-  clock::time_point queued, start, end;
-  std::vector<clock::time_point> layer_end;
-};
-
-class shm_kv_cache final : public kv_cache {
- public:
-  explicit shm_kv_cache(const kv_cache_config& config);
-  ~shm_kv_cache() override;
-
-  const kv_layout& layout() const override { return layout_; }
-  const device_info& device() const override { return info_; }
-  startup_timing startup() const override { return startup_; }
-
-  op_id submit_h2d(const std::vector<block_pair>& pairs, transfer_method) override {
-    return submit(op_kind::h2d, pairs, transfer_direction::h2d);
-  }
-  op_id submit_d2h(const std::vector<block_pair>& pairs, transfer_method) override {
-    return submit(op_kind::d2h, pairs, transfer_direction::d2h);
-  }
-  op_id submit_bulk(transfer_direction, uint64_t, uint64_t, uint64_t) override {
-    throw gpu_error("the shared-memory backend has no bulk copy (it copies engine blocks)");
-  }
-
-  compute_calibration calibrate_compute() override { throw no_compute(); }
-  op_id submit_compute(const std::vector<uint64_t>&, op_id, uint64_t) override {
-    throw no_compute();
-  }
-  op_id submit_compute_after_events(const std::vector<uint64_t>&, const std::vector<uint32_t>&,
-                                    uint64_t) override {
-    throw no_compute();
-  }
-  compute_timing compute_time(op_id) override { throw no_compute(); }
-
-  bool layer_done(op_id id, int layer) override;
-  void wait(op_id id, int layer) override;
-  transfer_timing transfer_time(op_id id) override;
-  double start_offset_ns(op_id from, op_id to) override;
-  void release(op_id id) override;
-  void synchronize() override;
-
-  std::vector<layer_tensor_handle> export_layers() override {
-    throw gpu_error("the shared-memory backend attaches an engine's tensors; it exports none");
-  }
-  std::vector<ipc_handle> create_ipc_events(uint32_t) override {
-    throw gpu_error("the shared-memory backend signals through the engine's signal segment");
-  }
-  void open_ipc_events(const std::vector<ipc_handle>&) override {
-    throw gpu_error("the shared-memory backend signals through the engine's signal segment");
-  }
-  uint32_t signal_ipc_event(op_id h2d, uint32_t layer, uint32_t event) override;
-  void fence_reads(uint32_t step) override;
-
-  std::byte* host_block(uint32_t block) override;
-  void fill_device_blocks(const std::vector<block_pattern>& blocks) override;
-  void poison_device_blocks(const std::vector<uint32_t>& blocks, uint8_t byte) override;
-  std::optional<verify_mismatch> check_device_blocks(
-      const std::vector<block_pattern>& blocks) override;
-
- private:
-  struct lane {
-    std::deque<op_id> queue;
-    std::condition_variable wake;
-    std::thread thread;
-  };
-
-  static gpu_error no_compute() {
-    return gpu_error("the shared-memory backend runs no compute: the engine computes");
-  }
-  uint8_t* chunk(uint32_t block, uint32_t layer, kv_half half) const {
-    return layers_[layer] + layout_.layer_offset(block, half);
-  }
-  uint32_t* signal_word(uint32_t event) const {
-    return reinterpret_cast<uint32_t*>(signals_->base() + shm_signals_offset) + event;
-  }
-  uint32_t* forward_word() const {
-    return reinterpret_cast<uint32_t*>(signals_->base() + shm_forward_offset);
-  }
-  void map_layers(const kv_cache_config& config);
-  op_id submit(op_kind kind, const std::vector<block_pair>& pairs, transfer_direction d);
-  op_id enqueue(op_record rec);
-  void run(lane& ln);
-  void execute(op_id id, op_record& rec);
-  void copy_h2d(op_id id, op_record& rec);
-  void copy_d2h(op_record& rec);
-  void wait_for_forward(uint32_t fence);
-  void patterns(op_record& rec);
-  op_record& find(op_id id);
-
-  kv_cache_config config_;
-  kv_layout layout_;
-  device_info info_;
-  startup_timing startup_;
-  std::vector<std::unique_ptr<mapped_segment>> segments_;
-  std::unique_ptr<mapped_segment> signals_;
-  std::vector<uint8_t*> layers_;
-  std::byte* host_ = nullptr;
-  std::vector<uint32_t> records_;  ///< per signal word: records so far
-
-  std::mutex mutex_;
-  std::condition_variable done_;
-  std::unordered_map<op_id, op_record> ops_;
-  op_id next_id_ = 1;
-  uint32_t fence_ = 0;
-  bool stopping_ = false;
-  lane h2d_, d2h_;
-};
+}  // namespace
 
 shm_kv_cache::shm_kv_cache(const kv_cache_config& config)
     : config_(config),
@@ -438,7 +251,7 @@ void shm_kv_cache::patterns(op_record& rec) {
       }
 }
 
-op_record& shm_kv_cache::find(op_id id) {
+shm_kv_cache::op_record& shm_kv_cache::find(op_id id) {
   auto it = ops_.find(id);
   if (it == ops_.end())
     throw gpu_error("op " + std::to_string(id) + " is unknown (released, or never submitted)");
@@ -590,8 +403,6 @@ std::optional<verify_mismatch> shm_kv_cache::check_device_blocks(
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 std::unique_ptr<kv_cache> make_shm_kv_cache(const kv_cache_config& config) {
   const std::string what = "cannot attach the engine's shared-memory KV: ";

@@ -25,19 +25,33 @@ void transfer_tracker::reserve(uint32_t device_blocks, uint32_t host_blocks) {
 }
 
 void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
-  // One transfer per kind, in this order: write-backs (reused blocks wait for them), swap-ins (the
-  // step waits for them), backups, loads, stores.
-  const transfer_kind kinds[] = {transfer_kind::write_back, transfer_kind::swap_in,
-                                 transfer_kind::backup, transfer_kind::load,
-                                 transfer_kind::store};
+  // One transfer per kind, in this order: stores of host copies no earlier order of the batch
+  // writes (a host block evicted to storage and handed out again in the same commit: the
+  // store reads the old copy before the load or backup reusing it writes), write-backs (reused
+  // blocks wait for them), swap-ins (the step waits for them), backups, loads, then the stores
+  // of host blocks the batch itself writes first.
+  const transfer_kind kinds[] = {transfer_kind::store,  transfer_kind::write_back,
+                                 transfer_kind::swap_in, transfer_kind::backup,
+                                 transfer_kind::load,   transfer_kind::store};
+  constexpr int kind_count = 6;
   for (auto& g : groups_)
     g.clear();
-  for (const auto& o : orders)
-    for (int k = 0; k < 5; ++k)
+  written_hosts_.clear();
+  for (const auto& o : orders) {
+    if (o.kind == transfer_kind::store) {
+      groups_[written_hosts_.count(o.host_block) > 0 ? 5 : 0].push_back(o);
+      continue;
+    }
+    if (o.kind != transfer_kind::swap_in)  // every other kind writes its host block
+      written_hosts_.insert(o.host_block);
+    for (int k = 1; k < kind_count - 1; ++k)
       if (o.kind == kinds[k])
         groups_[k].push_back(o);
-  for (int k = 0; k < 5; ++k) {
+  }
+  for (int k = 0; k < kind_count; ++k) {
     const std::vector<transfer_order>& group = groups_[k];
+    if (group.empty())
+      continue;
     for (const transfer_order& o : group) {  // scattered entries: start loading them all
       if (o.device_block < device_.size())
         __builtin_prefetch(&device_[o.device_block]);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <absl/container/inlined_vector.h>
 
 #include "model/cache/cache_model.hpp"
@@ -55,7 +56,8 @@ class transfer_tracker {
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> orders_;
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
   std::vector<block_users> device_, host_;  // by block id, grown on demand
-  std::vector<transfer_order> groups_[5];   // scratch: orders by kind, in batch()'s order
+  std::vector<transfer_order> groups_[6];   // scratch: orders by kind, in batch()'s order
+  absl::flat_hash_set<block_id> written_hosts_;  // scratch: host blocks the batch writes so far
 };
 
 }  // namespace kvtier

@@ -35,6 +35,19 @@ void check_backend(const serve_job& job) {
                        "KVTIER_CUDA=ON on a machine with the CUDA toolkit)");
 }
 
+// Real mode writes what storage returns into the engine's tensors: a storage tier must hold the
+// bytes, or a storage hit would load whatever the host block held before (docs/vllm.md, "The
+// data path").
+void check_real_storage(const serve_job& job, const deployment_plan& d) {
+  if (job.backend == copy_backend_kind::modelled || d.storage.pool.capacity_blocks == 0
+      || d.storage.backend.kind != storage_backend_kind::model)
+    return;
+  throw config_error(std::string("storage.backend=model keeps no bytes, and --backend ")
+                     + (job.backend == copy_backend_kind::shm ? "shm" : "cuda")
+                     + " loads storage hits into the engine's KV: set storage.backend (memory, "
+                       "file, redis, redis_cluster) or storage.capacity_tokens=0");
+}
+
 // serve.controller_stacks=per_engine: the one planned instance becomes serve.engine_slots, each
 // with the whole device tier (an engine's GPU is its own since protocol version 3) and an equal
 // share of the host tier (one node's pinned memory, split so that no lock is shared between the
@@ -88,6 +101,7 @@ server_plan plan_server(const serve_job& job) {
   server_plan p;
   p.deployment = resolve_plan(job.cfg, choices);
   check_backend(job);
+  check_real_storage(job, p.deployment);
   const deployment_plan& d = p.deployment;
   p.client_timeout_s = job.cfg.number(keys::serve::client_timeout_s);
   p.max_message_bytes = static_cast<uint64_t>(job.cfg.integer(keys::serve::max_message_bytes));

@@ -80,4 +80,8 @@ TEST_CASE("real mode options are refused where they cannot work", "[serve]") {
     CHECK(code("serve --backend cuda --bind tcp://127.0.0.1:1") == 2);
     CHECK(code("engine-sim --backend cuda --connect tcp://127.0.0.1:1") == 2);
   }
+  // A storage tier without bytes would load stale host bytes into the engine's KV on a hit.
+  REQUIRE_THROWS_WITH(serve_process({"--backend", "shm", "--set",
+                                     "storage.capacity_tokens=100000"}),
+                      Catch::Contains("exited 2") && Catch::Contains("storage.backend=model"));
 }

@@ -330,8 +330,10 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
         r.offer = (local, num_external_tokens, load_async)
         self._stats.add("external_tokens", num_external_tokens)
         if load_async:
+            # Registered, and its storage loads started, once this step's synchronous hits are
+            # admitted (build_connector_meta): the loads take host blocks, and would evict the
+            # host copies vLLM was just offered for those hits, which are then load errors.
             r.waiting_load = r.recv_owed = True
-            self._ensure_ready(r)  # starts kvtier's storage loads
         else:
             r.admit_now = True
 
@@ -358,6 +360,9 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             meta.layer_ready_ns = reply.layer_ready_ns
             meta.swap_in = reply.swap_in
             self._settle(reply, admitted, meta)
+        for r in list(self._reqs.values()):
+            if r.waiting_load and not r.registered and not r.finishing:
+                self._ensure_ready(r)  # starts kvtier's storage loads
         self._builds += 1
         return meta
 
@@ -483,7 +488,14 @@ class KvtierConnector(KvtierWorkerSide, KVConnectorBase_V1):
             # of one of these ids must be reported (``evicted``), or kvtier would later read
             # another block's bytes under its name.
             self._stored.update(b for b, _ in meta.loads[r.rid])
-            meta.load_errors |= {b for b in want if b not in loaded}
+            failed = [p for p in range(local // bs, (local + external) // bs)
+                      if r.table[p] not in loaded]
+            if failed:
+                # vLLM recomputes from the first block it could not load, in a later step
+                # (its failure policy): the KV after it is made by that step's forward, not this
+                # one's, so kvtier hears it computed only then and never saves it before.
+                r.scheduled_until = min(r.scheduled_until, failed[0] * bs)
+            meta.load_errors |= {r.table[p] for p in failed}
             self._stats.add("loaded_blocks", len(meta.loads[r.rid]))
             self._stats.add("load_errors", len(want) - len(meta.loads[r.rid]))
             if load_async:

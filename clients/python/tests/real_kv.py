@@ -142,11 +142,13 @@ class BytesChecker(Checker):
         self.blocks = 0
         self.bytes = 0
         self.mismatches: List[str] = []
+        self.load_errors = 0  # blocks offered, not loaded: vLLM computes them itself
         self._pending: Dict[str, List[Tuple[int, int]]] = {}
         self._async_now: set = set()
 
     def after_execute(self, e: "Engine", out: Any, output: Any) -> None:
         self._async_now = set(out.kv_connector_metadata.async_loads)
+        self.load_errors += len(output.invalid_block_ids or ())
         super().after_execute(e, out, output)  # calls check_block for every load
         self._async_now = set()
         for rid in list(self._pending):
@@ -299,10 +301,13 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
               min_blocks: int = 10_000, prompt_blocks: int = 40, prompts: int = 40,
               layers: int = 4, device_blocks: int = 256, host_blocks: int = 1200,
               batch: int = 4, storage: Sequence[str] = ("storage.backend=memory",),
-              corrupt: bool = False, max_rounds: int = 40, log: Any = None) -> Dict[str, Any]:
+              corrupt: bool = False, max_rounds: int = 40, log: Any = None,
+              evict_offered: bool = False) -> Dict[str, Any]:
     """Serves ``prompts`` prompts of ``prompt_blocks`` blocks, then again in alternating order
     until ``min_blocks`` blocks were loaded from kvtier's host and storage tiers into vLLM's
-    tensors and checked byte for byte. Returns the figures."""
+    tensors and checked byte for byte. ``evict_offered``: storage loads start as soon as vLLM
+    allocates (as another engine's would), evicting host copies a synchronous hit of the same
+    step was offered, so that those hits come back as load errors. Returns the figures."""
     import time
     from serve_fixture import KVTIER, Server
     from vllm_harness import CURRENT, Request, Spy
@@ -326,6 +331,8 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
         worker = KvtierConnector(cfg, KVConnectorRole.WORKER, kvc)
         worker.register_kv_caches(caches)
         sched = KvtierConnector(cfg, KVConnectorRole.SCHEDULER, kvc)
+        if evict_offered:
+            evict_between_lookup_and_admission(sched)
         checker = BytesChecker(Spy(sched._client))
         e = RealKvEngine(gen, sched, worker, device_blocks, BS, layers=layers, checker=checker,
                          caches=caches, kind=kind)
@@ -375,6 +382,7 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
         "layers": layers, "block_size": BS, "block_bytes": checker.bytes // max(checker.blocks, 1),
         "blocks_checked": checker.blocks, "bytes_checked": checker.bytes,
         "mismatches": len(checker.mismatches), "first_mismatches": checker.mismatches[:5],
+        "load_error_blocks": checker.load_errors,
         "loads_checked_by_contract": checker.checked_loads, "rounds": rounds,
         "requests": n, "steps": e.steps, "seconds": round(time.monotonic() - t0, 2),
         "layer_wait_us": {str(l): {"n": len(v), "mean": round(sum(v) / len(v) / 1e3, 1),
@@ -387,11 +395,26 @@ def run_check(kind: str = "flash_attn", memory: str = "shm", gen: Any = None,
     }
 
 
+def evict_between_lookup_and_admission(connector: Any) -> None:
+    """Registers asynchronous loads when vLLM allocates, before the step's admissions: their
+    storage loads take host blocks first (what the connector did before it waited for the
+    step)."""
+    after_alloc = connector.update_state_after_alloc
+
+    def early(request: Any, blocks: Any, num_external_tokens: int) -> None:
+        after_alloc(request, blocks, num_external_tokens)
+        r = connector._reqs.get(request.request_id)
+        if r is not None and r.waiting_load and not r.registered:
+            connector._ensure_ready(r)
+    connector.update_state_after_alloc = early
+
+
 # kvtier's write policy and tiers around the check (40 prompts of 40 blocks: 1,600 blocks).
 SETTINGS = {
     "host_hits": ("storage.backend=memory", f"cache.host_tokens={2000 * BS}"),
     "write_back": ("storage.backend=memory", "cache.write_policy=write_back"),
     "write_through_evicting": ("storage.backend=memory",),
+    "on_host_evict": ("storage.backend=memory", "cache.storage_write=on_host_evict"),
 }
 
 
@@ -418,14 +441,20 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--setting", choices=sorted(SETTINGS), default="host_hits",
                    help="host_hits: write-through, a host tier holding every prompt; write_back: "
-                   "a smaller host tier, storage loads; write_through_evicting: the known defect")
+                   "a smaller host tier, storage loads; write_through_evicting: write-through, a smaller host "
+                   "tier; on_host_evict: the same, host "
+                   "evictions written to storage")
+    p.add_argument("--evict-offered", action="store_true",
+                   help="start storage loads before the step's admissions, evicting host copies "
+                   "offered to synchronous hits: they come back as load errors")
     p.add_argument("--corrupt", action="store_true",
                    help="corrupt one saved block: the run must report a mismatch")
     p.add_argument("--out", help="write the figures here (JSON)")
     a = p.parse_args()
     gen = next(g for g in GENERATIONS if g.name == a.generation)
     figures = run_check(a.layout, a.memory, gen, a.min_blocks, layers=a.layers,
-                        storage=SETTINGS[a.setting], corrupt=a.corrupt, log=sys.stderr)
+                        storage=SETTINGS[a.setting], corrupt=a.corrupt, log=sys.stderr,
+                        evict_offered=a.evict_offered)
     figures["setting"] = a.setting
     text = json.dumps(figures, indent=2)
     print(text)

@@ -604,7 +604,7 @@ class Checker:
                                      e.requests[rid].num_computed_tokens)
         for rid in set(out.num_scheduled_tokens) | set(meta.loads):
             (ids,) = e.kv.get_block_ids(rid)
-            self.made[rid] = ids[:self.executed[rid] // e.bs]
+            self.made[rid] = ids[:self.executed.get(rid, 0) // e.bs]
         for rid, local, ext in e.sync_admitted:
             (ids,) = e.kv.get_block_ids(rid)
             self._all_loaded(rid, ids[local // e.bs:(local + ext) // e.bs])

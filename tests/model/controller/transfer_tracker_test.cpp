@@ -62,3 +62,23 @@ TEST_CASE("transfer_tracker: a block written twice in one batch splits the kind'
   t.batch({order(4, transfer_kind::store, 0, 8), order(5, transfer_kind::store, 0, 8)}, reads);
   CHECK(reads.size() == 1);
 }
+
+TEST_CASE("transfer_tracker: a host block stored and handed out again in one batch is read first",
+          "[controller][tracker]") {
+  // storage_write=on_host_evict: host block 7's copy is evicted to storage, and the block goes
+  // to a load and host block 8's to a backup of the same commit. The stores read the old copies
+  // before the new ones are written, whatever the kinds' order.
+  transfer_tracker t(1);
+  std::vector<transfer> out;
+  t.batch({order(1, transfer_kind::store, 0, 7), order(2, transfer_kind::load, 0, 7),
+           order(3, transfer_kind::store, 0, 8), order(4, transfer_kind::backup, 2, 8)},
+          out);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].kind == transfer_kind::store);
+  CHECK(out[0].blocks.size() == 2);
+  CHECK(out[0].after.empty());
+  for (size_t i = 1; i < out.size(); ++i) {
+    CHECK(out[i].kind != transfer_kind::store);
+    CHECK(out[i].after == std::vector<uint64_t>{out[0].id});
+  }
+}
