@@ -48,6 +48,17 @@ TEST_CASE("kvtier bench serve --open steps each engine at the offered rates", "[
     CHECK(p["rows"]["lookup"]["count"].get<uint64_t>() >= 3 * steps);
     const auto& verbs = p["rows"]["verbs"];
     CHECK(verbs["p99_us"].get<double>() >= verbs["p50_us"].get<double>());
+    // The start-up split: every verb call in the second its step was due (one second here, so
+    // nothing after the first to compare it with).
+    uint64_t by_second = 0;
+    for (const auto& sec : p["verb_p99_by_second"])
+      by_second += sec["count"].get<uint64_t>();
+    CHECK(by_second == verbs["count"].get<uint64_t>());
+    CHECK(p["verb_p99_by_second"].size() == 1);
+    CHECK(p["first_second_verb_p99_us"].get<double>() ==
+          p["verb_p99_by_second"][0]["p99_us"].get<double>());
+    CHECK(p["after_first_second_verb_p99_us"].get<double>() == 0);
+    CHECK(p["first_second_over_steady"].get<double>() == 0);
     CHECK(p["within"].get<bool>());
   }
   CHECK(j["saturation_steps_per_s_per_engine"].get<double>() == 10);
