@@ -22,6 +22,8 @@ void transfer_tracker::reserve(uint32_t device_blocks, uint32_t host_blocks) {
     device_.resize(device_blocks);
   if (host_.size() < host_blocks)
     host_.resize(host_blocks);
+  if (host_written_in_.size() < host_blocks)
+    host_written_in_.resize(host_blocks);
 }
 
 void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
@@ -36,14 +38,20 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
   constexpr int kind_count = 6;
   for (auto& g : groups_)
     g.clear();
-  written_hosts_.clear();
+  ++batch_number_;
+  auto written = [&](block_id b) {
+    return b < host_written_in_.size() && host_written_in_[b] == batch_number_;
+  };
   for (const auto& o : orders) {
     if (o.kind == transfer_kind::store) {
-      groups_[written_hosts_.count(o.host_block) > 0 ? 5 : 0].push_back(o);
+      groups_[written(o.host_block) ? 5 : 0].push_back(o);
       continue;
     }
-    if (o.kind != transfer_kind::swap_in)  // every other kind writes its host block
-      written_hosts_.insert(o.host_block);
+    if (o.kind != transfer_kind::swap_in) {  // every other kind writes its host block
+      if (o.host_block >= host_written_in_.size())
+        host_written_in_.resize(std::max<size_t>(o.host_block + 1, 2 * host_written_in_.size()));
+      host_written_in_[o.host_block] = batch_number_;
+    }
     for (int k = 1; k < kind_count - 1; ++k)
       if (o.kind == kinds[k])
         groups_[k].push_back(o);

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <absl/container/inlined_vector.h>
 
 #include "model/cache/cache_model.hpp"
@@ -57,7 +56,10 @@ class transfer_tracker {
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
   std::vector<block_users> device_, host_;  // by block id, grown on demand
   std::vector<transfer_order> groups_[6];   // scratch: orders by kind, in batch()'s order
-  absl::flat_hash_set<block_id> written_hosts_;  // scratch: host blocks the batch writes so far
+  // Host blocks the batch writes so far: by host block, the number of the last batch that
+  // wrote it (a hash set cleared per batch gave back its table and regrew it every step).
+  std::vector<uint64_t> host_written_in_;
+  uint64_t batch_number_ = 0;
 };
 
 }  // namespace kvtier
