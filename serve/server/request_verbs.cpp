@@ -3,6 +3,7 @@
 // once it has loaded.
 
 #include <algorithm>
+#include <memory>
 
 #include "model/storage/storage_index.hpp"
 #include "serve/server/prompt_blocks.hpp"
@@ -71,23 +72,28 @@ bool after_engine_prefix(size_t first, const std::vector<cache_block>& blocks, p
 }  // namespace
 
 void do_lookup(self_ptr self, ctx& x, const engine_state& e) {
-  std::vector<cache_block> blocks;
-  if (auto bad = blocks_of(self, x.c.text, blocks))
+  // The prompt's blocks, shared by the continuations below rather than copied into each: a
+  // lookup is sent per waiting request and step, and its prompt has hundreds of blocks.
+  auto shared = std::make_shared<std::vector<cache_block>>();
+  const std::vector<cache_block>& blocks = *shared;
+  if (auto bad = blocks_of(self, x.c.text, *shared))
     return fail(self, x.to, error_kind::bad_request, *bad);
   std::optional<size_t> prefix = engine_prefix(self, x.c, blocks.size());
-  auto reply = [=](const prefix_hit& h, uint32_t storage_blocks, uint64_t storage_tokens) {
+  reply_to to = x.to;
+  auto reply = [self, to, n = static_cast<uint32_t>(blocks.size())](
+                 const prefix_hit& h, uint32_t storage_blocks, uint64_t storage_tokens) {
     for (auto& o : self->state.settings.observers)
-      o->on_hits(verb::lookup, static_cast<uint32_t>(blocks.size()), h.device_blocks,
-                 h.host_blocks, storage_blocks);
+      o->on_hits(verb::lookup, n, h.device_blocks, h.host_blocks, storage_blocks);
     msgpack::sbuffer buf;
-    encode_lookup_reply(buf, x.c.id, {h, storage_blocks, storage_tokens});
-    answer(self, x.to, buf);
+    encode_lookup_reply(buf, to.id, {h, storage_blocks, storage_tokens});
+    answer(self, to, buf);
   };
   bool storage = self->state.settings.storage;
   uint64_t ns = self->state.settings.storage_namespace;
   self->request(controller_of(self, e.stack), caf::infinite, prefix_lookup{blocks})
     .then(
-      [=](prefix_hit h) {
+      [self, shared, prefix, reply, storage, ns](prefix_hit h) {
+        const std::vector<cache_block>& blocks = *shared;
         size_t from = size_t{h.device_blocks} + h.host_blocks;
         if (prefix && !after_engine_prefix(*prefix, blocks, h, from))
           return reply({}, 0, 0);
@@ -98,16 +104,17 @@ void do_lookup(self_ptr self, ctx& x, const engine_state& e) {
           q.keys.push_back(make_storage_key(ns, blocks[i].hash));
         self->request(self->state.storage, caf::infinite, std::move(q))
           .then(
-            [=](const exists_reply& r) {
+            [shared, from, h, reply](const exists_reply& r) {
+              const std::vector<cache_block>& blocks = *shared;
               uint64_t tokens = 0;
               for (size_t i = from; i < from + r.leading && i < blocks.size(); ++i)
                 tokens += blocks[i].tokens;
               reply(h, r.leading, tokens);
             },
             // Storage that cannot answer holds nothing, as for the controller's own lookups.
-            [=](const caf::error&) { reply(h, 0, 0); });
+            [h, reply](const caf::error&) { reply(h, 0, 0); });
       },
-      [=](const caf::error& e) { self->quit(e); });
+      [self](const caf::error& e) { self->quit(e); });
 }
 
 namespace {
@@ -126,20 +133,21 @@ void reply_allocated(self_ptr self, const reply_to& to, const session::session_r
 // lookup sent behind it is answered after it, so its answer tells which case this is.
 void answer_when_arrived(self_ptr self, const ctx& x, uint64_t engine, uint32_t stack) {
   uint64_t req = x.c.req;
+  reply_to to = x.to;  // the reply needs no more of the call (its prompt is hundreds of blocks)
   self->request(controller_of(self, stack), caf::infinite, prefix_lookup{})
     .then(
-      [=](const prefix_hit&) {
+      [self, engine, req, to](const prefix_hit&) {
         auto en = self->state.engines.find(engine);
         if (en == self->state.engines.end())
           return;  // the engine left: nobody waits for the answer
         const session::session_request* r = en->second.session.find(req);
         if (!r)
-          return fail(self, x.to, error_kind::bad_request,
+          return fail(self, to, error_kind::bad_request,
                       "request " + std::to_string(req)
                         + " was finished before its allocation was answered");
-        reply_allocated(self, x.to, *r);
+        reply_allocated(self, to, *r);
       },
-      [=](const caf::error& err) { self->quit(err); });
+      [self](const caf::error& err) { self->quit(err); });
 }
 
 }  // namespace
