@@ -27,45 +27,25 @@ void transfer_tracker::reserve(uint32_t device_blocks, uint32_t host_blocks) {
 }
 
 void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vector<transfer>& out) {
-  // One transfer per kind, in this order: stores of host copies no earlier order of the batch
-  // writes (a host block evicted to storage and handed out again in the same commit: the
-  // store reads the old copy before the load or backup reusing it writes), write-backs (reused
-  // blocks wait for them), swap-ins (the step waits for them), backups, loads, then the stores
-  // of host blocks the batch itself writes first.
-  const transfer_kind kinds[] = {transfer_kind::store,  transfer_kind::write_back,
-                                 transfer_kind::swap_in, transfer_kind::backup,
-                                 transfer_kind::load,   transfer_kind::store};
-  constexpr int kind_count = 6;
-  for (auto& g : groups_)
-    g.clear();
-  ++batch_number_;
-  auto written = [&](block_id b) {
-    return b < host_written_in_.size() && host_written_in_[b] == batch_number_;
-  };
-  for (const auto& o : orders) {
-    if (o.kind == transfer_kind::store) {
-      groups_[written(o.host_block) ? 5 : 0].push_back(o);
-      continue;
-    }
-    if (o.kind != transfer_kind::swap_in) {  // every other kind writes its host block
-      if (o.host_block >= host_written_in_.size())
-        host_written_in_.resize(std::max<size_t>(o.host_block + 1, 2 * host_written_in_.size()));
-      host_written_in_[o.host_block] = batch_number_;
-    }
-    for (int k = 1; k < kind_count - 1; ++k)
-      if (o.kind == kinds[k])
-        groups_[k].push_back(o);
-  }
-  for (int k = 0; k < kind_count; ++k) {
+  // One transfer per kind, in group_kinds' order (transfer_tracker.hpp says why).
+  group_by_kind(orders);
+  for (int k = 0; k < group_count; ++k) {
     const std::vector<transfer_order>& group = groups_[k];
     if (group.empty())
       continue;
-    for (const transfer_order& o : group) {  // scattered entries: start loading them all
-      if (o.device_block < device_.size())
-        __builtin_prefetch(&device_[o.device_block]);
-      if (o.host_block < host_.size())
-        __builtin_prefetch(&host_[o.host_block]);
-    }
+    // The block entries are scattered: each order's are loaded a few orders ahead (all of a
+    // step's hundreds at once would only stall on the loads in flight).
+    constexpr size_t ahead = 8;
+    auto prefetch = [&](size_t i) {
+      if (i >= group.size())
+        return;
+      if (group[i].device_block < device_.size())
+        __builtin_prefetch(&device_[group[i].device_block]);
+      if (group[i].host_block < host_.size())
+        __builtin_prefetch(&host_[group[i].host_block]);
+    };
+    for (size_t i = 0; i < ahead; ++i)
+      prefetch(i);
     size_t first = 0;
     while (first < group.size()) {
       // A transfer's copies run in any order, so a block it writes must not be touched by
@@ -73,10 +53,11 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       // such an order starts the next transfer, which comes after this one.
       transfer t;
       t.id = next_id_++;
-      t.kind = kinds[k];
+      t.kind = group_kinds[k];
       t.blocks.reserve(group.size() - first);  // one allocation for a step's hundreds of blocks
       size_t end = first;
       for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
+        prefetch(end + ahead);
         const transfer_order& o = group[end];
         t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
         add_dependencies(t, o);
@@ -87,6 +68,34 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       out.push_back(std::move(t));
       first = end;
     }
+  }
+}
+
+// The orders into groups_ in batch()'s kind order. A store goes first unless an earlier order of
+// the batch writes its host block: the marks are kept only when the batch has a store to place.
+void transfer_tracker::group_by_kind(const std::vector<transfer_order>& orders) {
+  for (auto& g : groups_)
+    g.clear();
+  bool stores = std::any_of(orders.begin(), orders.end(), [](const transfer_order& o) {
+    return o.kind == transfer_kind::store;
+  });
+  ++batch_number_;
+  auto written = [&](block_id b) {
+    return b < host_written_in_.size() && host_written_in_[b] == batch_number_;
+  };
+  for (const auto& o : orders) {
+    if (o.kind == transfer_kind::store) {
+      groups_[written(o.host_block) ? 5 : 0].push_back(o);
+      continue;
+    }
+    if (stores && o.kind != transfer_kind::swap_in) {  // every other kind writes its host block
+      if (o.host_block >= host_written_in_.size())
+        host_written_in_.resize(std::max<size_t>(o.host_block + 1, 2 * host_written_in_.size()));
+      host_written_in_[o.host_block] = batch_number_;
+    }
+    for (int k = 1; k < group_count - 1; ++k)
+      if (o.kind == group_kinds[k])
+        groups_[k].push_back(o);
   }
 }
 

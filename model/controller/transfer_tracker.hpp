@@ -55,7 +55,18 @@ class transfer_tracker {
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> orders_;
   absl::flat_hash_map<uint64_t, std::vector<transfer_order>> fills_;  // pseudo-orders: claims
   std::vector<block_users> device_, host_;  // by block id, grown on demand
-  std::vector<transfer_order> groups_[6];   // scratch: orders by kind, in batch()'s order
+  void group_by_kind(const std::vector<transfer_order>& orders);
+
+  // batch()'s transfers, in order: stores of host copies no earlier order of the batch writes
+  // (a host block evicted to storage and handed out again in the same commit: the store reads
+  // the old copy before the load or backup reusing it writes), write-backs (reused blocks wait
+  // for them), swap-ins (the step waits for them), backups, loads, then the stores of host
+  // blocks the batch itself writes first.
+  static constexpr int group_count = 6;
+  static constexpr transfer_kind group_kinds[group_count] = {
+    transfer_kind::store, transfer_kind::write_back, transfer_kind::swap_in,
+    transfer_kind::backup, transfer_kind::load, transfer_kind::store};
+  std::vector<transfer_order> groups_[group_count];  // scratch: orders by kind, as group_kinds
   // Host blocks the batch writes so far: by host block, the number of the last batch that
   // wrote it (a hash set cleared per batch gave back its table and regrew it every step).
   std::vector<uint64_t> host_written_in_;
