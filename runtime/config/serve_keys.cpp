@@ -35,6 +35,9 @@ std::vector<option_spec> serve_key_specs() {
     {keys::serve::engine_slots, 1, 256, {}, false,
      "kvtier serve, serve.controller_stacks=per_engine: the stacks started; each engine takes "
      "the least-used one, and the host tier is split into this many equal shares"},
+    {keys::serve::io_threads, 1, 16, {}, false,
+     "kvtier serve: ZeroMQ I/O threads of the server's socket; the engines' connections are "
+     "spread over them (one moves every byte at 1)"},
   };
 }
 

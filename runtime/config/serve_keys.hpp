@@ -23,6 +23,7 @@ inline constexpr text_key events_socket{"serve.events_socket"};
 inline constexpr text_key lookups{"serve.lookups"};
 inline constexpr text_key controller_stacks{"serve.controller_stacks"};
 inline constexpr integer_key engine_slots{"serve.engine_slots"};
+inline constexpr integer_key io_threads{"serve.io_threads"};
 
 }  // namespace keys::serve
 

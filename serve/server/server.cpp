@@ -200,7 +200,7 @@ int run_server(const serve_job& job) {
   try {
     uint64_t rebuilt = rebuild_index(self, storage);
     socket_security security = security_of(job);
-    socket_loop loop(job.bind, plan.max_message_bytes, security);
+    socket_loop loop(job.bind, plan.max_message_bytes, security, plan.io_threads);
     // Made after the actors it reads.
     std::unique_ptr<serve_metrics> metrics =
       metrics_of(job, plan, sys, actors, events->publisher());

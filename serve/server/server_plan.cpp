@@ -105,6 +105,7 @@ server_plan plan_server(const serve_job& job) {
   const deployment_plan& d = p.deployment;
   p.client_timeout_s = job.cfg.number(keys::serve::client_timeout_s);
   p.max_message_bytes = static_cast<uint64_t>(job.cfg.integer(keys::serve::max_message_bytes));
+  p.io_threads = static_cast<int>(job.cfg.integer(keys::serve::io_threads));
   // Without prefix caching nothing matches, as the controller's own lookup answers.
   p.lookups = job.cfg.text(keys::serve::lookups) == "actor" ||
                   d.run.cache.caching == prefix_caching::off

@@ -27,6 +27,7 @@ struct server_plan {
   std::shared_ptr<cuda_device> gpu; ///< real mode (--backend cuda); null: modelled copies
   double client_timeout_s = 30;
   uint64_t max_message_bytes = 0;
+  int io_threads = 1;  ///< serve.io_threads
   lookup_path lookups = lookup_path::actor;
   controller_stacks stacks = controller_stacks::one;
   /// The deployment's instances, one per stack: one, or serve.engine_slots under per_engine.

@@ -71,8 +71,9 @@ class outbox {
 };
 
 socket_loop::socket_loop(const std::string& endpoint, uint64_t max_message_bytes,
-                         const socket_security& security)
-  : max_bytes_(max_message_bytes), router_(context_, zmq::socket_type::router),
+                         const socket_security& security, int io_threads)
+  : max_bytes_(max_message_bytes), context_(io_threads),
+    router_(context_, zmq::socket_type::router),
     monitor_(context_, zmq::socket_type::pair) {
   if (!security.curve_secret.empty() && !security.curve_clients.empty())
     gate_ = std::make_unique<curve_gate>(context_, security.curve_clients);

@@ -37,8 +37,9 @@ struct socket_security {
 class socket_loop {
  public:
   /// Binds `endpoint`: throws config_error for a bad one, std::runtime_error when it is taken.
+  /// `io_threads`: ZeroMQ's I/O threads; each engine's connection is served by one of them.
   socket_loop(const std::string& endpoint, uint64_t max_message_bytes,
-              const socket_security& security = {});
+              const socket_security& security = {}, int io_threads = 1);
   ~socket_loop();
   socket_loop(const socket_loop&) = delete;
   socket_loop& operator=(const socket_loop&) = delete;
@@ -77,7 +78,7 @@ class socket_loop {
                int& code);
 
   uint64_t max_bytes_;
-  zmq::context_t context_{1};
+  zmq::context_t context_;
   std::unique_ptr<curve_gate> gate_;  // before the router: libzmq asks it about handshakes
   zmq::socket_t router_;
   zmq::socket_t monitor_;

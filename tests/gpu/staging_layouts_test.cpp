@@ -13,6 +13,7 @@
 
 #include "gpu/staging_plan.hpp"
 #include "gpu/verify_pattern.hpp"
+#include "staging_run.hpp"
 #include "test_shapes.hpp"
 
 using namespace kvtier;
@@ -41,53 +42,24 @@ struct engine_memory {
   }
 };
 
-void copy_rows(const strided_copy& c, std::byte* host, std::byte* other, bool to_host) {
-  for (uint32_t r = 0; r < c.rows; ++r) {
-    std::byte* h = host + c.host_offset + r * c.host_pitch;
-    std::byte* o = other + c.other_offset + r * c.other_pitch;
-    std::memcpy(to_host ? h : o, to_host ? o : h, c.row_bytes);
-  }
-}
-
 void execute(engine_memory& m, const staging_plan& plan, transfer_direction d,
              const staging_limits& limits) {
-  bool h2d = d == transfer_direction::h2d;
   const kv_layout& l = m.layout;
-  uint64_t chunk = l.chunk_bytes();
-  for (const plan_step& step : plan.steps) {
-    // Runs of blocks are one span only in tensors of the default strides.
-    if (!l.default_strides())
+  // Runs of blocks are one span only in tensors of the default strides.
+  if (!l.default_strides())
+    for (const plan_step& step : plan.steps)
       REQUIRE(step.direct.empty());
-    for (const strided_copy& c : step.direct)
-      for (uint32_t r = 0; r < c.rows; ++r) {
-        // The arena offset names (layer, half, block); the engine's layer has its own base, as
-        // the CUDA backend's device_tensors::at maps it.
-        uint64_t at = c.other_offset + r * c.other_pitch;
-        uint64_t tensor = at / l.tensor_bytes();
-        std::byte* dev = m.device.data() + tensor / l.halves() * m.layer_bytes
-                         + tensor % l.halves() * l.tensor_bytes() + at % l.tensor_bytes();
-        std::byte* host = m.host.data() + c.host_offset + r * c.host_pitch;
-        std::memcpy(h2d ? dev : host, h2d ? host : dev, c.row_bytes);
-      }
-    for (const staged_slot& slot : step.slots) {
-      std::vector<std::byte> buf(limits.slot_bytes, std::byte{0});
-      if (h2d)
-        for (const strided_copy& c : slot.host_copies)
-          copy_rows(c, m.host.data(), buf.data(), false);
-      for (uint32_t j = 0; j < slot.window.slice_count; ++j) {
-        slice_ref r = slice_at(slot.window, j);
-        uint32_t block = plan.pairs[slot.window.first_pair + r.pair].device;
-        for (uint32_t h = 0; h < l.halves(); ++h) {
-          std::byte* dev = m.chunk(block, r.layer, static_cast<kv_half>(h));
-          std::byte* st = buf.data() + (l.halves() * j + h) * chunk;
-          std::memcpy(h2d ? dev : st, h2d ? st : dev, chunk);
-        }
-      }
-      if (!h2d)
-        for (const strided_copy& c : slot.host_copies)
-          copy_rows(c, m.host.data(), buf.data(), true);
-    }
-  }
+  // A direct copy's arena offset names (layer, half, block); the engine's layer has its own
+  // base, as the CUDA backend's device_tensors::at maps it.
+  auto device_at = [&](uint64_t at) {
+    uint64_t tensor = at / l.tensor_bytes();
+    return m.device.data() + tensor / l.halves() * m.layer_bytes
+           + tensor % l.halves() * l.tensor_bytes() + at % l.tensor_bytes();
+  };
+  gpu::test::run_plan(plan, d, limits, l.halves(), l.chunk_bytes(), m.host.data(), device_at,
+                      [&](uint32_t block, uint32_t layer, kv_half h) {
+                        return m.chunk(block, layer, h);
+                      });
 }
 
 std::vector<block_pair> pairs() {

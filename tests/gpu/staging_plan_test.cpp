@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/verify_pattern.hpp"
+#include "staging_run.hpp"
 #include "test_shapes.hpp"
 
 using namespace kvtier::gpu;
@@ -29,43 +30,15 @@ struct memory {
   std::vector<std::byte> host = std::vector<std::byte>(layout.host_bytes(), poison);
 };
 
-void copy_rows(const strided_copy& c, std::byte* host, std::byte* other, bool to_host) {
-  for (uint32_t r = 0; r < c.rows; ++r) {
-    std::byte* h = host + c.host_offset + r * c.host_pitch;
-    std::byte* o = other + c.other_offset + r * c.other_pitch;
-    std::memcpy(to_host ? h : o, to_host ? o : h, c.row_bytes);
-  }
-}
-
-/// What the CUDA backend does with a plan, with memcpy for DMA and loops for kernels.
+/// What the CUDA backend does with a plan (staging_run.hpp) over this test's arena.
 void execute(memory& m, const staging_plan& plan, transfer_direction d,
              const staging_limits& limits) {
-  bool h2d = d == transfer_direction::h2d;
-  uint64_t chunk = sizes.chunk_bytes();
-  for (const plan_step& step : plan.steps) {
-    for (const strided_copy& c : step.direct)
-      copy_rows(c, m.host.data(), m.device.data(), !h2d);
-    for (const staged_slot& slot : step.slots) {
-      REQUIRE(slot.buffer < limits.slot_count);
-      REQUIRE(slot.window.slice_count <= plan.slices_per_slot);
-      std::vector<std::byte> buf(limits.slot_bytes, std::byte{0});
-      if (h2d)
-        for (const strided_copy& c : slot.host_copies)
-          copy_rows(c, m.host.data(), buf.data(), false);
-      for (uint32_t j = 0; j < slot.window.slice_count; ++j) {
-        slice_ref r = slice_at(slot.window, j);
-        uint32_t block = plan.pairs[slot.window.first_pair + r.pair].device;
-        for (kv_half h : {kv_half::key, kv_half::value}) {
-          std::byte* dev = m.device.data() + m.layout.device_offset(block, r.layer, h);
-          std::byte* st = buf.data() + (2 * j + static_cast<uint32_t>(h)) * chunk;
-          std::memcpy(h2d ? dev : st, h2d ? st : dev, chunk);
-        }
-      }
-      if (!h2d)
-        for (const strided_copy& c : slot.host_copies)
-          copy_rows(c, m.host.data(), buf.data(), true);
-    }
-  }
+  test::run_plan(
+    plan, d, limits, 2, sizes.chunk_bytes(), m.host.data(),
+    [&](uint64_t offset) { return m.device.data() + offset; },
+    [&](uint32_t block, uint32_t layer, kv_half h) {
+      return m.device.data() + m.layout.device_offset(block, layer, h);
+    });
 }
 
 void fill_device_block(memory& m, uint32_t block, uint64_t hash) {

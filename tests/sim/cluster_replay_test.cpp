@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/driver/replay_driver.hpp"
+#include "tests/sim/verified_replay.hpp"
 #include "tests/storage/redis_cluster_servers.hpp"
 
 using namespace kvtier;
@@ -55,30 +56,13 @@ replay_job cluster_job(const fs::path& dir, const redis_cluster_servers& cluster
   return job;
 }
 
-void require_complete_and_verified(const replay_result& r) {
-  const auto& s = r.summary;
-  INFO(s["storage"].dump());
-  INFO(r.first_violation);
-  CHECK(s["requests"]["unfinished"] == 0);
-  CHECK(s["requests"]["finished"].get<uint64_t>() + s["requests"]["rejected"].get<uint64_t>() ==
-        static_cast<uint64_t>(requests));
-  CHECK(s["storage"]["payload_errors"] == 0);
-  CHECK(s["storage"]["corrupt"] == 0);
-  CHECK(s["invariants"]["violations"] == 0);
-  CHECK(s["storage"]["open_leases"] == 0);
-  CHECK(s["storage"]["pending_requests"] == 0);
-  CHECK(s["transfers"]["storage_loads"].get<uint64_t>() > 0);
-  CHECK(s["storage"]["payload_bytes_read"].get<uint64_t>() > 0);
-  CHECK_FALSE(r.failed());
-}
-
 }  // namespace
 
 TEST_CASE("a replay against a three-master redis cluster", "[storage][redis][cluster]") {
   temp_dir dir;
   redis_cluster_servers cluster(3, 0);
   replay_result result = run_replay_job(cluster_job(dir.path, cluster, 10));
-  require_complete_and_verified(result);
+  test::require_complete_and_verified(result, requests);
   const auto& st = result.summary["storage"];
   INFO(st.dump());
   CHECK(st["puts_dropped"] == 0);
@@ -120,7 +104,7 @@ TEST_CASE("a redis cluster master killed in the middle of a replay fails over",
   replay_result result = run_replay_job(job);
   REQUIRE(killed);
 
-  require_complete_and_verified(result);
+  test::require_complete_and_verified(result, requests);
   const auto& st = result.summary["storage"];
   INFO(st.dump());
   CHECK(st["node_downs"].get<uint64_t>() >= 1);

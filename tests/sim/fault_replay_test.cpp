@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/driver/replay_driver.hpp"
+#include "tests/sim/verified_replay.hpp"
 #include "tests/storage/redis_server.hpp"
 
 using namespace kvtier;
@@ -54,23 +55,6 @@ replay_job faulty_job(const fs::path& dir, const std::vector<std::string>& sets,
   return job;
 }
 
-void require_complete_and_verified(const replay_result& r) {
-  const auto& s = r.summary;
-  INFO(s["storage"].dump());
-  INFO(r.first_violation);
-  CHECK(s["requests"]["unfinished"] == 0);
-  CHECK(s["requests"]["finished"].get<uint64_t>() + s["requests"]["rejected"].get<uint64_t>() ==
-        static_cast<uint64_t>(requests));
-  CHECK(s["storage"]["payload_errors"] == 0);
-  CHECK(s["storage"]["corrupt"] == 0);
-  CHECK(s["invariants"]["violations"] == 0);
-  CHECK(s["storage"]["open_leases"] == 0);
-  CHECK(s["storage"]["pending_requests"] == 0);
-  CHECK(s["transfers"]["storage_loads"].get<uint64_t>() > 0);
-  CHECK(s["storage"]["payload_bytes_read"].get<uint64_t>() > 0);
-  CHECK_FALSE(r.failed());
-}
-
 }  // namespace
 
 TEST_CASE("a redis node killed in the middle of a replay and restarted", "[storage][faults][redis]") {
@@ -99,7 +83,7 @@ TEST_CASE("a redis node killed in the middle of a replay and restarted", "[stora
   replay_result result = run_replay_job(job);
   REQUIRE(down);
   REQUIRE(up);
-  require_complete_and_verified(result);
+  test::require_complete_and_verified(result, requests);
   const auto& st = result.summary["storage"];
   INFO("keys on the killed node: " << lost << "; storage: " << st.dump());
   CHECK(lost > 0);
@@ -126,7 +110,7 @@ TEST_CASE("a disk that fills in the middle of a replay", "[storage][faults][file
                                          "storage.file_dirs=[\"" + (dir.path / "n0").string() +
                                            "\",\"" + (dir.path / "n1").string() + "\"]"});
   replay_result result = run_replay_job(job);
-  require_complete_and_verified(result);
+  test::require_complete_and_verified(result, requests);
   const auto& st = result.summary["storage"];
   CHECK(st["puts_dropped"].get<uint64_t>() > 0);
   size_t temps = 0, blocks = 0;
@@ -149,7 +133,7 @@ TEST_CASE("the memory backend carries real bytes in virtual time without changin
   memory.clock = clock_mode::virtual_time;
   replay_result a = run_replay_job(model);
   replay_result b = run_replay_job(memory);
-  require_complete_and_verified(b);
+  test::require_complete_and_verified(b, requests);
   CHECK(a.summary["latency_ms"] == b.summary["latency_ms"]);
   CHECK(a.summary["transfers"] == b.summary["transfers"]);
   CHECK(a.summary["storage"]["read_service_s"] == b.summary["storage"]["read_service_s"]);
