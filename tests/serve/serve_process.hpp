@@ -38,6 +38,8 @@ class serve_process {
 
   std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
+  /// The server's process id (0 once stopped).
+  pid_t pid() const { return pid_; }
   /// What it printed so far (stdout and stderr).
   const std::string& output() {
     drain(0);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "tests/serve/serve_calls.hpp"
@@ -350,4 +351,33 @@ TEST_CASE("a client that disconnects mid-request has its blocks released after t
   CHECK(st.u64("requests") == 0);
   CHECK(stat_of(st, "controller", "invariant_violations") == 0);
   CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve.io_threads: the engines' connections are served by that many ZeroMQ I/O threads",
+          "[serve]") {
+  std::vector<std::string> args = small();
+  args.insert(args.end(), {"--set", "serve.io_threads=3"});
+  serve_process s(args);
+  std::vector<std::unique_ptr<client>> engines;
+  for (int e = 0; e < 3; ++e) {
+    engines.push_back(std::make_unique<client>(s.endpoint()));
+    reply h = engines.back()->call("hello", 4, [&](map_writer& w) {
+      w.key("versions").pack(std::vector<uint32_t>{1});
+      w.put_str("name", "e" + std::to_string(e));
+      w.put("block_size", 64);
+      put_default_model(w);
+    });
+    CHECK(h.u64("version") == 1);
+  }
+  int io = 0;  // libzmq names its I/O threads ZMQbg/IO/<n>
+  for (const auto& task : std::filesystem::directory_iterator(
+         "/proc/" + std::to_string(s.pid()) + "/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    io += name.rfind("ZMQbg/IO/", 0) == 0;
+  }
+  CHECK(io == 3);
+  REQUIRE_THROWS_WITH(serve_process({"--set", "serve.io_threads=0"}),
+                      Catch::Contains("exited 2") && Catch::Contains("serve.io_threads"));
 }
