@@ -24,6 +24,9 @@ struct inbound_call {
   std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
   uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
   std::optional<wire_error> error;   ///< the decoder's, when it failed
+  /// A hello: the stack the socket thread placed its engine on (engine_directory::place), whose
+  /// shard it goes to; the shard cancels the place when it registers no engine.
+  std::optional<uint32_t> placed;
   call c;
 };
 
@@ -48,7 +51,7 @@ struct inbound_calls {
   std::vector<answered_lookup> answered;  ///< lookups answered off the actor meanwhile
 };
 
-/// Where replies go: (connection, encoded reply). Called on the actor's thread.
+/// Where replies go: (connection, encoded reply). Called on the shards' threads.
 using reply_sink = std::function<void(uint64_t conn, std::string bytes)>;
 
 }  // namespace kvtier::serve

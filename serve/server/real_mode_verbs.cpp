@@ -147,7 +147,7 @@ void do_bench_swap(self_ptr self, ctx& x) {
   const auto& s = st.settings;
   const call& c = x.c;
   auto refuse = [&](const std::string& why) { fail(self, x.to, error_kind::bad_request, why); };
-  if (st.next_request != 1 || st.next_step != 1)
+  if (st.directory->next_request.load() != 1 || st.directory->next_step.load() != 1)
     return refuse("bench_swap overwrites device and host blocks: it runs only before the "
                   "server's first allocate and step");
   if (!s.gpu || !s.gpu->attached())

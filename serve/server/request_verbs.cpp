@@ -174,7 +174,7 @@ void do_allocate(self_ptr self, ctx& x, engine_state& e, uint64_t engine) {
   for (size_t i = 0; table && i < blocks.size(); ++i)
     if (blocks[i].tokens == st.settings.block_size)
       table->remember(blocks[i].hash, std::move(origins[i]));
-  request_id global = st.next_request++;
+  request_id global = st.directory->next_request++;
   if (auto bad = e.session.allocate(c.req, global, blocks))
     return fail(self, x.to, error_kind::bad_request, *bad);
   uint32_t stack = e.stack;

@@ -25,10 +25,10 @@ namespace {
 
 // The actors a server runs: its deployment, the storage pool and, per controller stack, one
 // instance's cache controller and transfer engine (no scheduler: the engine is the scheduler),
-// then the server actor in front of them.
+// then a server actor in front of each stack (its shard).
 struct served_actors {
   deployment deployed;
-  caf::actor server;
+  std::vector<caf::actor> shards;  // the server actors, one per stack
 
   std::vector<cache_controller_actor> controllers() const {
     std::vector<cache_controller_actor> out;
@@ -43,12 +43,14 @@ struct served_actors {
     return out;
   }
   void stop() const {
-    if (server)
-      caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
+    for (const caf::actor& shard : shards)
+      caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
     stop_deployment(deployed);
   }
   void wait_for(caf::scoped_actor& self) const {
-    self->wait_for(server, deployed.storage);
+    for (const caf::actor& shard : shards)
+      self->wait_for(shard);
+    self->wait_for(deployed.storage);
     for (const instance& x : deployed.instances)
       self->wait_for(x.controller, x.engine);
   }
@@ -212,12 +214,14 @@ int run_server(const serve_job& job) {
     if (!security.curve_secret.empty() && job.on_ready)
       job.on_ready(curve_line(security));
     loop.answer_lookups(off_actor);
-    actors.server =
-      spawn_server_actor(sys, std::move(settings), actors.controllers(), storage, loop.sink());
-    if (plan.gpu)
-      hook_swap_ins(*plan.gpu, actors.server);
+    auto directory = std::make_shared<engine_directory>(
+      static_cast<uint32_t>(plan.deployment.instances.size()));
+    actors.shards =
+      spawn_server_shards(sys, settings, actors.controllers(), storage, loop.sink(), directory);
+    if (plan.gpu)  // real mode runs one stack (server_plan.cpp)
+      hook_swap_ins(*plan.gpu, actors.shards.front());
     announce(job, loop.endpoint(), rebuilt, *events, metrics.get());
-    int code = loop.run(self, actors.server, actors.controllers());
+    int code = loop.run(self, actors.shards, *directory, actors.controllers());
     actors.stop();
     actors.wait_for(self);
     return code;

@@ -52,13 +52,13 @@ void note_session_fault(self_ptr self, const std::string& what) {
 // -- engines and their requests ------------------------------------------------------------------
 
 const cache_controller_actor& controller_of(self_ptr self, uint32_t stack) {
-  return self->state.stacks.at(stack).controller;
+  return self->state.controllers.at(stack);
 }
 
 // Answered by the controller when its blocks are released; a grant the engine no longer waits
 // for is dropped.
 void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then) {
-  c.step = self->state.next_step++;  // increasing at every stack too
+  c.step = self->state.directory->next_step++;  // increasing at every stack too
   self->request(controller_of(self, stack), caf::infinite, std::move(c))
     .then([then](const grant& g) { then(g); },
           // No controller: the server cannot serve; it stops with it.
@@ -100,26 +100,8 @@ void drop_engine(self_ptr self, uint64_t engine) {
     o->on_engine(engine, it->second.name, false, released);
   if (st.settings.off_actor)
     st.settings.off_actor->engine_dropped(engine);
-  stack_state& stack = st.stacks.at(it->second.stack);
-  KVTIER_ASSERT(stack.engines > 0);
-  --stack.engines;
-  stack.last_engine = it->second.name;
+  st.directory->leave(it->second.stack, it->second.conn, it->second.name);
   st.engines.erase(it);
-}
-
-// A restarted engine finds its host copies in the stack it left; any other engine takes the
-// stack serving the fewest (the first of those), so that up to serve.engine_slots engines get
-// one each.
-uint32_t choose_stack(self_ptr self, const std::string& name) {
-  const std::vector<stack_state>& stacks = self->state.stacks;
-  uint32_t best = 0;
-  for (uint32_t k = 0; k < stacks.size(); ++k) {
-    if (stacks[k].engines == 0 && !name.empty() && stacks[k].last_engine == name)
-      return k;
-    if (stacks[k].engines < stacks[best].engines)
-      best = k;
-  }
-  return best;
 }
 
 // -- the behaviour ------------------------------------------------------------------------------
@@ -175,14 +157,27 @@ engine_state* engine_of(self_ptr self, const ctx& x) {
   return &it->second;
 }
 
+// A hello the socket thread placed on this shard's stack: its place is given back unless an
+// engine registered.
+void on_hello(self_ptr self, inbound_call& in, const reply_to& to) {
+  auto& st = self->state;
+  uint64_t registered = st.counters.engines_registered;
+  if (admissible(self, in, to)) {
+    ctx x{to, std::move(in.c)};
+    do_hello(self, x);
+  }
+  if (in.placed && st.counters.engines_registered == registered)
+    st.directory->cancel(*in.placed, in.conn);
+}
+
 void on_call(self_ptr self, inbound_call& in) {
   reply_to to{in.conn, in.c.op, in.c.id, in.since, in.oversize == 0 && in.c.op_given};
+  if (in.placed || in.c.op == verb::hello)
+    return on_hello(self, in, to);
   if (!admissible(self, in, to))
     return;
   ctx x{to, std::move(in.c)};
   const call& c = x.c;
-  if (c.op == verb::hello)
-    return do_hello(self, x);
   if (c.op == verb::ping)
     return do_ping(self, x);
   if (c.op == verb::stats)
@@ -233,15 +228,17 @@ void sweep_timeouts(self_ptr self) {
 }
 
 caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_settings settings,
-                              std::vector<cache_controller_actor> controllers,
-                              storage_actor storage, reply_sink sink) {
+                              uint32_t stack, server_shared shared) {
   auto& st = self->state;
   st.settings = std::move(settings);
-  KVTIER_ASSERT(!controllers.empty());
-  for (cache_controller_actor& c : controllers)
-    st.stacks.push_back({std::move(c), 0, {}});
-  st.storage = std::move(storage);
-  st.sink = std::move(sink);
+  KVTIER_ASSERT(stack < shared.controllers.size());
+  KVTIER_ASSERT(shared.directory && shared.directory->stacks() == shared.controllers.size());
+  st.stack = stack;
+  st.controllers = std::move(shared.controllers);
+  st.shards = std::move(shared.shards);
+  st.directory = std::move(shared.directory);
+  st.storage = std::move(shared.storage);
+  st.sink = std::move(shared.sink);
   auto tick = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(std::clamp(st.settings.client_timeout_s / 4, 0.01, 1.0)));
   self->delayed_send(self, tick, wake_atom_v, uint64_t{0});
@@ -276,24 +273,24 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
       }
       return released;
     },
-    [=](report_atom) -> caf::result<uint64_t, uint64_t, uint64_t> {
-      // live requests, engines, requests the controller still knows of through this server
-      auto& s = self->state;
-      uint64_t live = 0;
-      for (auto& [id, e] : s.engines)
-        live += e.session.size();
-      return {live, static_cast<uint64_t>(s.engines.size()), live + s.orphans.size()};
-    },
+    [=](report_atom, caf::get_atom) -> std::vector<uint64_t> { return stats_part(self); },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
-                              std::vector<cache_controller_actor> controllers,
-                              storage_actor storage, reply_sink sink) {
-  return sys.spawn(server_behavior, std::move(settings), std::move(controllers),
-                   std::move(storage), std::move(sink));
+std::vector<caf::actor> spawn_server_shards(caf::actor_system& sys, const server_settings& settings,
+                                            std::vector<cache_controller_actor> controllers,
+                                            storage_actor storage, reply_sink sink,
+                                            std::shared_ptr<engine_directory> directory) {
+  KVTIER_ASSERT(!controllers.empty());
+  auto shards = std::make_shared<std::vector<caf::actor>>();
+  shards->reserve(controllers.size());  // read by the shards only once calls come
+  server_shared shared{std::move(controllers), shards, std::move(directory), std::move(storage),
+                       std::move(sink)};
+  for (uint32_t k = 0; k < shared.controllers.size(); ++k)
+    shards->push_back(sys.spawn(server_behavior, settings, k, shared));
+  return *shards;
 }
 
 }  // namespace kvtier::serve

@@ -1,10 +1,11 @@
 #pragma once
 
-// The server's front end actor: takes each call the socket thread decoded, keeps every engine's
-// session (model/session/engine_session.hpp: the engine's request ids mapped onto the
-// controller's, each request's state checked before anything reaches the controller, so that
-// nothing an engine sends can break it), and forwards the block work to the cache controller as
-// the scheduler would. Replies go to an outbox that the socket thread drains (socket_loop.hpp).
+// The server's front end actors, one per controller stack (shards): each takes the calls the
+// socket thread decoded for the engines on its stack, keeps their sessions
+// (model/session/engine_session.hpp: the engine's request ids mapped onto the controller's, each
+// request's state checked before anything reaches the controller, so that nothing an engine
+// sends can break it), and forwards the block work to its stack's cache controller as the
+// scheduler would. Replies go to an outbox that the socket thread drains (socket_loop.hpp).
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "actors/messages.hpp"
 #include "core/run_modes.hpp"
 #include "observe/events/block_origins.hpp"
+#include "serve/server/engine_directory.hpp"
 #include "serve/server/inbound_calls.hpp"
 #include "serve/server/observe/observer.hpp"
 #include "serve/server/off_actor_lookups.hpp"
@@ -55,13 +57,26 @@ struct server_settings {
   std::shared_ptr<const std::atomic<uint64_t>> refused_connections;
 };
 
-/// Messages it takes: inbound_calls, calls in arrival order; (gpu_done_atom, transfer, slot,
-/// record, [device block, hash]...) real mode: a swap-in was submitted and its slot's IPC
-/// events recorded; (run_atom) shutting down: it releases every engine's requests and refuses new work,
-/// answered with the count released.
-/// `controllers`: one per controller stack (server_plan.hpp), at least one.
-caf::actor spawn_server_actor(caf::actor_system& sys, server_settings settings,
-                              std::vector<cache_controller_actor> controllers,
-                              storage_actor storage, reply_sink sink);
+/// What every shard shares: every stack's controller, by stack; every shard's handle (filled
+/// as they are spawned); the directory placing engines on stacks; storage; the replies' sink.
+struct server_shared {
+  std::vector<cache_controller_actor> controllers;
+  std::shared_ptr<std::vector<caf::actor>> shards;
+  std::shared_ptr<engine_directory> directory;
+  storage_actor storage;
+  reply_sink sink;
+};
+
+/// One server actor per controller stack (`controllers`, server_plan.hpp: one, or one per engine
+/// slot), by stack; each serves the engines the socket thread places on its stack
+/// (`directory`, made for as many stacks). Messages each takes: inbound_calls, calls in arrival
+/// order; (gpu_done_atom, transfer, slot, record, [device block, hash]...) real mode (one stack):
+/// a swap-in was submitted and its slot's IPC events recorded; (run_atom) shutting down: it
+/// releases its engines' requests and refuses new work, answered with the count released;
+/// (report_atom, get_atom) its part of `stats` (stats_part).
+std::vector<caf::actor> spawn_server_shards(caf::actor_system& sys, const server_settings& settings,
+                                            std::vector<cache_controller_actor> controllers,
+                                            storage_actor storage, reply_sink sink,
+                                            std::shared_ptr<engine_directory> directory);
 
 }  // namespace kvtier::serve

@@ -1,11 +1,12 @@
 #pragma once
 
-// The server actor's state and what its verb handlers share (one file per group of verbs:
-// session_verbs.cpp, request_verbs.cpp, step_verbs.cpp, real_mode_verbs.cpp; server_actor.cpp
-// keeps the behaviour and dispatches each call). Each engine's requests and their states are its
-// engine_session's (model/session/); the actor keeps what crosses engines: the connections, the
-// controllers' request and step numbers, which controller stack serves each engine, real mode's
-// swap-ins. Every function here runs on the actor's thread.
+// A server actor's state (one shard's: one per controller stack) and what its verb handlers share
+// (one file per group of verbs: session_verbs.cpp, request_verbs.cpp, step_verbs.cpp,
+// real_mode_verbs.cpp; server_actor.cpp keeps the behaviour and dispatches each call). Each
+// engine's requests and their states are its engine_session's (model/session/); the actor keeps
+// what crosses its engines: their connections, the requests orphaned by an engine that left, real
+// mode's swap-ins; what crosses shards is the engine_directory's. Every function here runs on the
+// actor's thread.
 
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,7 @@
 
 #include "core/check.hpp"
 #include "model/session/engine_session.hpp"
+#include "serve/server/engine_directory.hpp"
 #include "serve/server/server_actor.hpp"
 #include "serve/wire/map_writer.hpp"
 
@@ -40,7 +42,7 @@ struct reply_to {
 };
 
 /// A registered engine: its connection, when it was last heard from, the protocol version its
-/// hello chose, the controller stack serving it, and its session.
+/// hello chose, the controller stack serving it (its shard's), and its session.
 struct engine_state {
   std::string name;
   uint64_t conn = 0;
@@ -50,28 +52,25 @@ struct engine_state {
   session::engine_session session;
 };
 
-/// A controller stack (docs/design.md, "Controller stacks"): its controller, the engines it
-/// serves now, and the name of the last engine it served (a restarted engine of that name
-/// takes it again, and with it the host copies it left).
-struct stack_state {
-  cache_controller_actor controller;
-  uint32_t engines = 0;
-  std::string last_engine;
-};
-
+/// One shard of the server (docs/design.md, "Controller stacks"): the server actor of one
+/// controller stack, serving the engines the socket thread placed on it (engine_directory.hpp).
+/// With one stack it is the only shard and serves every engine.
 struct server_state {
   static inline const char* name = "serve";
   server_settings settings;
-  std::vector<stack_state> stacks;  ///< one, or one per engine slot
+  uint32_t stack = 0;  ///< the stack this shard serves
+  /// Every stack's controller, by stack (stats sums their reports); this shard sends block work
+  /// to its own only.
+  std::vector<cache_controller_actor> controllers;
+  /// Every shard, by stack, this one included (stats sums their counters); set before any call.
+  std::shared_ptr<std::vector<caf::actor>> shards;
+  std::shared_ptr<engine_directory> directory;
   storage_actor storage;
   reply_sink sink;
   serve_counters counters;
   std::map<uint64_t, engine_state> engines;
   /// The controller's ids of requests still loading whose engine left: finished once loaded.
   std::unordered_set<request_id> orphans;
-  uint64_t next_engine = 1;
-  request_id next_request = 1;
-  uint64_t next_step = 1;  // the controller's step numbers, unique across engines
   bool stopping = false;
   /// Controller answers a session refused (only a fault of the server's own makes one):
   /// reported with the controller's invariant violations in `stats`.
@@ -110,8 +109,6 @@ void note_session_fault(self_ptr self, const std::string& what);
 const cache_controller_actor& controller_of(self_ptr self, uint32_t stack);
 /// Sends `c` to stack `stack` under the next server-wide step number; `then` gets the grant.
 void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then);
-/// The stack a new engine named `name` takes: a free one it last used, else the least used.
-uint32_t choose_stack(self_ptr self, const std::string& name);
 /// Releases every request of `engine` and forgets it.
 void drop_engine(self_ptr self, uint64_t engine);
 
@@ -127,6 +124,9 @@ void do_hello(self_ptr self, ctx& x);
 void do_ping(self_ptr self, ctx& x);
 void do_bye(self_ptr self, ctx& x, engine_state& e, uint64_t engine);
 void do_stats(self_ptr self, ctx& x);
+/// This shard's part of `stats`: engines, live requests, its sessions' invariant violations,
+/// then its counters' calls and errors (verb and error_kind order); do_stats sums every shard's.
+std::vector<uint64_t> stats_part(self_ptr self);
 
 // -- request verbs: lookup, allocate, wait (request_verbs.cpp) ----------------------------------
 

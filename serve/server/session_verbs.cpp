@@ -83,7 +83,7 @@ std::vector<std::string> tiers_of(const server_settings& s) {
 uint64_t register_engine(self_ptr self, const ctx& x, uint32_t version) {
   auto& st = self->state;
   const auto& s = st.settings;
-  uint64_t id = st.next_engine++;
+  uint64_t id = st.directory->next_engine++;
   session::session_options o;
   o.owner = version >= engine_tier_version ? session::device_owner::engine
                                            : session::device_owner::kvtier;
@@ -94,8 +94,7 @@ uint64_t register_engine(self_ptr self, const ctx& x, uint32_t version) {
   e.conn = x.to.conn;
   e.last_seen = steady::now();
   e.version = version;
-  e.stack = choose_stack(self, e.name);
-  ++st.stacks[e.stack].engines;
+  e.stack = st.stack;
   e.session = session::engine_session(o);
   if (s.off_actor)
     s.off_actor->engine_registered(id, x.to.conn, version, e.stack);
@@ -192,18 +191,26 @@ uint64_t session_violations(self_ptr self) {
   return report.violations + st.session_faults;
 }
 
-void send_stats(self_ptr self, const ctx& x, const controller_report& cr,
-                const storage_report& sr) {
+// Every shard's part (stats_part) and every stack's report, summed.
+struct gathered_stats {
+  stats_answer answer;
+  size_t shards_left = 0;
+  size_t stacks_left = 0;
+};
+
+void add_part(stats_answer& a, const std::vector<uint64_t>& part) {
+  KVTIER_ASSERT(part.size() == 3 + verb_count + error_kind_count);
+  a.engines += part[0];
+  a.requests += part[1];
+  a.controller.invariant_violations += part[2];
+  for (size_t i = 0; i < verb_count; ++i)
+    a.calls[i] += part[3 + i];
+  for (size_t i = 0; i < error_kind_count; ++i)
+    a.errors[i] += part[3 + verb_count + i];
+}
+
+void send_stats(self_ptr self, const ctx& x, stats_answer& a) {
   auto& st = self->state;
-  stats_answer a;
-  a.engines = st.engines.size();
-  for (auto& [id, e] : st.engines)
-    a.requests += e.session.size();
-  std::copy(std::begin(st.counters.calls), std::end(st.counters.calls), a.calls.begin());
-  std::copy(std::begin(st.counters.errors), std::end(st.counters.errors), a.errors.begin());
-  a.controller = cr;
-  a.controller.invariant_violations += session_violations(self);
-  a.storage = sr;
   a.now_ns = now_ns(self);
   if (st.settings.refused_connections)
     a.refused_connections = st.settings.refused_connections->load();
@@ -212,27 +219,56 @@ void send_stats(self_ptr self, const ctx& x, const controller_report& cr,
   answer(self, x.to, buf);
 }
 
+// Storage's report last, once every shard and stack has answered.
+void when_gathered(self_ptr self, const ctx& x, const std::shared_ptr<gathered_stats>& all) {
+  if (all->shards_left > 0 || all->stacks_left > 0)
+    return;
+  self->request(self->state.storage, caf::infinite, report_atom_v)
+    .then(
+      [=](const storage_report& sr) {
+        all->answer.storage = sr;
+        send_stats(self, x, all->answer);
+      },
+      [=](const caf::error& e) { self->quit(e); });
+}
+
 }  // namespace
 
-// The stacks' reports summed as a cluster replay sums its instances' (model/messages/report_sum.hpp),
-// then storage's: the reply goes once every stack has answered.
+std::vector<uint64_t> stats_part(self_ptr self) {
+  auto& st = self->state;
+  std::vector<uint64_t> part = {st.engines.size(), 0, session_violations(self)};
+  for (auto& [id, e] : st.engines)
+    part[1] += e.session.size();
+  part.insert(part.end(), std::begin(st.counters.calls), std::end(st.counters.calls));
+  part.insert(part.end(), std::begin(st.counters.errors), std::end(st.counters.errors));
+  return part;
+}
+
+// Every shard's counters and every stack's report summed, as a cluster replay sums its
+// instances' (model/messages/report_sum.hpp), then storage's. The invariant violations the
+// shards report join the stacks' controllers'. This shard's part comes through its mailbox as
+// the others' do, after the calls it has already taken.
 void do_stats(self_ptr self, ctx& x) {
-  struct gathered {
-    controller_report sum;
-    size_t left = 0;
-  };
-  auto all = std::make_shared<gathered>();
-  all->left = self->state.stacks.size();
-  for (uint32_t k = 0; k < self->state.stacks.size(); ++k)
-    self->request(controller_of(self, k), caf::infinite, report_atom_v)
+  auto& st = self->state;
+  auto all = std::make_shared<gathered_stats>();
+  all->shards_left = st.shards->size();
+  all->stacks_left = st.controllers.size();
+  for (const caf::actor& shard : *st.shards)
+    self->request(shard, caf::infinite, report_atom_v, caf::get_atom_v)
+      .then(
+        [=](const std::vector<uint64_t>& part) {
+          add_part(all->answer, part);
+          --all->shards_left;
+          when_gathered(self, x, all);
+        },
+        [=](const caf::error& e) { self->quit(e); });
+  for (const cache_controller_actor& controller : st.controllers)
+    self->request(controller, caf::infinite, report_atom_v)
       .then(
         [=](const controller_report& cr) {
-          all->sum += cr;
-          if (--all->left > 0)
-            return;
-          self->request(self->state.storage, caf::infinite, report_atom_v)
-            .then([=](const storage_report& sr) { send_stats(self, x, all->sum, sr); },
-                  [=](const caf::error& e) { self->quit(e); });
+          all->answer.controller += cr;  // adds violations: the shards' come in either order
+          --all->stacks_left;
+          when_gathered(self, x, all);
         },
         [=](const caf::error& e) { self->quit(e); });
 }

@@ -112,8 +112,11 @@ reply_sink socket_loop::sink() const {
   return [box = box_](uint64_t conn, std::string bytes) { box->push(conn, std::move(bytes)); };
 }
 
-int socket_loop::run(caf::scoped_actor& self, const caf::actor& server,
+int socket_loop::run(caf::scoped_actor& self, const std::vector<caf::actor>& shards,
+                     engine_directory& directory,
                      const std::vector<cache_controller_actor>& controllers) {
+  KVTIER_ASSERT(!shards.empty() && shards.size() == directory.stacks());
+  inbound_.assign(shards.size(), inbound_calls{});
   set_stop_wake_fd(box_->fd);
   bool stopping = false;
   int code = 0;
@@ -121,14 +124,15 @@ int socket_loop::run(caf::scoped_actor& self, const caf::actor& server,
     wait_for_work(stopping);
     flush_outbox();
     if (items_[0].revents & ZMQ_POLLIN) {
-      read_calls();
-      hand_over(server);
+      read_calls(directory);
+      hand_over(shards);
     }
     if (stop_requested() && !stopping) {
       stopping = true;
       deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      self->request(server, caf::infinite, run_atom_v)
-        .receive([](uint64_t) {}, [](const caf::error&) {});
+      for (const caf::actor& shard : shards)
+        self->request(shard, caf::infinite, run_atom_v)
+          .receive([](uint64_t) {}, [](const caf::error&) {});
     }
     if (stopping && stopped(self, controllers, code))
       break;
@@ -195,8 +199,22 @@ void socket_loop::send_to(const envelope& env, const std::string& bytes) {
   router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
 }
 
+// The shard a call goes to: a hello's engine is placed on a stack now (and its connection's
+// later calls follow it there); any other call goes where its connection's engines are, or to
+// shard 0 from a connection that has said no hello (ping, stats, attach, or an error to answer).
+uint32_t socket_loop::shard_of(inbound_call& in, engine_directory& directory) {
+  if (in.c.op == verb::hello && in.oversize == 0 && !in.error) {
+    uint32_t stack = directory.place(in.conn, in.c.name);
+    in.placed = stack;
+    shard_of_conn_[in.conn] = stack;
+    return stack;
+  }
+  auto it = shard_of_conn_.find(in.conn);
+  return it == shard_of_conn_.end() ? 0 : it->second;
+}
+
 // Reads and decodes every call waiting on the socket (at most 256 per wake-up).
-void socket_loop::read_calls() {
+void socket_loop::read_calls(engine_directory& directory) {
   for (int budget = 0; budget < 256; ++budget) {
     frames_.clear();
     zmq::message_t part;
@@ -230,7 +248,8 @@ void socket_loop::read_calls() {
     if (answered_here(env, in))
       continue;
     ++unanswered_[in.conn];
-    inbound_.calls.push_back(std::move(in));
+    uint32_t shard = shard_of(in, directory);
+    inbound_[shard].calls.push_back(std::move(in));
   }
 }
 
@@ -248,16 +267,21 @@ bool socket_loop::answered_here(const envelope& env, const inbound_call& in) {
   record.latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - in.since)
                         .count();
-  inbound_.answered.push_back(record);
+  auto shard = shard_of_conn_.find(in.conn);  // a registered engine's: its hello placed it
+  inbound_[shard == shard_of_conn_.end() ? 0 : shard->second].answered.push_back(record);
   return true;
 }
 
-// One message per wake-up: a burst of calls costs the actor's thread one mailbox wake-up.
-void socket_loop::hand_over(const caf::actor& server) {
-  if (inbound_.calls.empty() && inbound_.answered.empty())
-    return;
-  caf::anon_send(server, std::move(inbound_));
-  inbound_ = {};
+// One message per shard and wake-up: a burst of calls costs a shard's thread one mailbox
+// wake-up.
+void socket_loop::hand_over(const std::vector<caf::actor>& shards) {
+  for (size_t k = 0; k < shards.size(); ++k) {
+    inbound_calls& in = inbound_[k];
+    if (in.calls.empty() && in.answered.empty())
+      continue;
+    caf::anon_send(shards[k], std::move(in));
+    in = {};
+  }
 }
 
 // In-flight copies finish: a controller is idle once every transfer it issued has landed.

@@ -1,10 +1,11 @@
 #pragma once
 
 // The socket thread of `kvtier serve` (docs/design.md, "Beside an engine"): it owns the ROUTER
-// socket, reads and decodes every call waiting on it and hands them to the server actor as one
-// message per wake-up, and sends the replies the actor leaves in its outbox. It also runs the
-// clean stop: after a stop signal the server releases every engine's requests, and the loop
-// goes on until the controller's copies have landed (at most 30 s).
+// socket, reads and decodes every call waiting on it and hands them to the server actors as one
+// message per shard and wake-up (each connection's calls to the shard of the stack its engines
+// were placed on at hello, engine_directory.hpp), and sends the replies the shards leave in its
+// outbox. It also runs the clean stop: after a stop signal the server releases every engine's
+// requests, and the loop goes on until the controllers' copies have landed (at most 30 s).
 
 #include <chrono>
 #include <atomic>
@@ -20,6 +21,7 @@
 
 #include "actors/messages.hpp"
 #include "serve/server/curve_gate.hpp"
+#include "serve/server/engine_directory.hpp"
 #include "serve/server/inbound_calls.hpp"
 
 namespace kvtier::serve {
@@ -56,9 +58,10 @@ class socket_loop {
     off_actor_ = std::move(lookups);
   }
   /// Serves until a stop signal and the stop after it; returns the exit code (1 when copies
-  /// of any of `controllers` were still in flight after 30 s).
-  int run(caf::scoped_actor& self, const caf::actor& server,
-          const std::vector<cache_controller_actor>& controllers);
+  /// of any of `controllers` were still in flight after 30 s). `shards`: the server actors, by
+  /// stack of `directory`.
+  int run(caf::scoped_actor& self, const std::vector<caf::actor>& shards,
+          engine_directory& directory, const std::vector<cache_controller_actor>& controllers);
 
  private:
   // A client's routing envelope (its identity, and the empty delimiter a REQ socket adds).
@@ -71,9 +74,10 @@ class socket_loop {
   void read_monitor();
   void flush_outbox();
   void send_to(const envelope& env, const std::string& bytes);
-  void read_calls();
+  void read_calls(engine_directory& directory);
+  uint32_t shard_of(inbound_call& in, engine_directory& directory);
   bool answered_here(const envelope& env, const inbound_call& in);
-  void hand_over(const caf::actor& server);
+  void hand_over(const std::vector<caf::actor>& shards);
   bool stopped(caf::scoped_actor& self, const std::vector<cache_controller_actor>& controllers,
                int& code);
 
@@ -90,7 +94,9 @@ class socket_loop {
   uint64_t next_conn_ = 1;
   std::vector<std::pair<uint64_t, std::string>> batch_;
   std::vector<zmq::message_t> frames_;
-  inbound_calls inbound_;
+  std::vector<inbound_calls> inbound_;  // by shard
+  // The stack each connection's engines were placed on (its last hello's); absent: shard 0.
+  std::unordered_map<uint64_t, uint32_t> shard_of_conn_;
   std::shared_ptr<off_actor_lookups> off_actor_;
   // Calls of each connection handed to the actor and not answered yet: a lookup is answered off
   // the actor only when its connection has none (every earlier call answered).
