@@ -29,6 +29,18 @@ uint32_t engine_directory::place(uint64_t conn, const std::string& name) {
   return c.stack;
 }
 
+uint32_t engine_directory::join(uint32_t stack, uint64_t conn) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  KVTIER_ASSERT(stack < stacks_.size());
+  conn_use& c = conns_[conn];
+  // The socket thread routes a placed connection's calls to one shard: its engines' stack.
+  KVTIER_ASSERT(c.engines == 0 || c.stack == stack);
+  c.stack = stack;
+  ++c.engines;
+  ++stacks_[stack].engines;
+  return stack;
+}
+
 void engine_directory::release(uint32_t stack, uint64_t conn) {
   auto it = conns_.find(conn);
   KVTIER_ASSERT(it != conns_.end() && it->second.engines > 0 && it->second.stack == stack);

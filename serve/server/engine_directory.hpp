@@ -23,12 +23,15 @@ class engine_directory {
 
   uint32_t stacks() const { return static_cast<uint32_t>(stacks_.size()); }
 
-  /// The socket thread, at a hello on `conn` from an engine named `name`: the stack that will
-  /// serve it, counted as serving it from now on. A connection with engines still registered
-  /// keeps their stack; otherwise the free stack an engine of that name last left (a restarted
+  /// The socket thread, at a hello it decoded on `conn` from an engine named `name`: the stack
+  /// that will serve it, counted as serving it from now on. A connection with engines still
+  /// registered keeps their stack; otherwise the free stack an engine of that name last left (a restarted
   /// engine finds the host copies it left), else the stack serving the fewest (the first of
   /// those), so that up to one engine per stack each get their own.
   uint32_t place(uint64_t conn, const std::string& name);
+  /// The shard of `stack`, at a hello it decoded itself (on a connection already placed there):
+  /// counted as serving one more engine of `conn`; returns `stack`.
+  uint32_t join(uint32_t stack, uint64_t conn);
   /// The shard: the hello placed on `stack` registered no engine (refused).
   void cancel(uint32_t stack, uint64_t conn);
   /// The shard: an engine named `name` of `conn` left `stack` (bye, timeout, shutdown).

@@ -14,4 +14,11 @@ inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t ma
   return in;
 }
 
+void decode_inbound(inbound_call& in, uint64_t max_bytes) {
+  if (in.frame.empty())
+    return;
+  std::string frame = std::move(in.frame);
+  in = read_call(in.conn, frame.data(), frame.size(), max_bytes, in.since);
+}
+
 }  // namespace kvtier::serve

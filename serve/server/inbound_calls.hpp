@@ -17,11 +17,15 @@
 
 namespace kvtier::serve {
 
-/// One call as the socket thread read it. It is decoded there, not on the actor's thread,
-/// which also runs the cache controller: the block work is what that thread is for.
+/// One call as the socket thread read it. A call of a connection whose engines a hello placed
+/// is decoded by its shard (the shards decode side by side; the one socket thread would
+/// otherwise decode every engine's calls); any other call, and every call when lookups are
+/// answered off the actor, is decoded by the socket thread, which must see hellos and lookups.
 struct inbound_call {
   uint64_t conn = 0;
   std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
+  /// Not empty: the frame, still to decode (decode_inbound); the fields below are then unset.
+  std::string frame;
   uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
   std::optional<wire_error> error;   ///< the decoder's, when it failed
   /// A hello: the stack the socket thread placed its engine on (engine_directory::place), whose
@@ -33,6 +37,8 @@ struct inbound_call {
 /// Decodes one frame of `conn` read at `since` (a frame beyond `max_bytes` is left undecoded).
 inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
                        std::chrono::steady_clock::time_point since);
+/// A call whose frame is still to decode, decoded (as read_call would have); any other as it is.
+void decode_inbound(inbound_call& in, uint64_t max_bytes);
 
 /// A lookup the socket thread answered (off_actor_lookups.hpp): what the actor counts.
 struct answered_lookup {

@@ -171,6 +171,12 @@ void on_hello(self_ptr self, inbound_call& in, const reply_to& to) {
 }
 
 void on_call(self_ptr self, inbound_call& in) {
+  auto& st = self->state;
+  if (!in.frame.empty()) {
+    decode_inbound(in, st.settings.max_message_bytes);
+    if (in.c.op == verb::hello && in.oversize == 0 && !in.error)
+      in.placed = st.directory->join(st.stack, in.conn);
+  }
   reply_to to{in.conn, in.c.op, in.c.id, in.since, in.oversize == 0 && in.c.op_given};
   if (in.placed || in.c.op == verb::hello)
     return on_hello(self, in, to);

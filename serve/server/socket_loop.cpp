@@ -199,9 +199,11 @@ void socket_loop::send_to(const envelope& env, const std::string& bytes) {
   router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
 }
 
-// The shard a call goes to: a hello's engine is placed on a stack now (and its connection's
-// later calls follow it there); any other call goes where its connection's engines are, or to
-// shard 0 from a connection that has said no hello (ping, stats, attach, or an error to answer).
+// The shard a decoded call goes to: a hello's engine is placed on a stack now (and its
+// connection's later calls follow it there); any other call goes where its connection's engines
+// are, or to shard 0 from a connection that has said no hello (ping, stats, attach, or an error
+// to answer). A placed connection keeps its stack: a later hello decoded by its shard joins it
+// there (engine_directory::join).
 uint32_t socket_loop::shard_of(inbound_call& in, engine_directory& directory) {
   if (in.c.op == verb::hello && in.oversize == 0 && !in.error) {
     uint32_t stack = directory.place(in.conn, in.c.name);
@@ -243,8 +245,21 @@ void socket_loop::read_calls(engine_directory& directory) {
     if (fresh)
       ++next_conn_;
     envelopes_[it->second] = env;
-    inbound_call in = read_call(it->second, body.data<char>(), body.size(), max_bytes_,
-                                std::chrono::steady_clock::now());
+    uint64_t conn = it->second;
+    auto now = std::chrono::steady_clock::now();
+    auto placed = shard_of_conn_.find(conn);
+    if (placed != shard_of_conn_.end() && !off_actor_ && body.size() > 0 &&
+        body.size() <= max_bytes_) {
+      // Its shard decodes it: a placed connection's calls go there whatever they are.
+      inbound_call in;
+      in.conn = conn;
+      in.since = now;
+      in.frame.assign(body.data<char>(), body.size());
+      ++unanswered_[conn];
+      inbound_[placed->second].calls.push_back(std::move(in));
+      continue;
+    }
+    inbound_call in = read_call(conn, body.data<char>(), body.size(), max_bytes_, now);
     if (answered_here(env, in))
       continue;
     ++unanswered_[in.conn];
