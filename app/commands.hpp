@@ -53,6 +53,8 @@ struct bench_serve_args {
   std::vector<double> steps_per_s{10, 20, 50, 100, 200};  ///< open: offered loads, per engine
   uint32_t new_per_step = 4;                               ///< open: new requests per step
   double p99_bound_us = 1000;  ///< open: the verb p99 a saturated load stays under
+  /// open: ZeroMQ I/O threads of the engines' context (their connections spread over them)
+  int io_threads = 1;
   std::string csv_out;         ///< open: the curve as CSV
 };
 CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args);

@@ -402,6 +402,11 @@ CLI::App* add_bench_serve_command(CLI::App& bench, bench_serve_args& args) {
     ->check(CLI::Range(1.0, 1e9))
     ->capture_default_str();
   cmd->add_option("--csv", args.csv_out, "--open: write the curve to this CSV file");
+  cmd->add_option("--io-threads", args.io_threads,
+                  "--open: ZeroMQ I/O threads moving the engines' messages (one engine's "
+                  "connection is served by one of them)")
+    ->check(CLI::Range(1, 64))
+    ->capture_default_str();
   return cmd;
 }
 

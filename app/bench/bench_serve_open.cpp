@@ -255,7 +255,7 @@ void add_start_up(nlohmann::json& j, std::vector<std::vector<int64_t>>& by_secon
 // One offered load: every engine at `steps_per_s` for `args.seconds`.
 nlohmann::json run_point(const bench_serve_args& args, const replay_config& rc,
                          const preloaded_trace& t, double steps_per_s) {
-  zmq::context_t ctx(1);
+  zmq::context_t ctx(args.io_threads);
   std::vector<engine_log> logs(args.clients);
   std::vector<std::thread> threads;
   auto start = steady::now() + std::chrono::milliseconds(50);
@@ -336,6 +336,7 @@ int run_open_loop(const bench_serve_args& args, const replay_config& rc, const p
   out["new_per_step"] = args.new_per_step;
   out["seconds_per_point"] = args.seconds;
   out["p99_bound_us"] = args.p99_bound_us;
+  out["client_io_threads"] = args.io_threads;
   out["points"] = nlohmann::json::array();
   std::printf("open loop, %u engines, %u new requests per step, %.1f s per load; saturation: "
               "achieved >= 95%% of offered and verb p99 < %.0f us\n",
