@@ -29,15 +29,14 @@ instance spawn_controller_side(caf::actor_system& sys, const instance_config& ic
 
 }  // namespace
 
-void configure_wall_clock(caf::actor_system_config& cfg, size_t threads, idle_workers idle) {
+void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
   cfg.set("scheduler.max-threads", threads);
   // CAF's default middle stage polls every 50 us, whose timer slack stretches to ~100 us: a
   // wake-up of `kvtier serve`'s worker cost a call that much, and between a wall-clock replay's
   // events the polling of idle workers took the cores the storage backend's threads need
   // (tools/bench-storage's check replay: 12.8 s of CPU in its 24 s with it, 5.3 s without, on 2
   // cores). Without it an idle worker spins briefly, then sleeps until an enqueue signals it.
-  if (idle == idle_workers::wait)
-    cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
 }

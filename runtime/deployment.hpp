@@ -19,20 +19,10 @@
 
 namespace kvtier {
 
-/// What an idle CAF worker does before it waits on its condition variable.
-enum class idle_workers : uint8_t {
-  /// Spin briefly, then wait: for workers that share their cores with other threads.
-  wait,
-  /// Also poll for work to steal every 50 us for 25 ms: for workers with cores of their own
-  /// (a server with a controller stack per engine). A waiting worker steals only when its wait
-  /// times out (10 ms), so a job queued behind a busy worker's would wait that long.
-  poll,
-};
-
 /// A CAF config for actors on the wall clock (replays and `kvtier serve`): `threads` workers
-/// idling as `idle` says, quiet logging, and kvtier's message types.
-void configure_wall_clock(caf::actor_system_config& cfg, size_t threads,
-                          idle_workers idle = idle_workers::wait);
+/// that, when idle, spin briefly and then wait on their condition variable, quiet logging, and
+/// kvtier's message types.
+void configure_wall_clock(caf::actor_system_config& cfg, size_t threads);
 
 /// Backend cuda: makes the GPU the plan describes (device and pinned host memory allocated,
 /// compute calibrated; an engine's tensors are attached later under `kvtier serve`) and points

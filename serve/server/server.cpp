@@ -191,10 +191,7 @@ int run_server(const serve_job& job) {
   // socket thread's, dominated a call's cost: most of its time went to context switches). A
   // stack per engine runs the stacks' block work side by side (docs/design.md, "Controller
   // stacks").
-  // With a stack per engine on workers of their own, an idle worker polls to steal a stack's
-  // job queued behind another's (runtime/deployment.hpp, idle_workers).
-  size_t workers = worker_threads(plan);
-  configure_wall_clock(cfg, workers, workers > 1 ? idle_workers::poll : idle_workers::wait);
+  configure_wall_clock(cfg, worker_threads(plan));
   caf::actor_system sys{cfg};
   served_actors actors;
   actors.deployed = spawn_deployment(sys, plan.deployment,
