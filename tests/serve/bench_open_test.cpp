@@ -22,13 +22,14 @@ TEST_CASE("kvtier bench serve --open steps each engine at the offered rates", "[
   std::string cmd = std::string(KVTIER_BINARY) + " bench serve --open --connect " + s.endpoint() +
                     " --trace " + KVTIER_SOURCE_DIR + "/traces/mooncake_conversation_sample.jsonl" +
                     " --engines 2 --new-per-step 3 --steps-per-s 5 10 --seconds 1 --p99-bound-us "
-                    "1e8 --set cache.storage_write=never --json " + (out / "open.json").string() +
+                    "1e8 --io-threads 2 --set cache.storage_write=never --json " + (out / "open.json").string() +
                     " --csv " + (out / "open.csv").string() + " > /dev/null 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream in(out / "open.json");
   nlohmann::json j = nlohmann::json::parse(in);
   CHECK(j["mode"] == "open");
   CHECK(j["engines"] == 2);
+  CHECK(j["client_io_threads"] == 2);
   REQUIRE(j["points"].size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     const auto& p = j["points"][i];
