@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "caf/all.hpp"
 
@@ -24,8 +27,9 @@ namespace kvtier::serve {
 struct inbound_call {
   uint64_t conn = 0;
   std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
-  /// Not empty: the frame, still to decode (decode_inbound); the fields below are then unset.
-  std::string frame;
+  /// Set: the frame as ZeroMQ received it (not copied), still to decode (decode_inbound); the
+  /// fields below are then unset.
+  std::shared_ptr<zmq::message_t> frame;
   uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
   std::optional<wire_error> error;   ///< the decoder's, when it failed
   /// A hello: the stack the socket thread placed its engine on (engine_directory::place), whose

@@ -172,7 +172,7 @@ void on_hello(self_ptr self, inbound_call& in, const reply_to& to) {
 
 void on_call(self_ptr self, inbound_call& in) {
   auto& st = self->state;
-  if (!in.frame.empty()) {
+  if (in.frame) {
     decode_inbound(in, st.settings.max_message_bytes);
     if (in.c.op == verb::hello && in.oversize == 0 && !in.error)
       in.placed = st.directory->join(st.stack, in.conn);

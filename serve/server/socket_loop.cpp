@@ -254,7 +254,7 @@ void socket_loop::read_calls(engine_directory& directory) {
       inbound_call in;
       in.conn = conn;
       in.since = now;
-      in.frame.assign(body.data<char>(), body.size());
+      in.frame = std::make_shared<zmq::message_t>(std::move(frames_.back()));
       ++unanswered_[conn];
       inbound_[placed->second].calls.push_back(std::move(in));
       continue;
