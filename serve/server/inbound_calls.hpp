@@ -20,10 +20,12 @@
 
 namespace kvtier::serve {
 
-/// One call as the socket thread read it. A call of a connection whose engines a hello placed
-/// is decoded by its shard (the shards decode side by side; the one socket thread would
-/// otherwise decode every engine's calls); any other call, and every call when lookups are
-/// answered off the actor, is decoded by the socket thread, which must see hellos and lookups.
+/// One call as the socket thread read it. With several shards, a call of a connection whose
+/// engines a hello placed is decoded by its shard (the shards decode side by side; the one
+/// socket thread would otherwise decode every engine's calls); any other call, every call when
+/// lookups are answered off the actor (the socket thread must see hellos and lookups), and
+/// every call of a one-stack server (whose one worker runs the block work) is decoded by the
+/// socket thread.
 struct inbound_call {
   uint64_t conn = 0;
   std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here

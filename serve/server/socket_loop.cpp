@@ -248,9 +248,10 @@ void socket_loop::read_calls(engine_directory& directory) {
     uint64_t conn = it->second;
     auto now = std::chrono::steady_clock::now();
     auto placed = shard_of_conn_.find(conn);
-    if (placed != shard_of_conn_.end() && !off_actor_ && body.size() > 0 &&
-        body.size() <= max_bytes_) {
-      // Its shard decodes it: a placed connection's calls go there whatever they are.
+    if (inbound_.size() > 1 && placed != shard_of_conn_.end() && !off_actor_ &&
+        body.size() > 0 && body.size() <= max_bytes_) {
+      // Its shard decodes it: a placed connection's calls go there whatever they are. (With
+      // one shard the socket thread decodes: beside the one worker, it is the idler thread.)
       inbound_call in;
       in.conn = conn;
       in.since = now;
