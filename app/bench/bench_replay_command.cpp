@@ -203,7 +203,7 @@ void time_deployments(const bench_replay_args& args, const preloaded_trace& t, c
                  {"steps", f.steps}};
     if (name != "full" && single_per_hour > 0)
       std::printf("         %s / single time per instance-hour: %.2fx wall, %.2fx CPU "
-                  "(target at most 2x)\n",
+                  "(target at most 1.2x)\n",
                   name.c_str(), per_hour / single_per_hour,
                   single_cpu_per_hour > 0 ? cpu_per_hour / single_cpu_per_hour : 0.0);
   }
