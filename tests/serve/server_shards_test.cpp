@@ -129,3 +129,42 @@ TEST_CASE("engines calling side by side on a per-engine server are each answered
   CHECK(stat_of(st, "controller", "device_used") == engine_count * 3 * 4);
   CHECK(s.stop() == 0);
 }
+
+TEST_CASE("a shard answers its connection's bad frames with errors and serves on", "[serve][stacks]") {
+  // Frames of a connection placed by its hello are decoded by its stack's shard, not the socket
+  // thread: the same errors as serve_test.cpp's, from there.
+  serve_process s({"--set", "cache.host_tokens=8192", "--set", "serve.controller_stacks=per_engine",
+                   "--set", "serve.engine_slots=2", "--set", "serve.max_message_bytes=4096"});
+  client c(s.endpoint());
+  hello(c);
+  auto raw_error = [&](const std::string& bytes) {
+    c.send_raw(bytes);
+    auto r = c.next(std::chrono::seconds(10));
+    REQUIRE(r);
+    REQUIRE_FALSE(r->flag("ok"));
+    return r->str("error") + ": " + r->str("message");
+  };
+  CHECK_THAT(raw_error("\xc1 not msgpack"), Catch::StartsWith("malformed: not a msgpack"));
+  CHECK_THAT(raw_error("\x93\x01\x02\x03"), Catch::Contains("must be a msgpack map"));
+  CHECK_THAT(raw_error("\xdf\xff\xff\xff\xff"), Catch::StartsWith("malformed"));
+  CHECK_THAT(raw_error(std::string(5000, '\x01')), Catch::StartsWith("too_large"));
+  uint64_t id = c.send("fly", 0);
+  CHECK_THAT(error_of(c, id), Catch::Contains("unknown_op: unknown op 'fly'"));
+  id = c.send("lookup", 1, [](map_writer& w) { w.put_str("hashes", "abc"); });
+  CHECK_THAT(error_of(c, id), Catch::Contains("'hashes' must be an array"));
+  // A second hello on the connection, decoded by the shard: refused for its model (its place
+  // given back), then registered beside the first on the same stack.
+  CHECK_THROWS_WITH(c.hello("other", shape(16, "bf16"), 64), Catch::Contains("model.layers"));
+  c.hello("second", shape(32, "bf16"), 64);
+  auto t = prompt(256, 7);
+  reply l = c.call("lookup", 1, [&](map_writer& w) { w.put("tokens", t); });
+  CHECK(l.u64("device_blocks") == 0);
+  reply st = c.call("stats");
+  CHECK(st.u64("engines") == 2);
+  CHECK(stat_of(st, "errors", "too_large") == 1);
+  CHECK(stat_of(st, "errors", "malformed") >= 4);
+  CHECK(stat_of(st, "errors", "unknown_op") == 1);
+  CHECK(stat_of(st, "errors", "model_mismatch") == 1);
+  CHECK(stat_of(st, "controller", "invariant_violations") == 0);
+  CHECK(s.stop() == 0);
+}
