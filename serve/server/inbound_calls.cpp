@@ -14,11 +14,4 @@ inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t ma
   return in;
 }
 
-void decode_inbound(inbound_call& in, uint64_t max_bytes) {
-  if (!in.frame)
-    return;
-  std::shared_ptr<zmq::message_t> frame = std::move(in.frame);
-  in = read_call(in.conn, frame->data<char>(), frame->size(), max_bytes, in.since);
-}
-
 }  // namespace kvtier::serve

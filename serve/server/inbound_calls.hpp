@@ -20,18 +20,10 @@
 
 namespace kvtier::serve {
 
-/// One call as the socket thread read it. With several shards, a call of a connection whose
-/// engines a hello placed is decoded by its shard (the shards decode side by side; the one
-/// socket thread would otherwise decode every engine's calls); any other call, every call when
-/// lookups are answered off the actor (the socket thread must see hellos and lookups), and
-/// every call of a one-stack server (whose one worker runs the block work) is decoded by the
-/// socket thread.
+/// One call as the socket thread decoded it.
 struct inbound_call {
   uint64_t conn = 0;
   std::chrono::steady_clock::time_point since;  ///< read off the socket: latencies start here
-  /// Set: the frame as ZeroMQ received it (not copied), still to decode (decode_inbound); the
-  /// fields below are then unset.
-  std::shared_ptr<zmq::message_t> frame;
   uint64_t oversize = 0;             ///< not 0: the frame's size, beyond the limit (undecoded)
   std::optional<wire_error> error;   ///< the decoder's, when it failed
   /// A hello: the stack the socket thread placed its engine on (engine_directory::place), whose
@@ -43,8 +35,18 @@ struct inbound_call {
 /// Decodes one frame of `conn` read at `since` (a frame beyond `max_bytes` is left undecoded).
 inbound_call read_call(uint64_t conn, const char* data, size_t size, uint64_t max_bytes,
                        std::chrono::steady_clock::time_point since);
-/// A call whose frame is still to decode, decoded (as read_call would have); any other as it is.
-void decode_inbound(inbound_call& in, uint64_t max_bytes);
+/// Frames a shard decodes itself, as ZeroMQ received them (not copied), in arrival order. With
+/// several shards, every frame of a connection whose engines a hello placed goes to its shard
+/// this way (the shards decode side by side; the one socket thread would otherwise decode
+/// every engine's calls). The socket thread decodes every other call, every call when lookups
+/// are answered off the actor (it must see hellos and lookups), and every call of a one-stack
+/// server (whose one worker runs the block work).
+struct undecoded_frames {
+  std::vector<uint64_t> conns;
+  std::vector<std::chrono::steady_clock::time_point> since;
+  std::vector<zmq::message_t> frames;
+  size_t size() const { return frames.size(); }
+};
 
 /// A lookup the socket thread answered (off_actor_lookups.hpp): what the actor counts.
 struct answered_lookup {
@@ -61,6 +63,10 @@ struct answered_lookup {
 struct inbound_calls {
   std::vector<inbound_call> calls;
   std::vector<answered_lookup> answered;  ///< lookups answered off the actor meanwhile
+  /// Frames to decode (null: none). A connection's frames go undecoded only once its hello has
+  /// placed it, so any of its `calls` came before them: taking `calls` first keeps each
+  /// connection's order.
+  std::shared_ptr<undecoded_frames> undecoded;
 };
 
 /// Where replies go: (connection, encoded reply). Called on the shards' threads.

@@ -171,12 +171,6 @@ void on_hello(self_ptr self, inbound_call& in, const reply_to& to) {
 }
 
 void on_call(self_ptr self, inbound_call& in) {
-  auto& st = self->state;
-  if (in.frame) {
-    decode_inbound(in, st.settings.max_message_bytes);
-    if (in.c.op == verb::hello && in.oversize == 0 && !in.error)
-      in.placed = st.directory->join(st.stack, in.conn);
-  }
   reply_to to{in.conn, in.c.op, in.c.id, in.since, in.oversize == 0 && in.c.op_given};
   if (in.placed || in.c.op == verb::hello)
     return on_hello(self, in, to);
@@ -202,6 +196,19 @@ void on_call(self_ptr self, inbound_call& in) {
     case verb::bench_swap: return do_bench_swap(self, x);
     case verb::bye: return do_bye(self, x, *e, *c.engine);
     default: return do_step(self, x, *e, *c.engine);
+  }
+}
+
+// Frames of connections placed on this shard's stack, decoded here (inbound_calls.hpp); a
+// hello among them joins this stack (engine_directory::join).
+void decode_and_serve(self_ptr self, undecoded_frames& u) {
+  auto& st = self->state;
+  for (size_t i = 0; i < u.size(); ++i) {
+    inbound_call in = read_call(u.conns[i], u.frames[i].data<char>(), u.frames[i].size(),
+                                st.settings.max_message_bytes, u.since[i]);
+    if (in.c.op == verb::hello && in.oversize == 0 && !in.error)
+      in.placed = st.directory->join(st.stack, in.conn);
+    on_call(self, in);
   }
 }
 
@@ -254,6 +261,8 @@ caf::behavior server_behavior(caf::stateful_actor<server_state>* self, server_se
         count_answered(self, a);
       for (inbound_call& c : in.calls)
         on_call(self, c);
+      if (in.undecoded)
+        decode_and_serve(self, *in.undecoded);
     },
     [=](gpu_done_atom, uint64_t transfer, uint32_t slot, uint32_t record,
         const std::vector<uint64_t>& flat) {

@@ -242,22 +242,24 @@ void socket_loop::read_calls(engine_directory& directory) {
     }
     const zmq::message_t& body = frames_.back();
     auto [it, fresh] = conn_of_.try_emplace(env.identity, next_conn_);
-    if (fresh)
-      ++next_conn_;
-    envelopes_[it->second] = env;
     uint64_t conn = it->second;
+    if (fresh) {  // a connection's identity and shape stay
+      ++next_conn_;
+      envelopes_[conn] = env;
+    }
     auto now = std::chrono::steady_clock::now();
     auto placed = shard_of_conn_.find(conn);
-    if (inbound_.size() > 1 && placed != shard_of_conn_.end() && !off_actor_ &&
-        body.size() > 0 && body.size() <= max_bytes_) {
-      // Its shard decodes it: a placed connection's calls go there whatever they are. (With
-      // one shard the socket thread decodes: beside the one worker, it is the idler thread.)
-      inbound_call in;
-      in.conn = conn;
-      in.since = now;
-      in.frame = std::make_shared<zmq::message_t>(std::move(frames_.back()));
+    if (inbound_.size() > 1 && placed != shard_of_conn_.end() && !off_actor_) {
+      // Its shard decodes it: every frame of a placed connection goes there, so that its
+      // calls stay in order (inbound_calls.hpp). With one shard the socket thread decodes:
+      // beside the one worker, it is the idler thread.
+      std::shared_ptr<undecoded_frames>& u = inbound_[placed->second].undecoded;
+      if (!u)
+        u = std::make_shared<undecoded_frames>();
+      u->conns.push_back(conn);
+      u->since.push_back(now);
+      u->frames.push_back(std::move(frames_.back()));
       ++unanswered_[conn];
-      inbound_[placed->second].calls.push_back(std::move(in));
       continue;
     }
     inbound_call in = read_call(conn, body.data<char>(), body.size(), max_bytes_, now);
@@ -293,7 +295,7 @@ bool socket_loop::answered_here(const envelope& env, const inbound_call& in) {
 void socket_loop::hand_over(const std::vector<caf::actor>& shards) {
   for (size_t k = 0; k < shards.size(); ++k) {
     inbound_calls& in = inbound_[k];
-    if (in.calls.empty() && in.answered.empty())
+    if (in.calls.empty() && in.answered.empty() && !in.undecoded)
       continue;
     caf::anon_send(shards[k], std::move(in));
     in = {};
