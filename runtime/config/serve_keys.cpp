@@ -30,11 +30,13 @@ std::vector<option_spec> serve_key_specs() {
      "\"lookup\")"},
     {keys::serve::controller_stacks, 0, 0, {"one", "per_engine"}, false,
      "kvtier serve: one cache controller and transfer engine for every engine (one), or a "
-     "stack of its own per engine slot, each on its own thread, sharing the storage pool "
-     "(per_engine; docs/design.md, \"Controller stacks\")"},
+     "stack of its own per engine slot, each with a server actor of its own and side by side "
+     "on the cores, sharing the storage pool (per_engine; docs/design.md, \"Controller "
+     "stacks\")"},
     {keys::serve::engine_slots, 1, 256, {}, false,
      "kvtier serve, serve.controller_stacks=per_engine: the stacks started; each engine takes "
-     "the least-used one, and the host tier is split into this many equal shares"},
+     "the least-used one at hello (a restarted engine its old one; a connection's engines "
+     "share one), and the host tier is split into this many equal shares"},
     {keys::serve::io_threads, 1, 16, {}, false,
      "kvtier serve: ZeroMQ I/O threads of the server's socket; the engines' connections are "
      "spread over them (one moves every byte at 1)"},
