@@ -215,7 +215,8 @@ uint32_t socket_loop::shard_of(inbound_call& in, engine_directory& directory) {
   return it == shard_of_conn_.end() ? 0 : it->second;
 }
 
-// Reads and decodes every call waiting on the socket (at most 256 per wake-up).
+// Reads every call waiting on the socket (at most 256 per wake-up), and decodes those no shard
+// decodes itself.
 void socket_loop::read_calls(engine_directory& directory) {
   for (int budget = 0; budget < 256; ++budget) {
     frames_.clear();
