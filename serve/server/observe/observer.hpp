@@ -1,8 +1,11 @@
 #pragma once
 
 // What the server tells whoever watches it (metrics, logs, event publishers): one call per
-// answered protocol call, per prompt matched, per engine change. Every method runs on the server
-// actor's thread, in the order things happen; an observer must not block.
+// answered protocol call, per prompt matched, per engine change. Every method runs on the thread
+// of the server actor that answers, in the order things happen there; with a stack per engine
+// several server actors call it side by side (docs/design.md, "Controller stacks"), so an
+// observer must take calls from several threads at once (the metrics' are atomic adds; KV events,
+// whose order matters, are refused with a stack per engine) and must not block.
 
 #include <cstdint>
 #include <optional>

@@ -15,7 +15,8 @@ namespace kvtier {
 
 namespace {
 
-// Counts calls as the server answers them; runs on the server actor's thread.
+// Counts calls as the server answers them; runs on the answering server actor's thread (several
+// at once with a stack per engine: every count is an atomic add).
 class call_metrics final : public serve::serve_observer {
  public:
   explicit call_metrics(std::shared_ptr<metrics_registry> r) : registry_(std::move(r)) {
