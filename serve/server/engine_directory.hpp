@@ -29,8 +29,9 @@ class engine_directory {
   /// engine finds the host copies it left), else the stack serving the fewest (the first of
   /// those), so that up to one engine per stack each get their own.
   uint32_t place(uint64_t conn, const std::string& name);
-  /// The shard of `stack`, at a hello it decoded itself (on a connection already placed there):
-  /// counted as serving one more engine of `conn`; returns `stack`.
+  /// The shard of `stack`, at a hello the socket thread did not place (with one stack, or on a
+  /// connection already placed there): counted as serving one more engine of `conn`; returns
+  /// `stack`.
   uint32_t join(uint32_t stack, uint64_t conn);
   /// The shard: the hello placed on `stack` registered no engine (refused).
   void cancel(uint32_t stack, uint64_t conn);

@@ -157,10 +157,13 @@ engine_state* engine_of(self_ptr self, const ctx& x) {
   return &it->second;
 }
 
-// A hello the socket thread placed on this shard's stack: its place is given back unless an
-// engine registered.
+// A hello: placed on this shard's stack by the socket thread, or else joining it here (one
+// stack, or a connection already placed here); its place is given back unless an engine
+// registered.
 void on_hello(self_ptr self, inbound_call& in, const reply_to& to) {
   auto& st = self->state;
+  if (!in.placed && in.oversize == 0 && !in.error)
+    in.placed = st.directory->join(st.stack, in.conn);
   uint64_t registered = st.counters.engines_registered;
   if (admissible(self, in, to)) {
     ctx x{to, std::move(in.c)};
@@ -199,15 +202,12 @@ void on_call(self_ptr self, inbound_call& in) {
   }
 }
 
-// Frames of connections placed on this shard's stack, decoded here (inbound_calls.hpp); a
-// hello among them joins this stack (engine_directory::join).
+// Frames of connections placed on this shard's stack, decoded here (inbound_calls.hpp).
 void decode_and_serve(self_ptr self, undecoded_frames& u) {
   auto& st = self->state;
   for (size_t i = 0; i < u.size(); ++i) {
     inbound_call in = read_call(u.conns[i], u.frames[i].data<char>(), u.frames[i].size(),
                                 st.settings.max_message_bytes, u.since[i]);
-    if (in.c.op == verb::hello && in.oversize == 0 && !in.error)
-      in.placed = st.directory->join(st.stack, in.conn);
     on_call(self, in);
   }
 }

@@ -203,8 +203,11 @@ void socket_loop::send_to(const envelope& env, const std::string& bytes) {
 // connection's later calls follow it there); any other call goes where its connection's engines
 // are, or to shard 0 from a connection that has said no hello (ping, stats, attach, or an error
 // to answer). A placed connection keeps its stack: a later hello decoded by its shard joins it
-// there (engine_directory::join).
+// there (engine_directory::join). With one stack there is nothing to place: its shard joins
+// each hello to it.
 uint32_t socket_loop::shard_of(inbound_call& in, engine_directory& directory) {
+  if (inbound_.size() == 1)
+    return 0;
   if (in.c.op == verb::hello && in.oversize == 0 && !in.error) {
     uint32_t stack = directory.place(in.conn, in.c.name);
     in.placed = stack;
@@ -249,8 +252,9 @@ void socket_loop::read_calls(engine_directory& directory) {
       envelopes_[conn] = env;
     }
     auto now = std::chrono::steady_clock::now();
-    auto placed = shard_of_conn_.find(conn);
-    if (inbound_.size() > 1 && placed != shard_of_conn_.end() && !off_actor_) {
+    bool shards_decode = inbound_.size() > 1 && !off_actor_;
+    auto placed = shards_decode ? shard_of_conn_.find(conn) : shard_of_conn_.end();
+    if (placed != shard_of_conn_.end()) {
       // Its shard decodes it: every frame of a placed connection goes there, so that its
       // calls stay in order (inbound_calls.hpp). With one shard the socket thread decodes:
       // beside the one worker, it is the idler thread.

@@ -120,6 +120,15 @@ inline bool admitted(const reply& r) {
   return x && x->via.boolean;
 }
 
+// Sends `bytes` as a call frame, as they are; the error its reply names ("kind: message").
+inline std::string raw_error(client& c, const std::string& bytes) {
+  c.send_raw(bytes);
+  auto r = c.next(std::chrono::seconds(10));
+  REQUIRE(r);
+  REQUIRE_FALSE(r->flag("ok"));
+  return r->str("error") + ": " + r->str("message");
+}
+
 inline std::string error_of(client& c, uint64_t id) {
   reply r = c.receive(id);
   REQUIRE_FALSE(r.flag("ok"));
