@@ -33,7 +33,9 @@ class huge_page_allocator {
   T* allocate(size_t n) {
     size_t bytes = n * sizeof(T);
     if (bytes < huge_page_threshold)
-      return static_cast<T*>(::operator new(bytes));
+      return alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__
+               ? static_cast<T*>(::operator new(bytes, std::align_val_t{alignof(T)}))
+               : static_cast<T*>(::operator new(bytes));
     // A fresh mapping, not the heap's: memory the heap hands back was mapped in 4 KiB pages by
     // its earlier owner, and the advice does not remap pages already there. Mapped one huge
     // page longer than asked, then trimmed to a 2 MiB-aligned start.
@@ -54,10 +56,14 @@ class huge_page_allocator {
 
   void deallocate(T* p, size_t n) noexcept {
     size_t bytes = n * sizeof(T);
-    if (bytes < huge_page_threshold)
-      ::operator delete(p);
-    else
+    if (bytes < huge_page_threshold) {
+      if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+        ::operator delete(p, std::align_val_t{alignof(T)});
+      else
+        ::operator delete(p);
+    } else {
       ::munmap(p, rounded_size(bytes));
+    }
   }
 
   template <class U>

@@ -24,11 +24,6 @@ uint32_t block_pool::pins(block_id id) const {
   return id < slots_.size() ? slots_[id].pins : 0;
 }
 
-block_pool::slot& block_pool::touched(block_id id) {
-  KVTIER_ASSERT(id < slots_.size());
-  return slots_[id];
-}
-
 bool block_pool::allocate(uint32_t n, std::vector<block_id>& out, bool reuse_retired) {
   uint32_t available = free_count() + (reuse_retired ? retired_ : 0);
   if (n > available)
@@ -73,17 +68,8 @@ void block_pool::release(block_id id) {
   }
 }
 
-void block_pool::pin(block_id id) {
-  slot& s = touched(id);
-  KVTIER_ASSERT(s.st != state::free);
-  ++s.pins;
-}
-
-void block_pool::unpin(block_id id) {
-  slot& s = touched(id);
-  KVTIER_ASSERT(s.pins > 0);
-  if (--s.pins > 0 || s.st != state::retired)
-    return;
+void block_pool::free_retired(block_id id) {
+  slot& s = slots_[id];
   auto it = std::find(retired_list_.begin(), retired_list_.end(), id);
   KVTIER_ASSERT(it != retired_list_.end());
   retired_list_.erase(it);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/check.hpp"
 #include "core/huge_page_allocator.hpp"
 
 namespace kvtier {
@@ -57,9 +58,18 @@ class block_pool {
   // -- transfers ------------------------------------------------------------------------------
 
   /// A transfer starts touching the block (reading or writing it).
-  void pin(block_id id);
+  void pin(block_id id) {
+    slot& s = touched(id);
+    KVTIER_ASSERT(s.st != state::free);
+    ++s.pins;
+  }
   /// A transfer stops touching the block; a retired block with no pins left becomes free.
-  void unpin(block_id id);
+  void unpin(block_id id) {
+    slot& s = touched(id);
+    KVTIER_ASSERT(s.pins > 0);
+    if (--s.pins == 0 && s.st == state::retired)
+      free_retired(id);
+  }
 
   /// Frees everything; requires that no block is pinned.
   void reset();
@@ -69,7 +79,11 @@ class block_pool {
     state st = state::free;
     uint32_t pins = 0;
   };
-  slot& touched(block_id id);
+  slot& touched(block_id id) {
+    KVTIER_ASSERT(id < slots_.size());
+    return slots_[id];
+  }
+  void free_retired(block_id id);
 
   uint32_t capacity_;
   uint32_t used_ = 0;

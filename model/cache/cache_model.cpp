@@ -246,7 +246,7 @@ void cache_model::evict_host_copy(node_id id, std::vector<transfer_order>& order
   block_id block = x.block_in(tier::host);
   ++counters_.host_evictions;
   ++counters_.host_copies_evicted;
-  if (decisions_.stores_on_host_evict() && !x.stored)
+  if (decisions_.stores_on_host_evict() && !x.stored())
     issue_store(id, block, orders);
   tree_.set_copy(id, tier::host, copy_state::absent);
   host_.release(block);
@@ -257,7 +257,7 @@ void cache_model::evict_host_node(node_id id, std::vector<transfer_order>& order
   KVTIER_ASSERT(x.ready(tier::host) && !x.has(tier::device) && x.ref_count == 0);
   block_id block = x.block_in(tier::host);
   ++counters_.host_evictions;
-  if (decisions_.stores_on_host_evict() && !x.stored)
+  if (decisions_.stores_on_host_evict() && !x.stored())
     issue_store(id, block, orders);
   tree_.set_copy(id, tier::host, copy_state::absent);
   host_.release(block);
@@ -357,7 +357,7 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
   // Stores earned by hits first (write_through_selective): their host copies are ready now.
   for (auto [id, generation] : store_queue_) {
     const tree_node& x = tree_.node(id);
-    if (!x.live || x.generation != generation || !x.ready(tier::host) || x.stored)
+    if (!x.live() || x.generation != generation || !x.ready(tier::host) || x.stored())
       continue;
     issue_store(id, x.block_in(tier::host), orders);
   }
@@ -368,7 +368,7 @@ void cache_model::collect_backups(std::vector<transfer_order>& orders) {
   // whose copy the host tier gave up (allocate_host) waits for its next use.
   auto wants = [&](node_id id, uint32_t generation) {
     const tree_node& x = tree_.node(id);
-    return x.live && x.generation == generation && x.ready(tier::device) && !x.has(tier::host);
+    return x.live() && x.generation == generation && x.ready(tier::device) && !x.has(tier::host);
   };
   for (size_t i = 0; i < backup_queue_.size(); ++i) {
     auto [id, generation] = backup_queue_[i];
@@ -448,7 +448,7 @@ bool cache_model::save_for_preemption(node_id id, bool store,
 void cache_model::complete(const transfer_order& order, std::vector<transfer_order>& orders) {
   transfer_order o = outstanding_.take(order.id);
   const tree_node& x = tree_.node(o.node);
-  bool same_node = x.live && x.generation == o.generation;
+  bool same_node = x.live() && x.generation == o.generation;
   switch (o.kind) {
     case transfer_kind::backup:
     case transfer_kind::write_back:
@@ -457,15 +457,17 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
         device_.unpin(o.device_block);
       host_.unpin(o.host_block);
       {
-        auto after = store_after_fill_.find(o.id);
+        // Stores waiting on a fill are rare: most completions skip the lookup.
+        auto after = store_after_fill_.empty() ? store_after_fill_.end()
+                                               : store_after_fill_.find(o.id);
         bool asked = after != store_after_fill_.end();
         bool preemption_store = asked && after->second == store_reason::preemption;
         bool staging = asked && after->second == store_reason::staging;
         if (asked)
           store_after_fill_.erase(after);
-        if (same_node && x.copy[1] == copy_state::filling && x.block[1] == o.host_block) {
+        if (same_node && x.state(tier::host) == copy_state::filling && x.block[1] == o.host_block) {
           tree_.set_copy(o.node, tier::host, copy_state::ready, o.host_block);
-          bool due = !x.stored && (decisions_.stores_when_host_ready(x.hit_count) || asked);
+          bool due = !x.stored() && (decisions_.stores_when_host_ready(x.hit_count) || asked);
           if (o.kind != transfer_kind::load && (due || preemption_store)) {
             issue_store(o.node, o.host_block, orders);
             counters_.preemption_stores += preemption_store;
@@ -478,7 +480,7 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
     case transfer_kind::swap_in: {
       device_.unpin(o.device_block);
       host_.unpin(o.host_block);
-      KVTIER_ASSERT(same_node && x.copy[0] == copy_state::filling);  // held by its request
+      KVTIER_ASSERT(same_node && x.state(tier::device) == copy_state::filling);  // held by its request
       tree_.set_copy(o.node, tier::device, copy_state::ready, o.device_block);
       if (!decisions_.keeps_host_copy_after_swap_in()) {
         block_id host_block = x.block_in(tier::host);
@@ -489,7 +491,7 @@ void cache_model::complete(const transfer_order& order, std::vector<transfer_ord
     }
     case transfer_kind::store:
       host_.unpin(o.host_block);
-      if (staging_stores_.erase(o.id) > 0)
+      if (!staging_stores_.empty() && staging_stores_.erase(o.id) > 0)
         free_staged_copy(o);
       return;
     case transfer_kind::fill:  // the controller's (--verify), never an order of the model
@@ -501,7 +503,7 @@ void cache_model::store_finished(const node_id* nodes, size_t n,
                                  std::vector<transfer_order>& orders) {
   for (size_t i = 0; i < n; ++i) {
     const tree_node& x = tree_.node(nodes[i]);
-    if (x.stored || !x.ready(tier::device) || !decisions_.stores_at_finish(x.hit_count))
+    if (x.stored() || !x.ready(tier::device) || !decisions_.stores_at_finish(x.hit_count))
       continue;
     if (x.ready(tier::host)) {
       issue_store(nodes[i], x.block_in(tier::host), orders);
@@ -538,7 +540,7 @@ void cache_model::store_finished(const node_id* nodes, size_t n,
 // "Write policies"), so only a ready device copy lets the store free it.
 void cache_model::free_staged_copy(const transfer_order& store) {
   const tree_node& x = tree_.node(store.node);
-  if (!x.live || x.generation != store.generation || !x.ready(tier::host)
+  if (!x.live() || x.generation != store.generation || !x.ready(tier::host)
       || x.block_in(tier::host) != store.host_block || !x.ready(tier::device)
       || decisions_.wants_backup(x.hit_count))
     return;
@@ -551,7 +553,7 @@ void cache_model::fail(const transfer_order& order) {
   KVTIER_ASSERT(o.kind == transfer_kind::load);
   host_.unpin(o.host_block);
   const tree_node& x = tree_.node(o.node);
-  if (x.live && x.generation == o.generation && x.copy[1] == copy_state::filling
+  if (x.live() && x.generation == o.generation && x.state(tier::host) == copy_state::filling
       && x.block[1] == o.host_block) {
     tree_.set_copy(o.node, tier::host, copy_state::absent);
     host_.release(o.host_block);
@@ -560,7 +562,7 @@ void cache_model::fail(const transfer_order& order) {
 
 void cache_model::discard_if_bare(node_id id, uint32_t generation) {
   const tree_node& x = tree_.node(id);
-  if (!x.live || x.generation != generation || x.has(tier::device) || x.has(tier::host)
+  if (!x.live() || x.generation != generation || x.has(tier::device) || x.has(tier::host)
       || x.ref_count > 0 || x.children > 0)
     return;
   tree_.remove(id);

@@ -3,7 +3,7 @@
 // The members of one tier's evictable set, in eviction order (smallest key first).
 //
 // Deletion is lazy: when a node leaves the set its entry goes stale and is skipped when it
-// reaches the front (a stamp on the node tells), and stale entries are swept out when they pile
+// reaches the front (the node's state tells), and stale entries are swept out when they pile
 // up. Under LRU nearly every push carries the largest key so far (a node released now is the
 // youngest), so pushes in key order go to a plain queue in O(1); the others (a parent that turns
 // into a leaf when its last child is evicted, carrying its older key; every LFU key) go to a
@@ -28,7 +28,6 @@ class evictable_queue {
     uint64_t k1 = 0;
     uint64_t k2 = 0;
     uint32_t id = 0;
-    uint32_t stamp = 0;
   };
 
   static bool before(const entry& a, const entry& b) {

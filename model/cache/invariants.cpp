@@ -27,7 +27,7 @@ void check_copy_set(const radix_tree& tree, const std::vector<node_id>& live, ui
   std::vector<uint8_t> entered(tree.slot_count(), 0);
   tree.for_each_copy_entry([&](node_id id) { entered[id] = 1; });
   for (node_id id : live)
-    if (tree.node(id).in_copies)
+    if (tree.node(id).in_copies())
       r.expect(entered[id] == 1, [&] { return node_text(tree, id) + ": a copy-set member has an entry (T6)"; });
   node_id first = tree.peek_copy();
   if (first == root_node) {
@@ -36,7 +36,7 @@ void check_copy_set(const radix_tree& tree, const std::vector<node_id>& live, ui
   }
   bool smallest = true;
   for (node_id id : live)
-    if (tree.node(id).in_copies && order_key(tree, id) < order_key(tree, first))
+    if (tree.node(id).in_copies() && order_key(tree, id) < order_key(tree, first))
       smallest = false;
   r.expect(smallest, [&] { return std::string{"the next copy given up has the smallest key (T6)"}; });
 }
@@ -53,7 +53,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     const tree_node& x = tree.node(id);
     const tree_node& p = tree.node(x.parent);
     r.expect(tree.find(x.hash) == id, [&] { return node_text(tree, id) + " is found by its hash"; });
-    r.expect(p.live, [&] { return node_text(tree, id) + " has a live parent"; });
+    r.expect(p.live(), [&] { return node_text(tree, id) + " has a live parent"; });
     ++children[x.parent];
     if (x.has(tier::device)) {
       ++device_children[x.parent];
@@ -61,17 +61,20 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     }
     r.expect(x.has(tier::device) || x.has(tier::host), [&] { return node_text(tree, id) + " has a copy in some tier"; });
     r.expect(x.parent == root_node || p.ref_count >= x.ref_count, [&] { return node_text(tree, id) + ": ref above its parent's (T3)"; });
-    r.expect(!x.taken[0] && !x.taken[1], [&] { return node_text(tree, id) + " is not left half-evicted"; });
-    r.expect(x.in_copies == tree.belongs_in_copies(id), [&] { return node_text(tree, id) + ": copy set membership (T6)"; });
-    copies += x.in_copies;
+    r.expect(!x.taken(0) && !x.taken(1), [&] { return node_text(tree, id) + " is not left half-evicted"; });
+    r.expect(x.in_copies() == tree.belongs_in_copies(id), [&] { return node_text(tree, id) + ": copy set membership (T6)"; });
+    copies += x.in_copies();
     for (int t = 0; t < node_tier_count; ++t) {
       tier tt = static_cast<tier>(t);
       bool want = tree.belongs_in_set(id, tt);
-      r.expect(x.in_set[t] == want, [&] { return node_text(tree, id) + ": " + to_string(tt)
+      r.expect(x.in_set(t) == want, [&] { return node_text(tree, id) + ": " + to_string(tt)
                                         + " evictable membership (T4)"; });
-      in_set[t] += x.in_set[t];
+      in_set[t] += x.in_set(t);
       bool reclaim = x.ref_count == 0 && x.ready(tt) && (t == 0 || !x.has(tier::device));
       reclaimable[t] += reclaim;
+      bool counted = x.membership() & (tree_node::counted_device << t);
+      r.expect(counted == reclaim, [&] { return node_text(tree, id) + ": " + to_string(tt)
+                                        + " reclaimable membership"; });
     }
   }
   for (node_id id : live) {
@@ -89,7 +92,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     tier tt = static_cast<tier>(t);
     std::string name = to_string(tt);
     r.expect(tree.evictable(tt) == in_set[t], [&] { return name + " evictable count"; });
-    r.expect(tree.live_entries(tt) == in_set[t], [&] { return name + " heap has one entry per member"; });
+    r.expect(tree.live_entries(tt) == in_set[t], [&] { return name + " queue has an entry for every member"; });
     r.expect(tree.reclaimable(tt) == reclaimable[t], [&] { return name + " reclaimable count"; });
     // T5: the next victim has the smallest key among the members.
     node_id victim = tree.peek_victim(tt);
@@ -99,7 +102,7 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     }
     bool smallest = true;
     for (node_id id : live)
-      if (tree.node(id).in_set[t] && order_key(tree, id) < order_key(tree, victim))
+      if (tree.node(id).in_set(t) && order_key(tree, id) < order_key(tree, victim))
         smallest = false;
     r.expect(smallest, [&] { return name + " next victim has the smallest key (T5)"; });
   }
@@ -154,7 +157,7 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
   std::vector<uint8_t> filled(tree.slot_count() * 2, 0);
   m.outstanding().for_each([&](const transfer_order& o) {
     const tree_node& x = tree.node(o.node);
-    if (!x.live || x.generation != o.generation)
+    if (!x.live() || x.generation != o.generation)
       return;
     if (o.kind == transfer_kind::swap_in) {
       filled[2 * o.node] += 1;
@@ -167,7 +170,7 @@ void check_blocks(const cache_model& m, bool quiescent, invariant_report& r) {
   for (node_id id : tree.live_nodes()) {
     const tree_node& x = tree.node(id);
     for (int t = 0; t < node_tier_count; ++t) {
-      bool filling = x.copy[t] == copy_state::filling;
+      bool filling = x.state_at(t) == copy_state::filling;
       r.expect(filling == (filled[2 * id + t] == 1), [&] { return node_text(tree, id) + ": a filling copy has exactly one order filling it"; });
     }
     if (quiescent)

@@ -15,17 +15,33 @@ namespace {
 constexpr int device_index = node_tier(tier::device);
 constexpr int host_index = node_tier(tier::host);
 
-bool counts_reclaimable(const tree_node& n, int t) {
-  return radix_tree::reclaimable_copy(n, static_cast<tier>(t));
-}
-
 }  // namespace
 
-bool radix_tree::reclaimable_copy(const tree_node& n, tier t) {
-  int ti = node_tier(t);
-  if (!n.live || n.ref_count != 0 || n.taken[ti] || n.copy[ti] != copy_state::ready)
-    return false;
-  return ti == device_index || n.copy[device_index] == copy_state::absent;
+// A node entering a set gets a queue entry; one leaving it leaves its entry behind, stale.
+void radix_tree::apply_membership(node_id id, unsigned want, unsigned diff) {
+  nodes_[id].set_membership(want);  // before any push: a compaction keeps only current entries
+  for (int t = 0; t < node_tier_count; ++t) {
+    if (diff & (tree_node::counted_device << t))
+      reclaimable_[t] += (want & (tree_node::counted_device << t)) ? 1 : -1;
+    if (diff & (tree_node::in_device_set << t)) {
+      if (want & (tree_node::in_device_set << t))
+        push(id, t);
+      else
+        --set_count_[t];
+    }
+  }
+  if (diff & tree_node::in_copy_set) {
+    if (!(want & tree_node::in_copy_set)) {
+      --copies_count_;
+      return;
+    }
+    ++copies_count_;
+    if (!copies_queued_)
+      return;
+    copies_.push(key_of(id));
+    if (copies_.size() > 2 * size_t{copies_count_} + 1024)
+      compact_copies();
+  }
 }
 
 radix_tree::radix_tree(eviction_policy policy) : policy_(policy) {
@@ -40,7 +56,7 @@ void radix_tree::reserve(uint32_t nodes) {
 void radix_tree::reset() {
   nodes_.clear();
   nodes_.emplace_back();
-  nodes_[root_node].live = true;
+  nodes_[root_node].set_live(true);
   free_slots_.clear();
   by_hash_.clear();
   for (int t = 0; t < node_tier_count; ++t) {
@@ -49,6 +65,7 @@ void radix_tree::reset() {
     reclaimable_[t] = 0;
   }
   copies_.clear();
+  copies_queued_ = false;
   copies_count_ = 0;
   live_count_ = 0;
   next_order_ = 1;
@@ -65,7 +82,7 @@ std::vector<node_id> radix_tree::live_nodes() const {
   std::vector<node_id> out;
   out.reserve(live_count_);
   for (node_id i = 1; i < nodes_.size(); ++i)
-    if (nodes_[i].live)
+    if (nodes_[i].live())
       out.push_back(i);
   return out;
 }
@@ -78,7 +95,7 @@ node_id radix_tree::add(node_id parent, block_hash hash, uint32_t tokens) {
 }
 
 node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens, bool& added) {
-  KVTIER_ASSERT(nodes_[parent].live);
+  KVTIER_ASSERT(nodes_[parent].live());
   KVTIER_ASSERT(tokens <= UINT16_MAX);
   node_id id = free_slots_.empty() ? static_cast<node_id>(nodes_.size()) : free_slots_.back();
   auto [it, inserted] = by_hash_.try_emplace(hash, id);
@@ -90,19 +107,17 @@ node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens
   else
     free_slots_.pop_back();
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(!n.live && !n.in_set[0] && !n.in_set[1] && !n.in_copies);
+  KVTIER_ASSERT(!n.live() && !n.in_set(0) && !n.in_set(1) && !n.in_copies());
   uint32_t generation = n.generation + 1;
-  uint32_t stamps[node_tier_count] = {n.set_stamp[0], n.set_stamp[1]};
   n = tree_node{};
   n.generation = generation;
-  n.set_stamp[0] = stamps[0];  // stamps only grow, so old queue entries stay stale
-  n.set_stamp[1] = stamps[1];
   n.hash = hash;
   n.parent = parent;
   n.tokens = static_cast<uint16_t>(tokens);
   n.hit_count = 1;
-  n.release_order = next_order_++;  // keys stay unique even for a node never held
-  n.live = true;
+  n.release_order = next_order_++;  // keys stay unique even for a node never held: the old
+                                    // entries of the slot's earlier node go stale
+  n.set_live(true);
   tree_node& p = nodes_[parent];
   n.next_sibling = p.first_child;
   if (p.first_child != root_node)
@@ -110,14 +125,14 @@ node_id radix_tree::find_or_add(node_id parent, block_hash hash, uint32_t tokens
   p.first_child = id;
   ++p.children;
   ++live_count_;
-  refresh(parent, host_index);  // the parent is no longer a leaf
+  update(parent);  // the parent is no longer a leaf
   return id;
 }
 
 void radix_tree::remove(node_id id) {
   KVTIER_ASSERT(id != root_node);
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live);
+  KVTIER_ASSERT(n.live());
   KVTIER_ASSERT(n.children == 0);
   KVTIER_ASSERT(n.ref_count == 0);
   KVTIER_ASSERT(!n.has(tier::device) && !n.has(tier::host));
@@ -129,30 +144,30 @@ void radix_tree::remove(node_id id) {
   if (n.next_sibling != root_node)
     nodes_[n.next_sibling].prev_sibling = n.prev_sibling;
   // A node chosen for host eviction was already counted out of its parent's children.
-  if (!n.taken[host_index]) {
+  if (!n.taken(host_index)) {
     KVTIER_ASSERT(p.children > 0);
     --p.children;
   }
   by_hash_.erase(n.hash);
   node_id parent = n.parent;
-  KVTIER_ASSERT(!n.in_set[0] && !n.in_set[1] && !n.in_copies);  // no copies, so in no set
-  n.live = false;
-  n.taken[0] = n.taken[1] = false;
+  KVTIER_ASSERT(!n.in_set(0) && !n.in_set(1) && !n.in_copies());  // no copies, so in no set
+  n.set_live(false);
+  n.set_taken(0, false);
+  n.set_taken(1, false);
   n.first_child = n.next_sibling = n.prev_sibling = root_node;
   --live_count_;
   free_slots_.push_back(id);
-  refresh(parent, host_index);
+  update(parent);
 }
 
 void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   KVTIER_ASSERT(id != root_node);
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live);
+  KVTIER_ASSERT(n.live());
   int ti = node_tier(t);
-  bool had = n.copy[ti] != copy_state::absent;
+  bool had = n.state_at(ti) != copy_state::absent;
   bool has = st != copy_state::absent;
-  count_reclaimable(n, -1);
-  if (t == tier::device && had != has && !n.taken[device_index]) {
+  if (t == tier::device && had != has && !n.taken(device_index)) {
     tree_node& p = nodes_[n.parent];
     if (has) {
       ++p.device_children;
@@ -163,18 +178,17 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   }
   // A node taken for device eviction can only lose its device copy; a node taken for host
   // eviction keeps its mark until remove(), which must not count it out of its parent twice.
-  KVTIER_ASSERT(!(t == tier::device && n.taken[device_index] && has));
+  KVTIER_ASSERT(!(t == tier::device && n.taken(device_index) && has));
   if (sink_)
-    report_copy(id, t, n.copy[ti] == copy_state::ready, st == copy_state::ready);
-  n.copy[ti] = st;
+    report_copy(id, t, n.state_at(ti) == copy_state::ready, st == copy_state::ready);
+  n.set_state_at(ti, st);
   if (has)
     n.block[ti] = block;
   if (t == tier::device && !has)
-    n.taken[device_index] = false;
-  count_reclaimable(n, +1);
-  refresh_both(id);
-  if (t == tier::device && had != has && n.parent != root_node)
-    refresh(n.parent, device_index);
+    n.set_taken(device_index, false);
+  update(id);
+  if (t == tier::device && had != has)
+    update(n.parent);
 }
 
 void radix_tree::report_copy(node_id id, tier t, bool was_ready, bool is_ready) {
@@ -194,78 +208,34 @@ void radix_tree::report_copy(node_id id, tier t, bool was_ready, bool is_ready) 
 void radix_tree::acquire(node_id id, bool hit) {
   KVTIER_ASSERT(id != root_node);
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live);
-  count_reclaimable(n, -1);
+  KVTIER_ASSERT(n.live());
   ++n.ref_count;
   if (hit)
     ++n.hit_count;
-  count_reclaimable(n, +1);
-  refresh_both(id);
+  update(id);
 }
 
 void radix_tree::release(node_id id) {
   KVTIER_ASSERT(id != root_node);
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live);
+  KVTIER_ASSERT(n.live());
   KVTIER_ASSERT(n.ref_count > 0);
-  count_reclaimable(n, -1);
   if (--n.ref_count == 0)
     n.release_order = next_order_++;
-  count_reclaimable(n, +1);
-  refresh_both(id);
+  update(id);
 }
 
 void radix_tree::renew_order(node_id id) {
   tree_node& n = nodes_[id];
-  KVTIER_ASSERT(n.live && !n.in_set[0] && !n.in_set[1] && !n.in_copies);
+  KVTIER_ASSERT(n.live() && !n.in_set(0) && !n.in_set(1) && !n.in_copies());
   n.release_order = next_order_++;
-}
-
-void radix_tree::count_reclaimable(const tree_node& n, int delta) {
-  for (int t = 0; t < node_tier_count; ++t)
-    if (counts_reclaimable(n, t))
-      reclaimable_[t] += delta;
-}
-
-bool radix_tree::wants_set(const tree_node& n, int t) const {
-  if (!n.live || n.ref_count != 0 || n.taken[t] || n.copy[t] != copy_state::ready)
-    return false;
-  if (t == device_index)
-    return n.device_children == 0;
-  return n.copy[device_index] == copy_state::absent && n.children == 0;
-}
-
-void radix_tree::refresh(node_id id, int t) {
-  if (id == root_node)
-    return;
-  tree_node& n = nodes_[id];
-  bool want = wants_set(n, t);
-  if (want == n.in_set[t])
-    return;
-  if (want) {
-    push(id, t);
-  } else {
-    n.in_set[t] = false;  // its queue entry goes stale
-    --set_count_[t];
-  }
-}
-
-void radix_tree::refresh_both(node_id id) {
-  refresh(id, device_index);
-  refresh(id, host_index);
-  refresh_copies(id);
-}
-
-bool radix_tree::wants_copies(const tree_node& n) const {
-  return n.live && n.ref_count == 0 && !n.taken[device_index] && !n.taken[host_index]
-         && n.copy[device_index] == copy_state::ready && n.copy[host_index] == copy_state::ready;
 }
 
 // A member's key cannot change while it is one: a hit and a release need a hold, which takes it
 // out, and renew_order() is for nodes without a device copy.
 evictable_queue::entry radix_tree::key_of(node_id id) const {
   const tree_node& n = nodes_[id];
-  evictable_queue::entry e{0, 0, id, 0};
+  evictable_queue::entry e{0, 0, id};
   if (policy_ == eviction_policy::lru) {
     e.k1 = n.release_order;
   } else {
@@ -277,28 +247,7 @@ evictable_queue::entry radix_tree::key_of(node_id id) const {
 
 bool radix_tree::current_copy(const evictable_queue::entry& e) const {
   const tree_node& n = nodes_[e.id];
-  if (!n.live || !n.in_copies)
-    return false;
-  evictable_queue::entry k = key_of(e.id);
-  return k.k1 == e.k1 && k.k2 == e.k2;
-}
-
-void radix_tree::refresh_copies(node_id id) {
-  if (id == root_node)
-    return;
-  tree_node& n = nodes_[id];
-  bool want = wants_copies(n);
-  if (want == n.in_copies)
-    return;
-  n.in_copies = want;
-  if (!want) {
-    --copies_count_;  // its entry goes stale
-    return;
-  }
-  ++copies_count_;
-  copies_.push(key_of(id));
-  if (copies_.size() > 2 * size_t{copies_count_} + 1024)
-    compact_copies();
+  return n.live() && n.in_copies() && same_key(e);
 }
 
 // Keeps one entry per member (seen_: a byte per node, cleared per sweep: small enough to stay
@@ -315,16 +264,41 @@ void radix_tree::compact_copies() {
     [&](uint32_t id) { prefetch_node(id); });
 }
 
+// The members' entries, pushed in key order (so all to the queue's in-order part).
+void radix_tree::queue_copies() {
+  std::vector<evictable_queue::entry> members;
+  members.reserve(copies_count_);
+  for (node_id id = 1; id < nodes_.size(); ++id)
+    if (nodes_[id].in_copies())
+      members.push_back(key_of(id));
+  std::sort(members.begin(), members.end(), evictable_queue::before);
+  copies_.clear();
+  for (const evictable_queue::entry& e : members)
+    copies_.push(e);
+  copies_queued_ = true;
+}
+
 node_id radix_tree::take_copy() {
+  if (!copies_queued_)
+    queue_copies();
   evictable_queue::entry e;
   if (!copies_.pop([&](const evictable_queue::entry& x) { return current_copy(x); }, e))
     return root_node;
-  nodes_[e.id].in_copies = false;
+  // The copy set gives it up; the caller drops its host copy next (which leaves it out).
+  nodes_[e.id].set_membership(nodes_[e.id].membership() & ~tree_node::in_copy_set);
   --copies_count_;
   return e.id;
 }
 
 node_id radix_tree::peek_copy() const {
+  if (!copies_queued_) {
+    node_id best = root_node;
+    for (node_id id = 1; id < nodes_.size(); ++id)
+      if (nodes_[id].in_copies()
+          && (best == root_node || evictable_queue::before(key_of(id), key_of(best))))
+        best = id;
+    return best;
+  }
   const evictable_queue::entry* best = nullptr;
   copies_.for_each([&](const evictable_queue::entry& e) {
     if (current_copy(e) && (!best || evictable_queue::before(e, *best)))
@@ -335,8 +309,14 @@ node_id radix_tree::peek_copy() const {
 
 uint32_t radix_tree::live_entries(tier t) const {
   int ti = node_tier(t);
+  std::vector<uint8_t> seen(nodes_.size(), 0);
   uint32_t n = 0;
-  queue_[ti].for_each([&](const evictable_queue::entry& e) { n += current(e, ti); });
+  queue_[ti].for_each([&](const evictable_queue::entry& e) {
+    if (current(e, ti) && !seen[e.id]) {
+      seen[e.id] = 1;
+      ++n;
+    }
+  });
   return n;
 }
 
@@ -351,22 +331,12 @@ node_id radix_tree::peek_victim(tier t) const {
 }
 
 bool radix_tree::belongs_in_set(node_id id, tier t) const {
-  return wants_set(nodes_[id], node_tier(t));
+  return derived_membership(nodes_[id]) & (tree_node::in_device_set << node_tier(t));
 }
 
 void radix_tree::push(node_id id, int t) {
-  tree_node& n = nodes_[id];
-  n.in_set[t] = true;
-  ++n.set_stamp[t];
   ++set_count_[t];
-  evictable_queue::entry e{0, 0, id, n.set_stamp[t]};
-  if (policy_ == eviction_policy::lru) {
-    e.k1 = n.release_order;
-  } else {
-    e.k1 = n.hit_count;
-    e.k2 = n.release_order;
-  }
-  queue_[t].push(e);
+  queue_[t].push(key_of(id));
   if (queue_[t].size() > 2 * size_t{set_count_[t]} + 1024)
     compact(t);
 }
@@ -386,8 +356,15 @@ bool radix_tree::pop(int t, node_id& out) {
 }
 
 void radix_tree::compact(int t) {
-  queue_[t].compact([&](const evictable_queue::entry& e) { return current(e, t); },
-                    [&](uint32_t id) { prefetch_node(id); });
+  seen_.assign(nodes_.size(), 0);
+  queue_[t].compact(
+    [&](const evictable_queue::entry& e) {
+      if (!current(e, t) || seen_[e.id])
+        return false;
+      seen_[e.id] = 1;
+      return true;
+    },
+    [&](uint32_t id) { prefetch_node(id); });
   KVTIER_ASSERT(queue_[t].size() == set_count_[t]);
 }
 
@@ -408,18 +385,15 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
       return false;
     }
     tree_node& x = nodes_[id];
-    count_reclaimable(x, -1);
-    x.in_set[ti] = false;
-    --set_count_[ti];
-    x.taken[ti] = true;
-    refresh_copies(id);
+    x.set_taken(ti, true);
+    update(id);  // out of the set (its entry was just popped), the counts and the copy set
     tree_node& p = nodes_[x.parent];
     if (t == tier::device) {
       --p.device_children;
     } else {
       --p.children;
     }
-    refresh(x.parent, ti);
+    update(x.parent);
     // The evicted node leaves the hash map soon; its parent, now perhaps a leaf, is often the
     // next victim.
     by_hash_.prefetch(x.hash);
@@ -433,35 +407,30 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
 bool radix_tree::take_member(node_id id, tier t) {
   int ti = node_tier(t);
   tree_node& x = nodes_[id];
-  if (id == root_node || !x.in_set[ti])
+  if (id == root_node || !x.in_set(ti))
     return false;
-  count_reclaimable(x, -1);
-  x.in_set[ti] = false;  // its queue entry goes stale
-  --set_count_[ti];
-  x.taken[ti] = true;
-  refresh_copies(id);
+  x.set_taken(ti, true);
+  update(id);  // its queue entry goes stale
   tree_node& p = nodes_[x.parent];
   if (t == tier::device)
     --p.device_children;
   else
     --p.children;
-  refresh(x.parent, ti);
+  update(x.parent);
   return true;
 }
 
 void radix_tree::untake(node_id id, int t) {
   tree_node& x = nodes_[id];
-  KVTIER_ASSERT(x.taken[t]);
+  KVTIER_ASSERT(x.taken(t));
   tree_node& p = nodes_[x.parent];
   if (t == device_index)
     ++p.device_children;
   else
     ++p.children;
-  x.taken[t] = false;
-  count_reclaimable(x, +1);
-  refresh(x.parent, t);
-  refresh(id, t);
-  refresh_copies(id);
+  x.set_taken(t, false);
+  update(x.parent);
+  update(id);
 }
 
 }  // namespace kvtier

@@ -56,7 +56,11 @@ enum class copy_state : uint8_t { absent, filling, ready };
 enum class eviction_policy : uint8_t { lru, lfu };
 const char* to_string(eviction_policy p);
 
-struct tree_node {
+/// One node is one cache line (aligned to it): the index is memory-bound, and most of what a
+/// block costs is the lines it touches (BENCHMARKS.md, "The per-block path, third pass": a node
+/// of 80 bytes spans two lines, and three made a replay 10-20% slower). So the flags are bits,
+/// and the evictable sets check their entries by key, not by a stamp per tier.
+struct alignas(64) tree_node {
   block_hash hash = 0;
   uint64_t release_order = 0;    // LRU key, see T5
   node_id parent = root_node;
@@ -68,23 +72,58 @@ struct tree_node {
   uint32_t ref_count = 0;
   uint32_t hit_count = 0;        // 1 when created, +1 per match that holds it (FastDeploy)
   uint32_t generation = 0;       // bumps when the slot is reused for another block
-  block_id block[node_tier_count] = {0, 0};  // meaningful while copy[t] != absent
-  uint32_t set_stamp[node_tier_count] = {0, 0};
+  block_id block[node_tier_count] = {0, 0};  // meaningful while the copy in a tier is not absent
   uint16_t tokens = 0;
-  copy_state copy[node_tier_count] = {copy_state::absent, copy_state::absent};
-  bool in_set[node_tier_count] = {false, false};
-  bool taken[node_tier_count] = {false, false};  // chosen for eviction, not yet dropped
-  bool in_copies = false;  // in the copy set (T6)
-  bool live = false;
+
+  copy_state state(tier t) const { return state_at(node_tier(t)); }
+  copy_state state_at(int t) const {
+    return static_cast<copy_state>((flags_ >> (2 * t)) & 3u);
+  }
+  void set_state_at(int t, copy_state s) {
+    flags_ = static_cast<uint16_t>((flags_ & ~(3u << (2 * t)))
+                                   | (static_cast<unsigned>(s) << (2 * t)));
+  }
+  bool has(tier t) const { return state(t) != copy_state::absent; }
+  bool ready(tier t) const { return state(t) == copy_state::ready; }
+  block_id block_in(tier t) const { return block[node_tier(t)]; }
+  /// In tier t's evictable set (T4).
+  bool in_set(int t) const { return membership() & (in_device_set << t); }
+  /// Chosen for eviction from tier t, not yet dropped.
+  bool taken(int t) const { return bit(taken_bit + t); }
+  void set_taken(int t, bool v) { set_bit(taken_bit + t, v); }
+  /// In the copy set (T6).
+  bool in_copies() const { return membership() & in_copy_set; }
+  bool live() const { return bit(live_bit); }
+  void set_live(bool v) { set_bit(live_bit, v); }
   /// A store of this block to storage was issued (the storage pool may have evicted it since);
   /// the storage decision at request finish stores a block once (docs/design.md).
-  bool stored = false;
+  bool stored() const { return bit(stored_bit); }
+  void set_stored(bool v) { set_bit(stored_bit, v); }
 
-  bool has(tier t) const { return copy[node_tier(t)] != copy_state::absent; }
-  bool ready(tier t) const { return copy[node_tier(t)] == copy_state::ready; }
-  block_id block_in(tier t) const { return block[node_tier(t)]; }
+  /// Where the tree counts the node: the bits of membership(). The tree keeps them equal to
+  /// what the node's state says (radix_tree::derived_membership) after every change.
+  enum : unsigned {
+    counted_device = 1,  // in reclaimable(device)
+    counted_host = 2,    // in reclaimable(host)
+    in_device_set = 4,   // in the device evictable set (T4); in_device_set << 1: the host's
+    in_host_set = 8,
+    in_copy_set = 16,    // in the copy set (T6)
+  };
+  unsigned membership() const { return (flags_ >> membership_shift) & 31u; }
+  void set_membership(unsigned m) {
+    flags_ = static_cast<uint16_t>((flags_ & ~(31u << membership_shift)) | (m << membership_shift));
+  }
+
+ private:
+  // Bits 0-3: the copy state of each tier, two bits each; 4-8: membership(); then these.
+  enum : unsigned { membership_shift = 4, taken_bit = 9, live_bit = 11, stored_bit = 12 };
+  bool bit(unsigned b) const { return (flags_ >> b) & 1u; }
+  void set_bit(unsigned b, bool v) {
+    flags_ = static_cast<uint16_t>(v ? flags_ | (1u << b) : flags_ & ~(1u << b));
+  }
+  uint16_t flags_ = 0;
 };
-static_assert(sizeof(tree_node) <= 80, "keep nodes small: the index is memory-bound");
+static_assert(sizeof(tree_node) == 64, "one node, one cache line: the index is memory-bound");
 
 class radix_tree {
  public:
@@ -117,7 +156,30 @@ class radix_tree {
   /// host: ready, host-only and unreferenced.
   uint32_t reclaimable(tier t) const { return reclaimable_[node_tier(t)]; }
   /// Whether n's copy in t counts in reclaimable(t).
-  static bool reclaimable_copy(const tree_node& n, tier t);
+  static bool reclaimable_copy(const tree_node& n, tier t) {
+    return derived_membership(n) & (tree_node::counted_device << node_tier(t));
+  }
+  /// The membership bits (tree_node::membership) that n's state calls for: T4, T6 and the
+  /// reclaimable counts. All of them are a function of the node alone (its holders, copies,
+  /// marks and child counts), so one look at it after each change keeps every set and count in
+  /// step (update).
+  static unsigned derived_membership(const tree_node& n) {
+    if (n.ref_count != 0 || !n.live())
+      return 0;
+    const copy_state device = n.state_at(0), host = n.state_at(1);
+    const bool device_ready = device == copy_state::ready && !n.taken(0);
+    const bool host_ready = host == copy_state::ready && !n.taken(1);
+    unsigned m = 0;
+    if (device_ready)
+      m |= n.device_children == 0 ? tree_node::counted_device | tree_node::in_device_set
+                                  : tree_node::counted_device;
+    if (host_ready && device == copy_state::absent)
+      m |= n.children == 0 ? tree_node::counted_host | tree_node::in_host_set
+                           : tree_node::counted_host;
+    if (device_ready && host_ready)
+      m |= tree_node::in_copy_set;
+    return m;
+  }
   /// Calls f(child) for each child of `id`.
   template <class F>
   void for_each_child(node_id id, F f) const {
@@ -130,7 +192,8 @@ class radix_tree {
   uint32_t slot_count() const { return static_cast<uint32_t>(nodes_.size()); }
   /// Number of hashes the lookup map holds.
   size_t indexed() const { return by_hash_.size(); }
-  /// Heap entries of tier `t` that still stand for a set member (each member has exactly one).
+  /// Members of tier `t`'s evictable set that have an entry in its queue (every member must;
+  /// one that left the set and came back with the same key may have two).
   uint32_t live_entries(tier t) const;
   /// The member that eviction would take next from tier `t`, or root_node if the set is empty.
   node_id peek_victim(tier t) const;
@@ -139,14 +202,23 @@ class radix_tree {
   /// Members of the copy set (T6): host copies of idle device blocks.
   uint32_t copies() const { return copies_count_; }
   /// Whether node `id` belongs in the copy set (T6).
-  bool belongs_in_copies(node_id id) const { return wants_copies(nodes_[id]); }
+  bool belongs_in_copies(node_id id) const {
+    return derived_membership(nodes_[id]) & tree_node::in_copy_set;
+  }
   /// The member the copy set would give up next, or root_node if it is empty.
   node_id peek_copy() const;
   /// Calls f(id) for each copy-set entry that stands for a member (at least one per member; a
   /// node that left the set and came back with the same key may have two, which pop and
-  /// compaction tolerate).
+  /// compaction tolerate). Until the set is first asked for a copy it keeps no entries, and
+  /// its members stand for themselves.
   template <class F>
   void for_each_copy_entry(F f) const {
+    if (!copies_queued_) {
+      for (node_id id = 1; id < nodes_.size(); ++id)
+        if (nodes_[id].in_copies())
+          f(id);
+      return;
+    }
     copies_.for_each([&](const evictable_queue::entry& e) {
       if (current_copy(e))
         f(static_cast<node_id>(e.id));
@@ -174,7 +246,7 @@ class radix_tree {
   /// Gives the node a fresh release order (it just moved to the host tier).
   void renew_order(node_id id);
   /// Records that a store of the node's block was issued (tree_node::stored).
-  void mark_stored(node_id id) { nodes_[id].stored = true; }
+  void mark_stored(node_id id) { nodes_[id].set_stored(true); }
 
   // -- eviction -------------------------------------------------------------------------------
 
@@ -197,22 +269,35 @@ class radix_tree {
   void set_event_sink(block_event_sink* sink) { sink_ = sink; }
 
  private:
-  bool wants_set(const tree_node& n, int t) const;
-  bool wants_copies(const tree_node& n) const;
-  void refresh(node_id id, int t);
-  void refresh_copies(node_id id);
+  // Brings node `id`'s membership bits, the sets and the counts in line with its state (called
+  // after every change of it; most change nothing there).
+  void update(node_id id) {
+    if (id == root_node)
+      return;
+    const tree_node& n = nodes_[id];
+    const unsigned want = derived_membership(n), diff = want ^ n.membership();
+    if (diff != 0)
+      apply_membership(id, want, diff);
+  }
+  void apply_membership(node_id id, unsigned want, unsigned diff);
   void compact_copies();
+  void queue_copies();
   evictable_queue::entry key_of(node_id id) const;
   bool current_copy(const evictable_queue::entry& e) const;
-  void refresh_both(node_id id);
   void push(node_id id, int t);
   bool pop(int t, node_id& out);
   void compact(int t);
+  // An entry stands for a member whose key it carries: a member's key cannot change while it
+  // is one (key_of), and a node that leaves a set and comes back with the same key has two
+  // entries, which pop and compaction tolerate.
   bool current(const evictable_queue::entry& e, int t) const {
     const tree_node& n = nodes_[e.id];
-    return n.in_set[t] && n.set_stamp[t] == e.stamp;
+    return n.in_set(t) && same_key(e);
   }
-  void count_reclaimable(const tree_node& n, int delta);
+  bool same_key(const evictable_queue::entry& e) const {
+    evictable_queue::entry k = key_of(e.id);
+    return k.k1 == e.k1 && k.k2 == e.k2;
+  }
   void untake(node_id id, int t);
   void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
 
@@ -223,9 +308,14 @@ class radix_tree {
                       huge_page_allocator<std::pair<const block_hash, node_id>>>
     by_hash_;
   evictable_queue queue_[node_tier_count];
-  evictable_queue copies_;  // T6; entries are checked by key, not stamp (nodes have no room)
+  // T6. Its queue is built when the host tier first gives up a copy: a host tier with room for
+  // its host-only blocks never does, and would pay for every block's entry for nothing (a
+  // push on each release, a sweep as they go stale). The members are kept counted and marked
+  // all along; the order they pop in is the same either way (keys).
+  evictable_queue copies_;
+  bool copies_queued_ = false;
   uint32_t copies_count_ = 0;
-  std::vector<uint8_t> seen_;  // scratch: compaction of copies_
+  std::vector<uint8_t> seen_;  // scratch: compaction
   uint32_t set_count_[node_tier_count] = {0, 0};
   uint32_t reclaimable_[node_tier_count] = {0, 0};
   uint32_t live_count_ = 0;

@@ -206,7 +206,7 @@ TEST_CASE("cache_model: a storage load is matchable only once its host copy is r
   auto blocks = blocks_of({1, 2});
   auto n1 = h.m.begin_load(root_node, blocks[0], h.orders);
   REQUIRE(n1);
-  CHECK(h.m.tree().node(*n1).copy[1] == copy_state::filling);  // LOADING_FROM_STORAGE
+  CHECK(h.m.tree().node(*n1).state(tier::host) == copy_state::filling);  // LOADING_FROM_STORAGE
   CHECK(h.match({1}).host == 0);
   CHECK_FALSE(h.m.begin_load(root_node, blocks[0], h.orders));  // already has a node
   h.drain();

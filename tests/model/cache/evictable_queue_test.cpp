@@ -13,7 +13,7 @@ namespace {
 using key = std::pair<uint64_t, uint64_t>;
 
 evictable_queue::entry make(key k, uint32_t id) {
-  return {k.first, k.second, id, 1};
+  return {k.first, k.second, id};
 }
 
 }  // namespace
