@@ -52,6 +52,12 @@ class request_layout {
   uint32_t block_size() const { return block_size_; }
 
   /// Listed blocks that lie entirely within the first `tokens` tokens (their KV is complete).
+  /// Whether a listed block ends after token `from` and at or before token `to`: computing
+  /// [from, to) completes it (complete_within(to) > complete_within(from), with one search).
+  bool completes_block(uint64_t from, uint64_t to) const {
+    auto next = std::upper_bound(ends_.begin(), ends_.end(), from);
+    return next != ends_.end() && *next <= to;
+  }
   uint32_t complete_within(uint64_t tokens) const {
     return static_cast<uint32_t>(std::upper_bound(ends_.begin(), ends_.end(), tokens)
                                  - ends_.begin());

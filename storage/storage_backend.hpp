@@ -57,7 +57,8 @@ struct block_ref {
 
 /// The node a storage key lives on (the index and every backend use this one rule).
 inline uint32_t node_of_key(uint64_t key, uint32_t nodes) {
-  return static_cast<uint32_t>((key >> 32) % nodes);
+  // One node is the usual pool: no division (tens of cycles) on every storage operation.
+  return nodes == 1 ? 0 : static_cast<uint32_t>((key >> 32) % nodes);
 }
 
 /// The namespace blocks are named in: different models or KV dtypes never share a block.

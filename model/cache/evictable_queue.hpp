@@ -39,6 +39,11 @@ class evictable_queue {
       fifo_.push_back(e);
       return;
     }
+    push_out_of_order(e);
+  }
+
+  // Out of line: the in-order push above is the common one, and stays small enough to inline.
+  [[gnu::noinline]] void push_out_of_order(const entry& e) {
     if (stack_.empty() || before(e, stack_.back())) {
       stack_.push_back(e);
       return;

@@ -231,20 +231,6 @@ void radix_tree::renew_order(node_id id) {
   n.release_order = next_order_++;
 }
 
-// A member's key cannot change while it is one: a hit and a release need a hold, which takes it
-// out, and renew_order() is for nodes without a device copy.
-evictable_queue::entry radix_tree::key_of(node_id id) const {
-  const tree_node& n = nodes_[id];
-  evictable_queue::entry e{0, 0, id};
-  if (policy_ == eviction_policy::lru) {
-    e.k1 = n.release_order;
-  } else {
-    e.k1 = n.hit_count;
-    e.k2 = n.release_order;
-  }
-  return e;
-}
-
 bool radix_tree::current_copy(const evictable_queue::entry& e) const {
   const tree_node& n = nodes_[e.id];
   return n.live() && n.in_copies() && same_key(e);
@@ -332,13 +318,6 @@ node_id radix_tree::peek_victim(tier t) const {
 
 bool radix_tree::belongs_in_set(node_id id, tier t) const {
   return derived_membership(nodes_[id]) & (tree_node::in_device_set << node_tier(t));
-}
-
-void radix_tree::push(node_id id, int t) {
-  ++set_count_[t];
-  queue_[t].push(key_of(id));
-  if (queue_[t].size() > 2 * size_t{set_count_[t]} + 1024)
-    compact(t);
 }
 
 bool radix_tree::pop(int t, node_id& out) {

@@ -280,13 +280,27 @@ class radix_tree {
       apply_membership(id, want, diff);
   }
   void apply_membership(node_id id, unsigned want, unsigned diff);
-  void compact_copies();
-  void queue_copies();
-  evictable_queue::entry key_of(node_id id) const;
+  // The rare paths stay out of line (noinline), so that the hot ones that call them need few
+  // registers saved: at tens of millions of calls a replay, a call's prologue is a few percent.
+  [[gnu::noinline]] void compact_copies();
+  [[gnu::noinline]] void queue_copies();
+  // A member's key cannot change while it is one: a hit and a release need a hold, which takes
+  // it out, and renew_order() is for nodes without a device copy.
+  evictable_queue::entry key_of(node_id id) const {
+    const tree_node& n = nodes_[id];
+    if (policy_ == eviction_policy::lru)
+      return {n.release_order, 0, id};
+    return {n.hit_count, n.release_order, id};
+  }
   bool current_copy(const evictable_queue::entry& e) const;
-  void push(node_id id, int t);
+  void push(node_id id, int t) {
+    ++set_count_[t];
+    queue_[t].push(key_of(id));
+    if (queue_[t].size() > 2 * size_t{set_count_[t]} + 1024)
+      compact(t);
+  }
   bool pop(int t, node_id& out);
-  void compact(int t);
+  [[gnu::noinline]] void compact(int t);
   // An entry stands for a member whose key it carries: a member's key cannot change while it
   // is one (key_of), and a node that leaves a set and comes back with the same key has two
   // entries, which pop and compaction tolerate.
@@ -299,7 +313,7 @@ class radix_tree {
     return k.k1 == e.k1 && k.k2 == e.k2;
   }
   void untake(node_id id, int t);
-  void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
+  [[gnu::noinline]] void report_copy(node_id id, tier t, bool was_ready, bool is_ready);
 
   eviction_policy policy_;
   std::vector<tree_node, huge_page_allocator<tree_node>> nodes_;

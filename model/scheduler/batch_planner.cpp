@@ -276,7 +276,7 @@ step_outcome finish_step(request_book& book, const std::vector<work_item>& items
     r.high_water = std::max(r.high_water, end);
     r.computed = end;
     // The controller commits listed blocks once complete: tell it only when one completed.
-    if (r.layout.complete_within(end) > r.layout.complete_within(w.start))
+    if (r.layout.completes_block(w.start, end))
       out.computed.push_back({w.req, static_cast<uint32_t>(end)});
     if (end < r.target())
       continue;  // a chunk of a longer prefill

@@ -10,8 +10,9 @@
 
 #include <cstdint>
 #include <deque>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/node_hash_map.h>
 
 #include "model/messages.hpp"
 #include "model/request_layout.hpp"
@@ -70,12 +71,14 @@ class request_book {
   std::vector<request_id> running;  ///< in admission order: the last one is the next victim
 
   /// Every request ever added, in no particular order.
-  const std::unordered_map<request_id, live_request>& all() const { return requests_; }
+  const absl::node_hash_map<request_id, live_request>& all() const { return requests_; }
   /// Records of earlier passes of requests that came again.
   const std::vector<request_record>& retired() const { return retired_; }
 
  private:
-  std::unordered_map<request_id, live_request> requests_;
+  // Looked up for every request of every step: a node map (references stay valid) with no
+  // division per lookup, unlike std::unordered_map.
+  absl::node_hash_map<request_id, live_request> requests_;
   std::vector<request_record> retired_;
 };
 
