@@ -327,7 +327,8 @@ bool radix_tree::pop(int t, node_id& out) {
                        prefetch_node(far);
                        const tree_node& n = nodes_[near];  // loaded since it was `far`
                        prefetch_node(n.parent);
-                       by_hash_.prefetch(n.hash);
+                       if (leaves_index(n, t))
+                         by_hash_.prefetch(n.hash);
                      }))
     return false;
   out = e.id;
@@ -375,8 +376,10 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
     update(x.parent);
     // The evicted node leaves the hash map soon; its parent, now perhaps a leaf, is often the
     // next victim.
-    by_hash_.prefetch(x.hash);
-    by_hash_.prefetch(p.hash);
+    if (leaves_index(x, ti))
+      by_hash_.prefetch(x.hash);
+    if (leaves_index(p, ti))
+      by_hash_.prefetch(p.hash);
     prefetch_node(p.parent);
     out.push_back(id);
   }

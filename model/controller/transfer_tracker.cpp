@@ -59,7 +59,10 @@ void transfer_tracker::batch(const std::vector<transfer_order>& orders, std::vec
       for (; end < group.size() && !touches_own_writes(group[end], t.id); ++end) {
         prefetch(end + ahead);
         const transfer_order& o = group[end];
-        t.blocks.push_back({o.device_block, o.host_block, o.hash, storage_key_of(o.hash)});
+        // Only storage reads and writes name the block in storage (a key is an XXH3 hash).
+        const bool storage = o.kind == transfer_kind::store || o.kind == transfer_kind::load;
+        t.blocks.push_back(
+          {o.device_block, o.host_block, o.hash, storage ? storage_key_of(o.hash) : 0});
         add_dependencies(t, o);
       }
       std::sort(t.after.begin(), t.after.end());

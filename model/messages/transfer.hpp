@@ -21,7 +21,7 @@ struct block_move {
   uint32_t device_block = 0;
   uint32_t host_block = 0;
   block_hash hash = 0;
-  uint64_t storage_key = 0;
+  uint64_t storage_key = 0;  ///< a store's or a load's: the block's key in storage (0 otherwise)
 };
 
 /// One batched transfer. It starts once every transfer in `after` is done (an earlier copy still

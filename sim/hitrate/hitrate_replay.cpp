@@ -37,14 +37,21 @@ hitrate_replay::hitrate_replay(const replay_config& config, uint64_t check_every
 void hitrate_replay::drain() {
   // Orders complete in issue order, so a block's earlier reader always finishes before a later
   // order writes it (transfer_order's contract).
+  // A store's key is made once, when its index slot is prefetched `ahead` orders early (orders
+  // added meanwhile, follow-up stores, make theirs when they come).
   constexpr size_t ahead = 4;
   for (size_t i = 0; i < orders_.size(); ++i) {
     transfer_order o = orders_[i];
-    if (storage_ && i + ahead < orders_.size() && orders_[i + ahead].kind == transfer_kind::store)
-      storage_->prefetch(key_of(orders_[i + ahead].hash));
+    if (storage_ && i + ahead < orders_.size()
+        && orders_[i + ahead].kind == transfer_kind::store) {
+      key_ahead& k = keys_ahead_[(i + ahead) % keys_ahead_.size()];
+      k = {drained_ + i + ahead, key_of(orders_[i + ahead].hash)};
+      storage_->prefetch(k.key);
+    }
     if (o.kind == transfer_kind::store) {
       KVTIER_ASSERT(storage_);
-      storage_->put(key_of(o.hash));
+      const key_ahead& k = keys_ahead_[i % keys_ahead_.size()];
+      storage_->put(k.order == drained_ + i ? k.key : key_of(o.hash));
       ++totals_.storage_inserts;
     } else {
       if (o.kind == transfer_kind::load)
@@ -54,6 +61,7 @@ void hitrate_replay::drain() {
     }
     model_.complete(o, orders_);
   }
+  drained_ += orders_.size();
   orders_.clear();
 }
 

@@ -110,6 +110,14 @@ class hitrate_replay {
   std::vector<block_id> fresh_;
   std::vector<node_id> path_;
   std::vector<storage_key> keys_;  // the request's storage keys, made as the probe reaches them
+  // drain(): the storage keys of stores made ahead, by order number (orders drained before
+  // this drain's first, plus its index).
+  struct key_ahead {
+    uint64_t order = UINT64_MAX;
+    storage_key key = 0;
+  };
+  std::array<key_ahead, 8> keys_ahead_;
+  uint64_t drained_ = 0;
   bool host_last_computed_ = false;  // a full hit ends in host: its last block is computed
   // A full hit ends in storage and every storage hit before its last block was loaded: the
   // last block, computed, was found by the match and counts a hit (docs/design.md, step 5).
