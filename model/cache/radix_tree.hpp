@@ -56,10 +56,11 @@ enum class copy_state : uint8_t { absent, filling, ready };
 enum class eviction_policy : uint8_t { lru, lfu };
 const char* to_string(eviction_policy p);
 
-/// One node is one cache line (aligned to it): the index is memory-bound, and most of what a
-/// block costs is the lines it touches (BENCHMARKS.md, "The per-block path, third pass": a node
-/// of 80 bytes spans two lines, and three made a replay 10-20% slower). So the flags are bits,
-/// and the evictable sets check their entries by key, not by a stamp per tier.
+/// One node is one cache line, aligned (an 80-byte node spans two). Its flags are bits, and
+/// the evictable sets check their entries by key, not by a stamp per tier: a replay spends most
+/// of its instructions keeping the sets and counts in step with the nodes, and with the flags
+/// in one word that is one small computation per change (radix_tree::derived_membership;
+/// BENCHMARKS.md, "The per-block path, third pass").
 struct alignas(64) tree_node {
   block_hash hash = 0;
   uint64_t release_order = 0;    // LRU key, see T5
@@ -269,6 +270,7 @@ class radix_tree {
   void set_event_sink(block_event_sink* sink) { sink_ = sink; }
 
  private:
+  friend struct radix_tree_tamper;  // tests: corrupts the tree to show the checker fires
   // Brings node `id`'s membership bits, the sets and the counts in line with its state (called
   // after every change of it; most change nothing there).
   void update(node_id id) {
