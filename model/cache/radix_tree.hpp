@@ -284,7 +284,9 @@ class radix_tree {
   void apply_membership(node_id id, unsigned want, unsigned diff);
   // Whether evicting n from tier t may take it out of the index (its hash is worth loading
   // ahead): a host victim goes; a device victim with a host copy stays.
-  static bool leaves_index(const tree_node& n, int t) { return t == 1 || !n.has(tier::host); }
+  static bool leaves_index(const tree_node& n, int t) {
+    return t == node_tier(tier::host) || !n.has(tier::host);
+  }
   // The rare paths stay out of line (noinline), so that the hot ones that call them need few
   // registers saved: at tens of millions of calls a replay, a call's prologue is a few percent.
   [[gnu::noinline]] void compact_copies();
