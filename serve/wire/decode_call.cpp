@@ -6,6 +6,7 @@
 #include <msgpack.hpp>
 
 #include "serve/wire/call.hpp"
+#include "serve/wire/call_readers.hpp"
 #include "serve/wire/fields.hpp"
 
 namespace kvtier::serve {
@@ -188,13 +189,6 @@ uint32_t needs_of(verb v) {
   }
 }
 
-// The keys a map held that the per-verb requirements ask about, beside the fields of `call`.
-struct seen_keys {
-  std::optional<std::string> op_name;
-  bool version_list = false, block_size = false, model = false;
-  bool req = false, tokens_count = false, step = false, blocks_count = false;
-};
-
 // The frame as one msgpack map, or why it is not one.
 std::optional<wire_error> unpack_map(const char* data, size_t size,
                                      msgpack::object_handle& handle) {
@@ -359,7 +353,9 @@ std::optional<wire_error> check_needs(const call& out, const seen_keys& seen) {
 
 }  // namespace
 
-std::optional<wire_error> decode_call(const char* data, size_t size, call& out) {
+namespace wire {
+
+std::optional<wire_error> decode_call_objects(const char* data, size_t size, call& out) {
   out = call{};
   msgpack::object_handle handle;
   if (auto error = unpack_map(data, size, handle))
@@ -387,6 +383,26 @@ std::optional<wire_error> decode_call(const char* data, size_t size, call& out) 
   if (!op)
     return wire_error{error_kind::unknown_op, "unknown op '" + *seen.op_name + "'"};
   return check_needs(out, seen);
+}
+
+}  // namespace wire
+
+// The object tree costs msgpack-c an object per element, most of the server's decoding of a
+// step's block ids (BENCHMARKS.md, "Calls read from their bytes"): the frequent calls skip it.
+// Any frame the byte reader does not take, or whose call breaks a verb's requirements, is read
+// again through the objects, so that errors are worded in one place.
+std::optional<wire_error> decode_call(const char* data, size_t size, call& out) {
+  out = call{};
+  wire::seen_keys seen;
+  if (wire::read_call_bytes(data, size, out, seen) && seen.op_name) {
+    if (std::optional<verb> op = verb_of(*seen.op_name)) {
+      out.op = *op;
+      out.op_given = true;
+      if (!check_needs(out, seen))
+        return std::nullopt;
+    }
+  }
+  return wire::decode_call_objects(data, size, out);
 }
 
 }  // namespace kvtier::serve
