@@ -19,6 +19,9 @@ struct scheduler_actor_state {
   cache_controller_actor controller;
   // requests in this instance, answered when they finish
   absl::flat_hash_map<request_id, caf::typed_response_promise<request_done>> answers;
+  // The order list of the last core call, kept for its capacity: every message of a replay's
+  // step loop makes one (taken while a call runs, so a nested call would start its own).
+  scheduler_orders spare_orders;
 };
 
 using self_ptr = scheduler_actor::stateful_pointer<scheduler_actor_state>;
@@ -34,9 +37,11 @@ void carry_out(self_ptr self, scheduler_orders& out);
 // Makes one core call (its arguments but the orders) and carries out what it ordered.
 template <class... Params, class... Args>
 void call_core(self_ptr self, void (scheduler_core::*call)(Params...), Args&&... args) {
-  scheduler_orders out;
+  scheduler_orders out = std::move(self->state.spare_orders);
+  out.clear();
   (self->state.core.get()->*call)(std::forward<Args>(args)..., out);
   carry_out(self, out);
+  self->state.spare_orders = std::move(out);
 }
 
 // Sends one order, its reply going back to the core.

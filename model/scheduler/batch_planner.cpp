@@ -13,8 +13,12 @@ uint32_t output_reserve::blocks() const {
   return v > 0 ? static_cast<uint32_t>(v) : 0;
 }
 
-step_plan plan_running(const request_book& book, const scheduler_options& o) {
-  step_plan plan;
+void plan_running(const request_book& book, const scheduler_options& o, step_plan& plan) {
+  plan.items.clear();
+  plan.need_blocks = 0;
+  plan.grows.clear();
+  plan.admits.clear();
+  plan.preempted.clear();
   plan.items.reserve(book.running.size() + o.probe_limit);
   uint32_t budget = o.token_budget;
   for (request_id id : book.running) {
@@ -32,7 +36,6 @@ step_plan plan_running(const request_book& book, const scheduler_options& o) {
     plan.items.push_back(w);
   }
   plan.budget_left = budget;
-  return plan;
 }
 
 bool needs_probe(const request_book& book, const scheduler_options& o, const step_plan& plan,
@@ -188,9 +191,9 @@ void note_matches(request_book& book, const probe_reply& reply, uint32_t budget)
   }
 }
 
-std::vector<work_item> apply_grant(request_book& book, const scheduler_options& o,
-                                   const step_plan& plan, const grant& g, int64_t now) {
-  std::vector<work_item> items;
+void apply_grant(request_book& book, const scheduler_options& o, const step_plan& plan,
+                 const grant& g, int64_t now, std::vector<work_item>& items) {
+  items.clear();
   items.reserve(plan.items.size());
   // Preempted requests wait again at the front, in their admission order.
   for (auto it = plan.preempted.rbegin(); it != plan.preempted.rend(); ++it) {
@@ -253,7 +256,6 @@ std::vector<work_item> apply_grant(request_book& book, const scheduler_options& 
     items.push_back({w.req, cached, static_cast<uint32_t>(until - cached), 0, true});
   }
   book.waiting.erase(book.waiting.begin(), book.waiting.begin() + static_cast<long>(admitted));
-  return items;
 }
 
 step_outcome finish_step(request_book& book, const std::vector<work_item>& items, int64_t now) {

@@ -73,8 +73,16 @@ struct step_plan {
   std::vector<request_id> preempted;
 };
 
-/// Part 1: what each running request does this step, and the blocks it needs.
-step_plan plan_running(const request_book& book, const scheduler_options& o);
+/// Part 1: what each running request does this step, and the blocks it needs. Into `plan`,
+/// whose lists are emptied first and keep their capacity: a decode instance plans a step every
+/// few milliseconds of virtual time, and a fresh plan's allocations were a visible share of a
+/// replay's time (BENCHMARKS.md, "Calls read from their bytes").
+void plan_running(const request_book& book, const scheduler_options& o, step_plan& plan);
+inline step_plan plan_running(const request_book& book, const scheduler_options& o) {
+  step_plan plan;
+  plan_running(book, o, plan);
+  return plan;
+}
 
 /// Whether the controller must be asked before planning the rest, and what (candidates to match,
 /// victims in preemption order). `known_available` is a lower bound from the last grant.
@@ -88,9 +96,10 @@ void plan_rest(const request_book& book, const scheduler_options& o, const outpu
 /// Remembers what the probe found, so the next probes can stop at the step's token budget.
 void note_matches(request_book& book, const probe_reply& reply, uint32_t budget);
 
-/// Applies the controller's answer: admits, preemptions, failed grows. Returns the work that runs.
-std::vector<work_item> apply_grant(request_book& book, const scheduler_options& o,
-                                   const step_plan& plan, const grant& g, int64_t now);
+/// Applies the controller's answer: admits, preemptions, failed grows. The work that runs goes
+/// into `items` (emptied first).
+void apply_grant(request_book& book, const scheduler_options& o, const step_plan& plan,
+                 const grant& g, int64_t now, std::vector<work_item>& items);
 
 struct step_outcome {
   std::vector<token_mark> computed;   ///< for the next commit: requests that completed a listed block

@@ -145,7 +145,7 @@ void scheduler_core::on_exists(exists_use use, request_id id, const exists_reply
 void scheduler_core::maybe_step(scheduler_orders& out) {
   KVTIER_ASSERT(!st_.steps.busy());
   decode_.start_ready(st_.book);
-  plan_ = plan_running(st_.book, st_.options.options);
+  plan_running(st_.book, st_.options.options, plan_);
   probe p;
   bool ask = needs_probe(st_.book, st_.options.options, plan_, st_.known_available,
                          st_.reserve.blocks(), p);
@@ -237,7 +237,7 @@ void scheduler_core::note_restored(const grant& g) {
 
 void scheduler_core::on_grant(const grant& g, scheduler_orders& out) {
   note_restored(g);
-  items_ = apply_grant(st_.book, st_.options.options, plan_, g, step_start_);
+  apply_grant(st_.book, st_.options.options, plan_, g, step_start_, items_);
   st_.known_available = g.available_blocks;
   if (!plan_.preempted.empty()) {
     st_.reserve.after_preemption();
