@@ -1,5 +1,6 @@
-// The call decoder (docs/protocol.md): a frame to a `call`, every field read by the one reader
-// (fields.hpp), whose errors become the `malformed` reply's message.
+// The call decoder (docs/protocol.md): a frame to a `call`. The frequent calls are read from their
+// bytes (call_readers.hpp); every other frame, and every error, through msgpack-c's objects and
+// the one reader of their fields (fields.hpp), whose errors become the `malformed` reply's message.
 
 #include <string_view>
 

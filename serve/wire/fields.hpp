@@ -4,7 +4,8 @@
 // is a map with string keys; integers of any width; a negative value where an unsigned one is
 // expected is an error). A value that is missing or of another type than the protocol gives it
 // throws field_error, whose text names the field as the `malformed` error reply words it: a
-// message that does not fit the protocol is not read on.
+// message that does not fit the protocol is not read on. (The frequent calls are first tried
+// straight from their bytes, call_readers.hpp; any error is still worded here.)
 
 #include <cstdint>
 #include <stdexcept>
