@@ -1,5 +1,9 @@
 #include "runtime/deployment.hpp"
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -39,6 +43,14 @@ void configure_wall_clock(caf::actor_system_config& cfg, size_t threads) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   add_kvtier_types(cfg);
+#ifdef __linux__
+  // Linux lets a timed wait run late by its thread's timer slack, 50 us unless set: CAF's clock
+  // thread then wakes a modelled copy's completion (a step's swap-in, which a modelled `kvtier
+  // serve` step reply waits for) up to that much after it is due, more than the copy itself
+  // takes at `--speed 1000`. Threads inherit the slack: set here, before the actor system
+  // starts its threads (BENCHMARKS.md, "Calls read from their bytes").
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
 }
 
 std::shared_ptr<cuda_device> prepare_gpu(deployment_plan& plan) {
