@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <random>
 
 #include "caf/actor_system.hpp"
 #include "caf/actor_system_config.hpp"
@@ -121,4 +122,33 @@ TEST_CASE("layer pipeline: a wait for copies reading reused blocks delays layer 
   CHECK(merged.stall_ns == r.stall_ns + r.reuse_wait_ns);
   // Overhead longer than the wait: nothing to wait for.
   CHECK(run_pipeline(0, c, 2, {}, nullptr, 0, 900).reuse_wait_ns == 0);
+}
+
+TEST_CASE("layer pipeline: with no layer waiting on a copy, the sum equals the layer loop",
+          "[core][pipeline]") {
+  // Asking for each layer's end takes the loop; the same call without it takes the sum.
+  std::mt19937_64 rng(37);
+  const int64_t big[] = {0, 1, 1000, 1'000'000'000, time_limit_ns / 3, time_limit_ns};
+  for (int i = 0; i < 20000; ++i) {
+    auto pick = [&](int64_t most) {
+      return rng() % 4 == 0 ? big[rng() % std::size(big)] : static_cast<int64_t>(rng() % most);
+    };
+    step_cost c;
+    c.overhead_ns = pick(1'000'000);
+    c.layer_ns = pick(100'000);
+    c.last_layer_ns = pick(100'000);
+    auto layers = static_cast<uint32_t>(1 + rng() % 96);
+    int64_t start = pick(1'000'000'000'000);
+    int64_t wait = rng() % 2 ? 0 : static_cast<int64_t>(rng() % 1000);
+    int64_t reused = rng() % 2 ? 0 : pick(1'000'000'000'000);
+    std::vector<int64_t> ends;
+    pipeline_result loop = run_pipeline(start, c, layers, {}, &ends, wait, reused);
+    pipeline_result sum = run_pipeline(start, c, layers, {}, nullptr, wait, reused);
+    INFO("case " << i);
+    REQUIRE(sum.end_ns == loop.end_ns);
+    REQUIRE(sum.stall_ns == loop.stall_ns);
+    REQUIRE(sum.reuse_wait_ns == loop.reuse_wait_ns);
+    REQUIRE(ends.size() == layers);
+    REQUIRE(ends.back() == loop.end_ns);
+  }
 }
