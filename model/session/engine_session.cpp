@@ -198,7 +198,10 @@ released_requests engine_session::release_all() {
 
 void engine_session::check(invariant_report& report) const {
   bool engine_owned = options_.owner == device_owner::engine;
-  for (const auto& [req, r] : st_.requests) {
+  for (const auto& entry : st_.requests) {
+    // Named, not bound: C++17 lambdas cannot capture structured bindings (clang refuses).
+    uint64_t req = entry.first;
+    const auto& r = entry.second;
     auto back = st_.engine_ids.find(r.global);
     report.expect(r.global != 0 && back != st_.engine_ids.end() && back->second == req, [&] {
       return "S1: request " + std::to_string(req) + "'s controller id "
