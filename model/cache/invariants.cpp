@@ -62,12 +62,15 @@ void check_tree(const radix_tree& tree, invariant_report& r) {
     r.expect(x.has(tier::device) || x.has(tier::host), [&] { return node_text(tree, id) + " has a copy in some tier"; });
     r.expect(x.parent == root_node || p.ref_count >= x.ref_count, [&] { return node_text(tree, id) + ": ref above its parent's (T3)"; });
     r.expect(!x.taken(0) && !x.taken(1), [&] { return node_text(tree, id) + " is not left half-evicted"; });
-    r.expect(x.in_copies() == tree.belongs_in_copies(id), [&] { return node_text(tree, id) + ": copy set membership (T6)"; });
+    // T4 and T6 restated from the node's fields here, not asked of the tree's own rule
+    // (radix_tree::derived_membership), which is what keeps the marks checked below.
+    bool copy_member = x.ref_count == 0 && x.ready(tier::device) && x.ready(tier::host);
+    r.expect(x.in_copies() == copy_member, [&] { return node_text(tree, id) + ": copy set membership (T6)"; });
     copies += x.in_copies();
     for (int t = 0; t < node_tier_count; ++t) {
       tier tt = static_cast<tier>(t);
-      bool want = tree.belongs_in_set(id, tt);
       bool reclaim = x.ref_count == 0 && x.ready(tt) && (t == 0 || !x.has(tier::device));
+      bool want = reclaim && (t == 0 ? x.device_children == 0 : x.children == 0);
       // The node's own mark of being counted in reclaimable(t) goes with its membership: one
       // condition per node and tier, as before the mark existed (the goldens count them).
       bool counted = x.membership() & (tree_node::counted_device << t);

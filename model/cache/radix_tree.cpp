@@ -316,10 +316,6 @@ node_id radix_tree::peek_victim(tier t) const {
   return best ? best->id : root_node;
 }
 
-bool radix_tree::belongs_in_set(node_id id, tier t) const {
-  return derived_membership(nodes_[id]) & (tree_node::in_device_set << node_tier(t));
-}
-
 bool radix_tree::pop(int t, node_id& out) {
   evictable_queue::entry e;
   if (!queue_[t].pop([&](const evictable_queue::entry& x) { return current(x, t); }, e,

@@ -198,14 +198,8 @@ class radix_tree {
   uint32_t live_entries(tier t) const;
   /// The member that eviction would take next from tier `t`, or root_node if the set is empty.
   node_id peek_victim(tier t) const;
-  /// Whether node `id` belongs in tier `t`'s evictable set (T4).
-  bool belongs_in_set(node_id id, tier t) const;
   /// Members of the copy set (T6): host copies of idle device blocks.
   uint32_t copies() const { return copies_count_; }
-  /// Whether node `id` belongs in the copy set (T6).
-  bool belongs_in_copies(node_id id) const {
-    return derived_membership(nodes_[id]) & tree_node::in_copy_set;
-  }
   /// The member the copy set would give up next, or root_node if it is empty.
   node_id peek_copy() const;
   /// Calls f(id) for each copy-set entry that stands for a member (at least one per member; a

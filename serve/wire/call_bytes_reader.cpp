@@ -208,11 +208,18 @@ bool set_form(prompt& p, prompt::form f) {
   return true;
 }
 
-bool read_prompt_blocks(byte_cursor& in, call& out) {
+// The prompt's form, given once, and room for the `n` blocks its list announces.
+bool start_block_list(byte_cursor& in, call& out, prompt::form f) {
   uint32_t n = 0;
-  if (!set_form(out.text, prompt::form::blocks) || !in.array_header(n))
+  if (!set_form(out.text, f) || !in.array_header(n))
     return false;
   out.text.blocks.resize(n);
+  return true;
+}
+
+bool read_prompt_blocks(byte_cursor& in, call& out) {
+  if (!start_block_list(in, out, prompt::form::blocks))
+    return false;
   for (cache_block& b : out.text.blocks) {
     uint32_t parts = 0;
     if (!in.array_header(parts) || parts != 2 || !in.uint(b.hash) || !in.u32(b.tokens)
@@ -223,10 +230,8 @@ bool read_prompt_blocks(byte_cursor& in, call& out) {
 }
 
 bool read_hashes(byte_cursor& in, call& out) {
-  uint32_t n = 0;
-  if (!set_form(out.text, prompt::form::hashes) || !in.array_header(n))
+  if (!start_block_list(in, out, prompt::form::hashes))
     return false;
-  out.text.blocks.resize(n);
   for (cache_block& b : out.text.blocks)
     if (!in.uint(b.hash))
       return false;
