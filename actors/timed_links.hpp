@@ -17,11 +17,22 @@ class timed_links {
   link_model& links() { return links_; }
   const link_model& links() const { return links_; }
 
-  /// Advances the model to `now`; finished operations are appended to `out`.
-  void advance(int64_t now, std::vector<link_model::op_done>& out) {
-    links_.advance(now, out);
+  /// Advances the model to `now`; returns the operations finished on the way, in a list that
+  /// recycle() takes back. An actor advances its links on every message: a list allocated each
+  /// time is a malloc and a free per message (the list a handler still holds when it advances
+  /// again, from a nested call, is not reused: that call gets a fresh one).
+  std::vector<link_model::op_done> advance(int64_t now) {
+    std::vector<link_model::op_done> done;
+    done.swap(spare_);
+    done.clear();
+    links_.advance(now, done);
     if (next_wake_ <= now)
       next_wake_ = link_model::never;
+    return done;
+  }
+  void recycle(std::vector<link_model::op_done>&& done) {
+    if (done.capacity() > spare_.capacity())
+      spare_ = std::move(done);
   }
 
   /// The time a new timer must be set for, or never if the pending one comes soon enough.
@@ -36,6 +47,7 @@ class timed_links {
  private:
   link_model links_;
   int64_t next_wake_ = link_model::never;
+  std::vector<link_model::op_done> spare_;
 };
 
 /// Sets the timer `links.wake_needed()` asks for on `self` (any actor accepting wake_atom).

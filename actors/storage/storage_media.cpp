@@ -123,8 +123,7 @@ void finish_io(self_ptr self, uint64_t id, int64_t at) {
 // Brings the links to `t` and settles what finished on the way.
 void settle_links(self_ptr self, int64_t t) {
   auto& st = self->state;
-  std::vector<link_model::op_done> done;
-  st.links.advance(t, done);
+  std::vector<link_model::op_done> done = st.links.advance(t);
   for (const auto& d : done) {
     auto it = st.flow_to_io.find(d.flow);
     uint64_t id = it->second;
@@ -132,6 +131,7 @@ void settle_links(self_ptr self, int64_t t) {
     if (--st.ios.at(id).flows == 0)
       finish_io(self, id, d.at);
   }
+  st.links.recycle(std::move(done));
 }
 
 }  // namespace

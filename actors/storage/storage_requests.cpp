@@ -1,4 +1,7 @@
 #include "actors/storage/storage_state.hpp"
+
+#include <algorithm>
+
 #include "core/check.hpp"
 
 namespace kvtier::storage_impl {
@@ -69,6 +72,10 @@ caf::result<storage_io_reply> serve_put(self_ptr self, storage_io& req) {
   // A real pool counts a block from here (storage_capacity_count::accepted): room is made now,
   // and the victims' deletes go before this put's writes.
   std::vector<uint64_t> victims;
+  io.keys.reserve(req.keys.size());  // a put of hundreds of keys, grown one at a time, reallocates
+  io.fail.reserve(req.keys.size());
+  io.epochs.reserve(req.keys.size());
+  io.hashes.reserve(std::min(req.hashes.size(), req.keys.size()));
   for (size_t i = 0; i < req.keys.size(); ++i) {
     uint64_t k = req.keys[i];
     switch (st.index->begin_put(k, &victims)) {

@@ -310,8 +310,7 @@ void finish(self_ptr self, uint64_t id) {
 // first, so a message that arrives at the instant a flow completes sees the completion.
 void sync(self_ptr self) {
   auto& st = self->state;
-  std::vector<link_model::op_done> done;
-  st.links.advance(now_of(self), done);
+  std::vector<link_model::op_done> done = st.links.advance(now_of(self));
   for (const auto& d : done) {
     uint64_t id = st.flow_to_transfer.at(d.flow);
     running_transfer& r = st.transfers.at(id);
@@ -325,6 +324,7 @@ void sync(self_ptr self) {
         finish(self, id);
     }
   }
+  st.links.recycle(std::move(done));
   arm(self, st.options.clock, st.links);
 }
 

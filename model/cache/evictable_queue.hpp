@@ -52,6 +52,14 @@ class evictable_queue {
     std::push_heap(heap_.begin(), heap_.end(), after);
   }
 
+  /// Whether `e` comes before every entry, stale or not: a member with that key would be the
+  /// next one popped.
+  bool before_all(const entry& e) const {
+    return (head_ == fifo_.size() || before(e, fifo_[head_]))
+           && (stack_.empty() || before(e, stack_.back()))
+           && (heap_.empty() || before(e, heap_.front()));
+  }
+
   /// Removes entries from the front until one passes `valid`, which it returns in `out`.
   template <class Valid>
   bool pop(Valid valid, entry& out) {

@@ -31,14 +31,21 @@ class outstanding_orders {
   }
   /// Removes and returns the order `id`, which must be outstanding.
   Order take(uint64_t id) {
-    KVTIER_ASSERT(id >= base_ && id - base_ < size_ && at(id - base_).id == id);
-    Order o = at(id - base_);
-    at(id - base_).id = 0;
+    const uint64_t i = id - base_;  // an id below base_ wraps past size_
+    KVTIER_ASSERT(i < size_);
+    Order& slot = at(i);
+    KVTIER_ASSERT(slot.id == id);
+    Order o = slot;
+    slot.id = 0;
     --count_;
-    while (size_ > 0 && at(0).id == 0) {  // the oldest slots that are done leave the window
-      head_ = (head_ + 1) & (ring_.size() - 1);
-      --size_;
-      ++base_;
+    // The window's oldest slot is always outstanding, so only taking it moves the window: past
+    // it and every done slot after it.
+    if (i == 0) {
+      do {
+        head_ = (head_ + 1) & mask_;
+        --size_;
+        ++base_;
+      } while (size_ > 0 && ring_[head_].id == 0);
     }
     return o;
   }
@@ -47,12 +54,12 @@ class outstanding_orders {
   template <class F>
   void for_each(F f) const {
     for (size_t i = 0; i < size_; ++i)
-      if (const Order& o = ring_[(head_ + i) & (ring_.size() - 1)]; o.id != 0)
+      if (const Order& o = ring_[(head_ + i) & mask_]; o.id != 0)
         f(o);
   }
 
  private:
-  Order& at(size_t i) { return ring_[(head_ + i) & (ring_.size() - 1)]; }
+  Order& at(size_t i) { return ring_[(head_ + i) & mask_]; }
   void push_back(const Order& o) {
     if (size_ == ring_.size())
       grow();
@@ -65,10 +72,12 @@ class outstanding_orders {
     for (size_t i = 0; i < size_; ++i)
       bigger[i] = at(i);
     ring_.swap(bigger);
+    mask_ = ring_.size() - 1;
     head_ = 0;
   }
 
-  std::vector<Order> ring_;  // ring_[(head_ + i) & mask] holds id base_ + i, or id 0 once taken
+  std::vector<Order> ring_;  // ring_[(head_ + i) & mask_] holds id base_ + i, or id 0 once taken
+  size_t mask_ = 0;          // ring_.size() - 1
   size_t head_ = 0;
   size_t size_ = 0;  // slots in the window
   uint64_t base_ = 0;

@@ -144,7 +144,8 @@ void radix_tree::remove(node_id id) {
   if (n.next_sibling != root_node)
     nodes_[n.next_sibling].prev_sibling = n.prev_sibling;
   // A node chosen for host eviction was already counted out of its parent's children.
-  if (!n.taken(host_index)) {
+  const bool parent_changes = !n.taken(host_index);
+  if (parent_changes) {
     KVTIER_ASSERT(p.children > 0);
     --p.children;
   }
@@ -157,7 +158,8 @@ void radix_tree::remove(node_id id) {
   n.first_child = n.next_sibling = n.prev_sibling = root_node;
   --live_count_;
   free_slots_.push_back(id);
-  update(parent);
+  if (parent_changes)
+    update(parent);
 }
 
 void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
@@ -167,7 +169,9 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   int ti = node_tier(t);
   bool had = n.state_at(ti) != copy_state::absent;
   bool has = st != copy_state::absent;
-  if (t == tier::device && had != has && !n.taken(device_index)) {
+  // A node taken for device eviction was counted out of its parent's device children then.
+  const bool parent_changes = t == tier::device && had != has && !n.taken(device_index);
+  if (parent_changes) {
     tree_node& p = nodes_[n.parent];
     if (has) {
       ++p.device_children;
@@ -187,7 +191,7 @@ void radix_tree::set_copy(node_id id, tier t, copy_state st, block_id block) {
   if (t == tier::device && !has)
     n.set_taken(device_index, false);
   update(id);
-  if (t == tier::device && had != has)
+  if (parent_changes)
     update(n.parent);
 }
 
@@ -351,9 +355,11 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
   if (reclaimable_[ti] < n)
     return false;
   size_t first = out.size();
+  node_id next = root_node;  // a parent uncovered as the next victim, not queued
   while (out.size() - first < n) {
-    node_id id;
-    if (!pop(ti, id)) {
+    node_id id = next;
+    next = root_node;
+    if (id == root_node && !pop(ti, id)) {
       // Reclaimable nodes exist but sit above copies still being filled: give everything back.
       for (size_t i = out.size(); i > first; --i)
         untake(out[i - 1], ti);
@@ -369,7 +375,16 @@ bool radix_tree::take_evictable(tier t, uint32_t n, std::vector<node_id>& out) {
     } else {
       --p.children;
     }
-    update(x.parent);
+    // A request's path is released from its tail, so its parent, now a leaf, usually carries
+    // the next key: when it comes before every queued entry it is the next victim, taken
+    // without a trip through the queue (its membership then changes once, in the next round).
+    // The victims and their order are those of push and pop.
+    if (out.size() + 1 - first < n && x.parent != root_node
+        && (derived_membership(p) & (tree_node::in_device_set << ti))
+        && queue_[ti].before_all(key_of(x.parent)))
+      next = x.parent;
+    else
+      update(x.parent);
     // The evicted node leaves the hash map soon; its parent, now perhaps a leaf, is often the
     // next victim.
     if (leaves_index(x, ti))

@@ -108,6 +108,8 @@ bool controller_core::admit(request_id id, const token_mark& m, admit_result& re
   r.path = std::move(path);
   r.table.clear();
   r.owned.clear();
+  r.table.reserve(device + fresh_.size());  // the whole prompt, grown from empty otherwise
+  r.owned.reserve(r.table.capacity());
   for (uint32_t i = 0; i < device; ++i) {
     r.table.push_back(model_.tree().node(r.path[i]).block_in(tier::device));
     r.owned.push_back(0);

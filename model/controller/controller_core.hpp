@@ -258,6 +258,7 @@ class controller_core {
   // scratch
   prefix_match match_;
   std::vector<block_id> fresh_;
+  std::vector<transfer_order> follow_orders_;  // scratch: a transfer's follow-up orders
   // A step's orders: a step of hundreds of blocks would regrow a fresh vector a dozen times.
   std::vector<transfer_order> step_orders_;
 };

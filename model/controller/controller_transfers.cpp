@@ -52,7 +52,9 @@ void controller_core::on_transfer_done(const transfer_done& d, std::vector<trans
       ++failed_loads_;
     }
   } else {
-    std::vector<transfer_order> follow;
+    // Kept between messages: a list grown order by order from empty reallocates each time.
+    std::vector<transfer_order>& follow = follow_orders_;
+    follow.clear();
     constexpr size_t ahead = 8;
     for (size_t i = 0; i < std::min(ahead, orders.size()); ++i)
       model_.prefetch(orders[i]);

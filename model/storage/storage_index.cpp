@@ -98,7 +98,7 @@ bool storage_index::evict_one(node_state& n, std::vector<storage_key>* evicted) 
   // blocks without a victim, everything is leased.
   for (uint64_t passed = 0; n.head < n.uses.size() && passed <= n.size;) {
     use u = n.uses[n.head++];
-    constexpr size_t ahead = 4;  // victims go in queue order: start loading the next ones
+    constexpr size_t ahead = 12;  // victims go in queue order: start loading the next ones
     if (n.head + ahead < n.uses.size())
       map_.prefetch(n.uses[n.head + ahead].key);
     auto it = map_.find(u.key);

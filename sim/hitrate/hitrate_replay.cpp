@@ -39,7 +39,7 @@ void hitrate_replay::drain() {
   // order writes it (transfer_order's contract).
   // A store's key is made once, when its index slot is prefetched `ahead` orders early (orders
   // added meanwhile, follow-up stores, make theirs when they come).
-  constexpr size_t ahead = 4;
+  constexpr size_t ahead = 8;
   for (size_t i = 0; i < orders_.size(); ++i) {
     transfer_order o = orders_[i];
     if (storage_ && i + ahead < orders_.size()

@@ -116,7 +116,7 @@ class hitrate_replay {
     uint64_t order = UINT64_MAX;
     storage_key key = 0;
   };
-  std::array<key_ahead, 8> keys_ahead_;
+  std::array<key_ahead, 16> keys_ahead_;
   uint64_t drained_ = 0;
   bool host_last_computed_ = false;  // a full hit ends in host: its last block is computed
   // A full hit ends in storage and every storage hit before its last block was loaded: the
