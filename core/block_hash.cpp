@@ -55,6 +55,8 @@ void map_trace_blocks(uint64_t id_space, const uint64_t* ids, size_t id_count,
     uint64_t end = std::min<uint64_t>(begin + trace_block_size, input_tokens);
     return static_cast<uint32_t>(end - begin);
   };
+  if (out.empty())  // a request's list, filled block by block (a caller appending keeps its growth)
+    out.reserve(input_tokens / cache_block_size);
   block_hash parent = 0;
   if (cache_block_size <= trace_block_size) {
     const bool split = cache_block_size < trace_block_size;

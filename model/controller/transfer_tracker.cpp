@@ -11,10 +11,8 @@ uint64_t transfer_tracker::storage_key_of(block_hash h) const {
   return make_storage_key(namespace_, h);
 }
 
-transfer_tracker::block_users& transfer_tracker::slot(std::vector<block_users>& v, block_id b) {
-  if (b >= v.size())
-    v.resize(std::max<size_t>(b + 1, v.size() * 2));
-  return v[b];
+void transfer_tracker::grow(std::vector<block_users>& v, block_id b) {
+  v.resize(std::max<size_t>(b + 1, v.size() * 2));
 }
 
 void transfer_tracker::reserve(uint32_t device_blocks, uint32_t host_blocks) {

@@ -48,7 +48,13 @@ class transfer_tracker {
   void add_dependencies(transfer& t, const transfer_order& o);
   /// Whether `o` touches a block that transfer `id` writes, or writes one that it reads.
   bool touches_own_writes(const transfer_order& o, uint64_t id);
-  static block_users& slot(std::vector<block_users>& v, block_id b);
+  // Called for each block of every order: the growth, rare, stays out of line.
+  static block_users& slot(std::vector<block_users>& v, block_id b) {
+    if (b >= v.size()) [[unlikely]]
+      grow(v, b);
+    return v[b];
+  }
+  [[gnu::noinline]] static void grow(std::vector<block_users>& v, block_id b);
 
   uint64_t namespace_;
   uint64_t next_id_ = 1;
