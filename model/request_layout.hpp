@@ -35,7 +35,7 @@ class request_layout {
     if (tokens == 0)
       return 0;
     uint64_t covered = listed_tokens();
-    if (tokens > covered)
+    if (tokens >= covered)  // past the list (a decoding request's every step): no search
       return listed() + static_cast<uint32_t>((tokens - covered + block_size_ - 1) / block_size_);
     // the listed block that holds token `tokens - 1`, and every one before it
     auto holder = std::lower_bound(ends_.begin(), ends_.end(), tokens);
@@ -51,13 +51,15 @@ class request_layout {
 
   uint32_t block_size() const { return block_size_; }
 
-  /// Listed blocks that lie entirely within the first `tokens` tokens (their KV is complete).
   /// Whether a listed block ends after token `from` and at or before token `to`: computing
   /// [from, to) completes it (complete_within(to) > complete_within(from), with one search).
   bool completes_block(uint64_t from, uint64_t to) const {
+    if (from >= listed_tokens())  // past the list (a decoding request's every step): no search
+      return false;
     auto next = std::upper_bound(ends_.begin(), ends_.end(), from);
     return next != ends_.end() && *next <= to;
   }
+  /// Listed blocks that lie entirely within the first `tokens` tokens (their KV is complete).
   uint32_t complete_within(uint64_t tokens) const {
     return static_cast<uint32_t>(std::upper_bound(ends_.begin(), ends_.end(), tokens)
                                  - ends_.begin());

@@ -13,7 +13,7 @@ uint32_t output_reserve::blocks() const {
   return v > 0 ? static_cast<uint32_t>(v) : 0;
 }
 
-void plan_running(const request_book& book, const scheduler_options& o, step_plan& plan) {
+void plan_running(request_book& book, const scheduler_options& o, step_plan& plan) {
   plan.items.clear();
   plan.need_blocks = 0;
   plan.grows.clear();
@@ -22,7 +22,7 @@ void plan_running(const request_book& book, const scheduler_options& o, step_pla
   plan.items.reserve(book.running.size() + o.probe_limit);
   uint32_t budget = o.token_budget;
   for (request_id id : book.running) {
-    const live_request& r = book.at(id);
+    live_request& r = book.at(id);
     KVTIER_ASSERT(r.computed < r.target());
     if (budget == 0)
       break;
@@ -30,7 +30,7 @@ void plan_running(const request_book& book, const scheduler_options& o, step_pla
     auto tokens = static_cast<uint32_t>(std::min<uint64_t>(left, budget));
     uint32_t have = r.covered_blocks;
     uint32_t want = r.layout.blocks_for(r.computed + tokens);
-    work_item w{id, r.computed, tokens, want > have ? want - have : 0, false};
+    work_item w{id, r.computed, tokens, want > have ? want - have : 0, false, &r};
     plan.need_blocks += w.need_blocks;
     budget -= tokens;
     plan.items.push_back(w);
@@ -123,7 +123,7 @@ uint64_t keep_hits_below(const live_request& r, uint64_t until, request_record& 
 
 }  // namespace
 
-void plan_rest(const request_book& book, const scheduler_options& o, const output_reserve& reserve,
+void plan_rest(request_book& book, const scheduler_options& o, const output_reserve& reserve,
                uint32_t available, const probe_reply* reply, step_plan& plan) {
   uint64_t avail = available;
   // 2. Preempt from the back until the running requests' blocks fit.
@@ -157,7 +157,7 @@ void plan_rest(const request_book& book, const scheduler_options& o, const outpu
     const candidate_match* m = find_match(reply, id);
     if (!m)
       break;  // not probed this step
-    const live_request& r = book.at(id);
+    live_request& r = book.at(id);
     if (r.refetching)
       break;  // waits for its storage lookup, at the head of the queue
     uint64_t cached = skippable(r, m->device_blocks + m->host_blocks,
@@ -171,7 +171,7 @@ void plan_rest(const request_book& book, const scheduler_options& o, const outpu
     if (threshold > avail)
       break;
     plan.admits.push_back({id, static_cast<uint32_t>(until)});
-    plan.items.push_back({id, cached, tokens, fresh, true});
+    plan.items.push_back({id, cached, tokens, fresh, true, &r});
     avail -= taken;
     budget -= tokens;
     ++running;
@@ -217,7 +217,7 @@ void apply_grant(request_book& book, const scheduler_options& o, const step_plan
   }
   size_t admitted = 0;
   for (const work_item& w : plan.items) {
-    live_request& r = book.at(w.req);
+    live_request& r = *w.request;
     if (!w.admitted) {
       if (std::find(g.failed_grows.begin(), g.failed_grows.end(), w.req) != g.failed_grows.end())
         continue;  // no blocks this step: it waits for the next one
@@ -253,7 +253,7 @@ void apply_grant(request_book& book, const scheduler_options& o, const step_plan
       r.record.first_hit_tokens = r.record.hit_tokens;
     }
     book.running.push_back(w.req);
-    items.push_back({w.req, cached, static_cast<uint32_t>(until - cached), 0, true});
+    items.push_back({w.req, cached, static_cast<uint32_t>(until - cached), 0, true, &r});
   }
   book.waiting.erase(book.waiting.begin(), book.waiting.begin() + static_cast<long>(admitted));
 }
@@ -261,7 +261,7 @@ void apply_grant(request_book& book, const scheduler_options& o, const step_plan
 step_outcome finish_step(request_book& book, const std::vector<work_item>& items, int64_t now) {
   step_outcome out;
   for (const work_item& w : items) {
-    live_request& r = book.at(w.req);
+    live_request& r = *w.request;
     KVTIER_ASSERT(r.computed == w.start);
     bool decode = r.decoding() && w.tokens == 1;
     (decode ? out.decode_tokens : out.prefill_tokens) += w.tokens;

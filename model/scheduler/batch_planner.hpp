@@ -62,6 +62,10 @@ struct work_item {
   uint32_t tokens = 0;
   uint32_t need_blocks = 0;  ///< blocks to add before it runs
   bool admitted = false;     ///< joins the running list with this step
+  /// The book's entry of `req`, found once when the step is planned: a step looks each running
+  /// request up four times otherwise (the book is a node map, so the entry stays put while the
+  /// step lasts).
+  live_request* request = nullptr;
 };
 
 struct step_plan {
@@ -77,8 +81,8 @@ struct step_plan {
 /// whose lists are emptied first and keep their capacity: a decode instance plans a step every
 /// few milliseconds of virtual time, and a fresh plan's allocations were a visible share of a
 /// replay's time (BENCHMARKS.md, "Calls read from their bytes").
-void plan_running(const request_book& book, const scheduler_options& o, step_plan& plan);
-inline step_plan plan_running(const request_book& book, const scheduler_options& o) {
+void plan_running(request_book& book, const scheduler_options& o, step_plan& plan);
+inline step_plan plan_running(request_book& book, const scheduler_options& o) {
   step_plan plan;
   plan_running(book, o, plan);
   return plan;
@@ -90,7 +94,7 @@ bool needs_probe(const request_book& book, const scheduler_options& o, const ste
                  uint32_t known_available, uint32_t reserve_blocks, probe& out);
 
 /// Parts 2 and 3. `reply` is null when no probe was made.
-void plan_rest(const request_book& book, const scheduler_options& o, const output_reserve& reserve,
+void plan_rest(request_book& book, const scheduler_options& o, const output_reserve& reserve,
                uint32_t available, const probe_reply* reply, step_plan& plan);
 
 /// Remembers what the probe found, so the next probes can stop at the step's token budget.

@@ -265,7 +265,7 @@ void scheduler_core::on_grant(const grant& g, scheduler_orders& out) {
 void scheduler_core::compute(const grant& g, scheduler_orders& out) {
   batch_shape shape;
   for (const work_item& w : items_) {
-    const live_request& r = st_.book.at(w.req);
+    const live_request& r = *w.request;
     if (r.decoding() && w.tokens == 1)
       shape.add_decode(w.start + 1);
     else
