@@ -212,7 +212,13 @@ std::vector<transfer_order> transfer_tracker::finish(uint64_t id) {
     block_users& u = v[b];
     if (u.writer == id)
       u.writer = 0;
-    u.readers.erase(std::remove(u.readers.begin(), u.readers.end(), id), u.readers.end());
+    auto& readers = u.readers;
+    if (readers.size() == 1) {  // most blocks have one reader at most: no search, no shift
+      if (readers[0] == id)
+        readers.clear();
+      return;
+    }
+    readers.erase(std::remove(readers.begin(), readers.end(), id), readers.end());
   };
   // The block entries are scattered: the next few are prefetched.
   auto prefetch = [&](const transfer_order& o) {
