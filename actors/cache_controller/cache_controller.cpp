@@ -179,6 +179,10 @@ caf::result<grant> handle_commit(self_ptr self, commit& c) {
     s.core->check_step_start(p.inputs);
     return std::move(p.g);
   }
+  // The reply waits for copies: the backups need not.
+  out.clear();
+  s.core->collect_deferred_backups(out);
+  send_transfers(self, out);
   p.promise = self->make_response_promise<grant>();
   auto promise = p.promise;
   s.grants.emplace(c.step, std::move(p));
@@ -196,6 +200,9 @@ preallocation_result handle_preallocation(self_ptr self, const preallocation& p)
 
 controller_report handle_report(self_ptr self) {
   auto& s = self->state;
+  std::vector<transfer> out;
+  s.core->collect_deferred_backups(out);
+  send_transfers(self, out);
   s.core->check(s.core->idle());
   return s.core->report();
 }
@@ -211,6 +218,11 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
   return {
     [=](arrival& a) -> caf::result<ready> { return handle_arrival(self, a); },
     [=](wake_atom, uint64_t token) { handle_deadline(self, token); },
+    [=](backups_atom) {
+      std::vector<transfer> out;
+      self->state.core->collect_deferred_backups(out);
+      send_transfers(self, out);
+    },
     [=](probe& p) -> probe_reply { return self->state.core->on_probe(p); },
     [=](commit& c) -> caf::result<grant> { return handle_commit(self, c); },
     [=](const prefix_lookup& q) -> prefix_hit { return self->state.core->lookup(q.blocks); },

@@ -186,6 +186,31 @@ class cache_model {
                                              bool found = false);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
+  /// Whether a backup collect_backups could start now reads a device block `reads` accepts:
+  /// the queued blocks, and the held blocks below them (queued as their parents' backups
+  /// start). A superset of what it starts: the hit counts' wishes are not asked.
+  template <class Reads>
+  bool any_backup_reads(Reads reads) const {
+    backup_scan_.clear();
+    backup_seen_.clear();
+    for (auto [id, generation] : backup_queue_)
+      if (tree_.node(id).live() && tree_.node(id).generation == generation)
+        backup_scan_.push_back(id);
+    while (!backup_scan_.empty()) {
+      node_id id = backup_scan_.back();
+      backup_scan_.pop_back();
+      const tree_node& x = tree_.node(id);
+      if (!x.ready(tier::device) || x.has(tier::host) || !backup_seen_.insert(id).second)
+        continue;
+      if (reads(x.block_in(tier::device)))
+        return true;
+      tree_.for_each_child(id, [&](node_id c) {
+        if (tree_.node(c).ref_count > 0)
+          backup_scan_.push_back(c);
+      });
+    }
+    return false;
+  }
   /// A preempted request's computed block (held by it, device copy ready) gets a host copy if it
   /// has none, evicting host leaves as needed (D2H); with `store`, it is then written from host
   /// to storage. Returns false if the host tier had no room for it.
@@ -254,6 +279,8 @@ class cache_model {
   cache_counters counters_;
   std::vector<std::pair<node_id, uint32_t>> backup_queue_;  // (node, generation)
   std::vector<std::pair<node_id, uint32_t>> store_queue_;   // hits that earned a store
+  mutable std::vector<node_id> backup_scan_;                 // scratch of any_backup_reads
+  mutable absl::flat_hash_set<node_id> backup_seen_;         // scratch of any_backup_reads
   // Host copies still filling that are stored once ready (order id -> who asked): preemption
   // saves, and stores at finish, which may have staged the copy for the store alone.
   enum class store_reason : uint8_t { preemption, finish, staging };

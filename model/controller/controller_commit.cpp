@@ -57,6 +57,7 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
 void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>& out,
                                 step_inputs& inputs) {
   block_event_batch batch(options_.events);
+  take_deferred_backups(out);
   std::vector<transfer_order>& orders = step_orders_;
   orders.clear();
   g.step = c.step;
@@ -135,7 +136,10 @@ void controller_core::commit_grows_and_admits(const commit& c, grant& g,
 
 void controller_core::commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                                        std::vector<transfer>& out, step_inputs& inputs) {
-  model_.collect_backups(orders);
+  if (backups_wait_for_reply())
+    backups_deferred_ = true;
+  else
+    model_.collect_backups(orders);
   if (!produced_.empty()) {
     tracker_.fill(produced_, out);  // before the backups that read those blocks
     produced_.clear();
@@ -157,6 +161,42 @@ void controller_core::commit_transfers(const grant& g, std::vector<transfer_orde
   std::sort(inputs.barriers.begin(), inputs.barriers.end());
   inputs.barriers.erase(std::unique(inputs.barriers.begin(), inputs.barriers.end()),
                         inputs.barriers.end());
+}
+
+// A backup reading an engine id this step names again (one the engine freed and hands out anew)
+// must run before the step's swap-in writes it and be one of the step's barriers
+// (controller_engine_blocks.cpp): such a step collects its backups before its grant.
+bool controller_core::backups_wait_for_reply() const {
+  if (options_.backups != backup_timing::after_reply)
+    return false;
+  if (engine_written_.empty())
+    return true;
+  return !model_.any_backup_reads([&](block_id b) {
+    uint32_t id = b < engine_blocks_.size() ? engine_blocks_[b] : UINT32_MAX;
+    return engine_written_.contains(id == UINT32_MAX ? b : id);
+  });
+}
+
+void controller_core::collect_deferred_backups(std::vector<transfer>& out) {
+  if (!backups_deferred_)
+    return;
+  block_event_batch batch(options_.events);
+  take_deferred_backups(out);
+}
+
+void controller_core::take_deferred_backups(std::vector<transfer>& out) {
+  if (!backups_deferred_)
+    return;
+  backups_deferred_ = false;
+  std::vector<transfer_order>& orders = step_orders_;
+  orders.clear();
+  model_.collect_backups(orders);
+  if (orders.empty())
+    return;
+  size_t first = out.size();
+  tracker_.batch(orders, out);
+  std::vector<uint64_t> barriers;
+  to_engine_blocks(out, first, barriers);
 }
 
 }  // namespace kvtier

@@ -41,6 +41,11 @@
 
 namespace kvtier {
 
+/// When a step's write-through backups are collected: within its commit (the replays: their
+/// copies and timings are the goldens'), or after its grant went out (a live engine waits for
+/// the grant, not for the backups: docs/design.md, "Backups after the reply").
+enum class backup_timing { in_step, after_reply };
+
 struct controller_options {
   uint32_t block_size = 64;
   uint64_t storage_namespace = 0;
@@ -50,6 +55,7 @@ struct controller_options {
   /// Real backend: grant a step before its swap-in lands (the GPU orders compute after it layer
   /// by layer); copies still reading reused blocks are waited for all the same.
   bool grant_early = false;
+  backup_timing backups = backup_timing::in_step;
   bool verify = false;       ///< mark each computed block with its pattern (a fill transfer)
   bool log = false;          ///< record which requests each swap-in served
   /// What a preempted request's blocks become (preemption.hpp).
@@ -116,6 +122,9 @@ class controller_core {
   /// Applies a commit: fills `g` (all but layer times), appends transfers to send, and says what
   /// the step must wait for.
   void on_commit(const commit& c, grant& g, std::vector<transfer>& out, step_inputs& inputs);
+  /// The backups the last commit left for after its reply (options.backups), if any: their
+  /// copies go to `out`. The next commit collects them first where this did not come before it.
+  void collect_deferred_backups(std::vector<transfer>& out);
   /// Checks, when a step is about to compute, that nothing still reads or writes its new blocks,
   /// and the reuse barrier: no block a preemption save still reads is computed into.
   void check_step_start(const step_inputs& inputs);
@@ -202,6 +211,8 @@ class controller_core {
   void commit_grows_and_admits(const commit& c, grant& g, std::vector<transfer_order>& orders,
                                step_inputs& inputs);
   /// The step's transfers (fills, then the batched orders) into `out`, and what it waits for.
+  void take_deferred_backups(std::vector<transfer>& out);
+  bool backups_wait_for_reply() const;
   void commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                         std::vector<transfer>& out, step_inputs& inputs);
   uint32_t victim_frees(const request_state& r) const;
@@ -261,6 +272,7 @@ class controller_core {
   std::vector<transfer_order> follow_orders_;  // scratch: a transfer's follow-up orders
   // A step's orders: a step of hundreds of blocks would regrow a fresh vector a dozen times.
   std::vector<transfer_order> step_orders_;
+  bool backups_deferred_ = false;  ///< the last commit's backups wait for collect_deferred_backups
 };
 
 }  // namespace kvtier

@@ -140,8 +140,14 @@ void plan_actors(const config& c, const run_choices& choices, deployment_plan& p
                        "remove cluster.instances");
   plan_faults(c, choices, p);
   p.front.pd.seed = choices.seed;
-  for (instance_config& ic : p.instances)
+  for (instance_config& ic : p.instances) {
     ic.controller.check_every = choices.check_every;
+    // A live engine waits for its step's grant, not for the step's backups. In real mode a
+    // step's reads of what it computes are held for the next commit's fence (docs/protocol.md,
+    // "Saves"), which a second batch of the step's copies would pass: backups stay in the step.
+    if (p.scheduler == scheduling::engine && choices.backend == copy_backend_kind::modelled)
+      ic.controller.backups = backup_timing::after_reply;
+  }
   if (choices.backend != copy_backend_kind::modelled)
     plan_gpu(one_instance, choices, p);
   if (choices.remote) {

@@ -322,6 +322,8 @@ cache_controller_actor::behavior_type remote_behavior(self_ptr self,
       else
         on_reply(self, call);
     },
+    // The server collects a step's backups itself once its reply went out.
+    [=](backups_atom) {},
   };
 }
 

@@ -60,7 +60,12 @@ const cache_controller_actor& controller_of(self_ptr self, uint32_t stack) {
 void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(const grant&)> then) {
   c.step = self->state.directory->next_step++;  // increasing at every stack too
   self->request(controller_of(self, stack), caf::infinite, std::move(c))
-    .then([then](const grant& g) { then(g); },
+    .then([=](const grant& g) {
+            then(g);
+            // The reply is on its way: the step's write-through backups now (docs/design.md,
+            // "Backups after the reply").
+            self->send(controller_of(self, stack), backups_atom_v);
+          },
           // No controller: the server cannot serve; it stops with it.
           [=](const caf::error& e) { self->quit(e); });
 }
