@@ -314,7 +314,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvtier, kvtier, gpu_done_atom, "gpu_done")
   CAF_ADD_ATOM(kvtier, kvtier, rebuild_atom, "rebuild")
   CAF_ADD_ATOM(kvtier, kvtier, handoff_atom, "handoff")
-  CAF_ADD_ATOM(kvtier, kvtier, backups_atom, "backups")
+  CAF_ADD_ATOM(kvtier, kvtier, tree_work_atom, "tree_work")
 CAF_END_TYPE_ID_BLOCK(kvtier)
 
 namespace kvtier {
@@ -354,7 +354,7 @@ using cache_controller_actor = caf::typed_actor<
   caf::replies_to<report_atom>::with<controller_report>,  ///< runs every invariant check
   caf::replies_to<caf::get_atom>::with<bool>,             ///< idle: nothing held or moving
   caf::reacts_to<wake_atom, uint64_t>,  ///< a prefetch's deadline (storage.prefetch_policy)
-  caf::reacts_to<backups_atom>>;  ///< a live step's reply went out: its backups now
+  caf::reacts_to<tree_work_atom>>;  ///< a live step's reply went out: its backups now
 
 using scheduler_actor = caf::typed_actor<
   caf::replies_to<request_arrival>::with<request_done>,

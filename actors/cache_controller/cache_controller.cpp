@@ -181,7 +181,7 @@ caf::result<grant> handle_commit(self_ptr self, commit& c) {
   }
   // The reply waits for copies: the backups need not.
   out.clear();
-  s.core->collect_deferred_backups(out);
+  s.core->collect_deferred_work(out);
   send_transfers(self, out);
   p.promise = self->make_response_promise<grant>();
   auto promise = p.promise;
@@ -201,7 +201,7 @@ preallocation_result handle_preallocation(self_ptr self, const preallocation& p)
 controller_report handle_report(self_ptr self) {
   auto& s = self->state;
   std::vector<transfer> out;
-  s.core->collect_deferred_backups(out);
+  s.core->collect_deferred_work(out);
   send_transfers(self, out);
   s.core->check(s.core->idle());
   return s.core->report();
@@ -218,9 +218,9 @@ cache_controller_actor::behavior_type controller_behavior(self_ptr self, cache_o
   return {
     [=](arrival& a) -> caf::result<ready> { return handle_arrival(self, a); },
     [=](wake_atom, uint64_t token) { handle_deadline(self, token); },
-    [=](backups_atom) {
+    [=](tree_work_atom) {
       std::vector<transfer> out;
-      self->state.core->collect_deferred_backups(out);
+      self->state.core->collect_deferred_work(out);
       send_transfers(self, out);
     },
     [=](probe& p) -> probe_reply { return self->state.core->on_probe(p); },

@@ -23,6 +23,7 @@
 //   release()          -> unreferenced blocks become evictable once they are leaves
 //   collect_backups()  -> write-through copies of committed blocks; D2H orders
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -186,6 +187,15 @@ class cache_model {
                                              bool found = false);
   /// Starts the write-through backups that are due (parents first).
   void collect_backups(std::vector<transfer_order>& orders);
+  /// Backups queued and not yet collected.
+  size_t backups_queued() const { return backup_queue_.size(); }
+  /// The backups queued from `from` on go before those queued from `mark` on: commits made
+  /// after holds the step made later keep the order the step would have given their backups.
+  void queue_backups_before(size_t mark, size_t from) {
+    KVTIER_ASSERT(mark <= from && from <= backup_queue_.size());
+    std::rotate(backup_queue_.begin() + static_cast<long>(mark),
+                backup_queue_.begin() + static_cast<long>(from), backup_queue_.end());
+  }
   /// Whether a backup collect_backups could start now reads a device block `reads` accepts:
   /// the queued blocks, and the held blocks below them (queued as their parents' backups
   /// start). A superset of what it starts: the hit counts' wishes are not asked.

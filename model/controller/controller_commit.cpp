@@ -57,14 +57,21 @@ void controller_core::commit_computed(request_state& r, uint32_t tokens,
 void controller_core::on_commit(const commit& c, grant& g, std::vector<transfer>& out,
                                 step_inputs& inputs) {
   block_event_batch batch(options_.events);
-  take_deferred_backups(out);
+  take_deferred_work(out);
   std::vector<transfer_order>& orders = step_orders_;
   orders.clear();
   g.step = c.step;
   ++commits_;
-  // Computed blocks join the tree first, so a finished request's last blocks stay cached.
-  for (const token_mark& m : c.computed)
-    commit_computed(requests_.at(m.req), m.tokens, orders);
+  // Computed blocks join the tree first, so a finished request's last blocks stay cached; live,
+  // after the reply where nothing before it would see them (commits_wait_for_reply).
+  if (commits_wait_for_reply(c)) {
+    deferred_commits_ = c.computed;
+    deferred_commits_mark_ = model_.backups_queued();
+    ++commits_after_reply_;
+  } else {
+    for (const token_mark& m : c.computed)
+      commit_computed(requests_.at(m.req), m.tokens, orders);
+  }
   commit_finished(c, orders);
   commit_preempted(c, g, orders);
   release_protected_if_idle();
@@ -136,10 +143,12 @@ void controller_core::commit_grows_and_admits(const commit& c, grant& g,
 
 void controller_core::commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                                        std::vector<transfer>& out, step_inputs& inputs) {
-  if (backups_wait_for_reply())
+  if (backups_wait_for_reply()) {
     backups_deferred_ = true;
-  else
+  } else {
+    catch_up_commits(orders);
     model_.collect_backups(orders);
+  }
   if (!produced_.empty()) {
     tracker_.fill(produced_, out);  // before the backups that read those blocks
     produced_.clear();
@@ -166,8 +175,10 @@ void controller_core::commit_transfers(const grant& g, std::vector<transfer_orde
 // A backup reading an engine id this step names again (one the engine freed and hands out anew)
 // must run before the step's swap-in writes it and be one of the step's barriers
 // (controller_engine_blocks.cpp): such a step collects its backups before its grant.
+// The deferred commits' own backups read blocks of running requests, which the engine cannot have
+// named again: the queue as it stands is what may read a named id.
 bool controller_core::backups_wait_for_reply() const {
-  if (options_.backups != backup_timing::after_reply)
+  if (options_.tree_work != tree_work_timing::after_reply)
     return false;
   if (engine_written_.empty())
     return true;
@@ -177,19 +188,65 @@ bool controller_core::backups_wait_for_reply() const {
   });
 }
 
-void controller_core::collect_deferred_backups(std::vector<transfer>& out) {
+// A computed request's blocks can join the tree after the step's grant when nothing the step does
+// before it sees them: no admission matches them (chained hashes: an admission whose block at
+// the first new position differs matches none of them), none is in the tree already (a node
+// another request made: joining it would hold it, out of the evictable set the admissions take
+// from), no request of the commit finishes or is preempted (their releases and saves read their
+// paths), and the step adds no node of its own meanwhile (only commits add nodes), so that every
+// node and backup comes in the step's order. KV events and verified fills keep the step's order
+// of changes: not deferred.
+bool controller_core::commits_wait_for_reply(const commit& c) const {
+  if (options_.tree_work != tree_work_timing::after_reply || c.computed.empty()
+      || !c.preempted.empty() || options_.events != nullptr || options_.verify
+      || model_.options().caching == prefix_caching::off)
+    return false;
+  for (const token_mark& m : c.computed) {
+    if (std::find(c.finished.begin(), c.finished.end(), m.req) != c.finished.end())
+      return false;
+    const request_state& r = requests_.at(m.req);
+    const uint32_t first = r.committed;
+    if (first >= std::min<uint32_t>(r.layout.complete_within(m.tokens),
+                                    static_cast<uint32_t>(r.table.size())))
+      continue;  // no block completes
+    const block_hash hash = r.blocks[first].hash;
+    if (model_.tree().find(hash) != root_node)
+      return false;
+    for (const token_mark& a : c.admits) {
+      const request_state& q = requests_.at(a.req);
+      if (q.blocks.size() > first && q.blocks[first].hash == hash)
+        return false;
+    }
+  }
+  return true;
+}
+
+// The deferred commits, in the commit's order; their backups go where the step would have queued
+// them, before the holds' that came after.
+void controller_core::catch_up_commits(std::vector<transfer_order>& orders) {
+  if (deferred_commits_.empty())
+    return;
+  const size_t from = model_.backups_queued();
+  for (const token_mark& m : deferred_commits_)
+    commit_computed(requests_.at(m.req), m.tokens, orders);
+  model_.queue_backups_before(deferred_commits_mark_, from);
+  deferred_commits_.clear();
+}
+
+void controller_core::collect_deferred_work(std::vector<transfer>& out) {
   if (!backups_deferred_)
     return;
   block_event_batch batch(options_.events);
-  take_deferred_backups(out);
+  take_deferred_work(out);
 }
 
-void controller_core::take_deferred_backups(std::vector<transfer>& out) {
+void controller_core::take_deferred_work(std::vector<transfer>& out) {
   if (!backups_deferred_)
     return;
   backups_deferred_ = false;
   std::vector<transfer_order>& orders = step_orders_;
   orders.clear();
+  catch_up_commits(orders);
   model_.collect_backups(orders);
   if (orders.empty())
     return;

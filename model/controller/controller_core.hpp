@@ -43,8 +43,8 @@ namespace kvtier {
 
 /// When a step's write-through backups are collected: within its commit (the replays: their
 /// copies and timings are the goldens'), or after its grant went out (a live engine waits for
-/// the grant, not for the backups: docs/design.md, "Backups after the reply").
-enum class backup_timing { in_step, after_reply };
+/// the grant, not for the backups: docs/design.md, "Tree work after the reply").
+enum class tree_work_timing { in_step, after_reply };
 
 struct controller_options {
   uint32_t block_size = 64;
@@ -55,7 +55,7 @@ struct controller_options {
   /// Real backend: grant a step before its swap-in lands (the GPU orders compute after it layer
   /// by layer); copies still reading reused blocks are waited for all the same.
   bool grant_early = false;
-  backup_timing backups = backup_timing::in_step;
+  tree_work_timing tree_work = tree_work_timing::in_step;
   bool verify = false;       ///< mark each computed block with its pattern (a fill transfer)
   bool log = false;          ///< record which requests each swap-in served
   /// What a preempted request's blocks become (preemption.hpp).
@@ -124,7 +124,9 @@ class controller_core {
   void on_commit(const commit& c, grant& g, std::vector<transfer>& out, step_inputs& inputs);
   /// The backups the last commit left for after its reply (options.backups), if any: their
   /// copies go to `out`. The next commit collects them first where this did not come before it.
-  void collect_deferred_backups(std::vector<transfer>& out);
+  void collect_deferred_work(std::vector<transfer>& out);
+  /// Commits whose computed blocks joined the tree after their reply (options.tree_work).
+  uint64_t commits_after_reply() const { return commits_after_reply_; }
   /// Checks, when a step is about to compute, that nothing still reads or writes its new blocks,
   /// and the reuse barrier: no block a preemption save still reads is computed into.
   void check_step_start(const step_inputs& inputs);
@@ -211,7 +213,9 @@ class controller_core {
   void commit_grows_and_admits(const commit& c, grant& g, std::vector<transfer_order>& orders,
                                step_inputs& inputs);
   /// The step's transfers (fills, then the batched orders) into `out`, and what it waits for.
-  void take_deferred_backups(std::vector<transfer>& out);
+  void take_deferred_work(std::vector<transfer>& out);
+  bool commits_wait_for_reply(const commit& c) const;
+  void catch_up_commits(std::vector<transfer_order>& orders);
   bool backups_wait_for_reply() const;
   void commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                         std::vector<transfer>& out, step_inputs& inputs);
@@ -272,7 +276,12 @@ class controller_core {
   std::vector<transfer_order> follow_orders_;  // scratch: a transfer's follow-up orders
   // A step's orders: a step of hundreds of blocks would regrow a fresh vector a dozen times.
   std::vector<transfer_order> step_orders_;
-  bool backups_deferred_ = false;  ///< the last commit's backups wait for collect_deferred_backups
+  // After the reply (options.tree_work): the last commit's computed requests, whose blocks join
+  // the tree once its grant went out, and where its backups' queue stood when they would have.
+  std::vector<token_mark> deferred_commits_;
+  size_t deferred_commits_mark_ = 0;
+  uint64_t commits_after_reply_ = 0;
+  bool backups_deferred_ = false;  ///< the last commit's backups wait for collect_deferred_work
 };
 
 }  // namespace kvtier

@@ -146,7 +146,7 @@ void plan_actors(const config& c, const run_choices& choices, deployment_plan& p
     // step's reads of what it computes are held for the next commit's fence (docs/protocol.md,
     // "Saves"), which a second batch of the step's copies would pass: backups stay in the step.
     if (p.scheduler == scheduling::engine && choices.backend == copy_backend_kind::modelled)
-      ic.controller.backups = backup_timing::after_reply;
+      ic.controller.tree_work = tree_work_timing::after_reply;
   }
   if (choices.backend != copy_backend_kind::modelled)
     plan_gpu(one_instance, choices, p);

@@ -323,7 +323,7 @@ cache_controller_actor::behavior_type remote_behavior(self_ptr self,
         on_reply(self, call);
     },
     // The server collects a step's backups itself once its reply went out.
-    [=](backups_atom) {},
+    [=](tree_work_atom) {},
   };
 }
 

@@ -63,8 +63,8 @@ void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(con
     .then([=](const grant& g) {
             then(g);
             // The reply is on its way: the step's write-through backups now (docs/design.md,
-            // "Backups after the reply").
-            self->send(controller_of(self, stack), backups_atom_v);
+            // "Tree work after the reply").
+            self->send(controller_of(self, stack), tree_work_atom_v);
           },
           // No controller: the server cannot serve; it stops with it.
           [=](const caf::error& e) { self->quit(e); });

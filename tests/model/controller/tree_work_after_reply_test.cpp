@@ -1,5 +1,5 @@
-// A live step's write-through backups collected after its grant (backup_timing::after_reply,
-// docs/design.md "Backups after the reply") against the same steps with them in the step.
+// A live step's write-through backups collected after its grant (tree_work_timing::after_reply,
+// docs/design.md "Tree work after the reply") against the same steps with them in the step.
 
 #include <algorithm>
 #include <deque>
@@ -20,10 +20,10 @@ std::vector<cache_block> trace_blocks(const std::vector<uint64_t>& ids) {
   return out;
 }
 
-controller_options opts(backup_timing timing) {
+controller_options opts(tree_work_timing timing) {
   controller_options o;
   o.block_size = 16;
-  o.backups = timing;
+  o.tree_work = timing;
   return o;
 }
 
@@ -68,8 +68,8 @@ TEST_CASE("controller: a commit leaves its backups for after the reply, and they
   cache.device_blocks = 4;
   cache.host_blocks = 4;
   cache.policy = write_policy::write_through;
-  controller_core in_step(cache, opts(backup_timing::in_step));
-  controller_core after(cache, opts(backup_timing::after_reply));
+  controller_core in_step(cache, opts(tree_work_timing::in_step));
+  controller_core after(cache, opts(tree_work_timing::after_reply));
   for (controller_core* core : {&in_step, &after}) {
     core->on_arrival(1, trace_blocks({1, 2}));
     grant g;
@@ -86,12 +86,12 @@ TEST_CASE("controller: a commit leaves its backups for after the reply, and they
     }
     CHECK(out.empty());  // the grant goes first
     CHECK(core->report().backups == 0);
-    core->collect_deferred_backups(out);
+    core->collect_deferred_work(out);
     REQUIRE(out.size() == 1);
     CHECK(out[0].kind == transfer_kind::backup);
     CHECK(out[0].blocks.size() == 2);
     std::vector<transfer> again;
-    core->collect_deferred_backups(again);  // once only
+    core->collect_deferred_work(again);  // once only
     CHECK(again.empty());
   }
   check_same(in_step.report(), after.report());
@@ -103,7 +103,7 @@ TEST_CASE("controller: backups a reply did not wait for are collected first by t
   cache.device_blocks = 4;
   cache.host_blocks = 4;
   cache.policy = write_policy::write_through;
-  controller_core core(cache, opts(backup_timing::after_reply));
+  controller_core core(cache, opts(tree_work_timing::after_reply));
   core.on_arrival(1, trace_blocks({1, 2}));
   core.on_arrival(2, trace_blocks({3}));
   grant g;
@@ -125,7 +125,7 @@ TEST_CASE("controller: a step naming again an engine id a backup reads keeps its
   cache.device_blocks = 4;
   cache.host_blocks = 4;
   cache.policy = write_policy::write_through;
-  controller_core core(cache, opts(backup_timing::after_reply));
+  controller_core core(cache, opts(tree_work_timing::after_reply));
   core.on_arrival(1, trace_blocks({1}));
   core.on_arrival(2, trace_blocks({2}));
   grant g;
@@ -147,7 +147,7 @@ TEST_CASE("controller: a step naming again an engine id a backup reads keeps its
   CHECK(backup->blocks.at(0).device_block == 5);
   CHECK(std::count(in.barriers.begin(), in.barriers.end(), backup->id) == 1);
   std::vector<transfer> later;
-  core.collect_deferred_backups(later);
+  core.collect_deferred_work(later);
   CHECK(later.empty());
 }
 
@@ -156,7 +156,7 @@ TEST_CASE("controller: backups after the reply make the copies and the cache of 
           "[actors][controller][write_policy][property]") {
   std::mt19937_64 rng(20261130);
   int compared = 0;
-  uint64_t backups = 0, skipped = 0;
+  uint64_t backups = 0, skipped = 0, deferred = 0;
   for (int scenario = 0; scenario < 300; ++scenario) {
     cache_options cache;
     cache.device_blocks = 6 + static_cast<uint32_t>(rng() % 12);
@@ -164,8 +164,8 @@ TEST_CASE("controller: backups after the reply make the copies and the cache of 
     cache.policy = rng() % 4 == 0 ? write_policy::write_through_selective
                                   : write_policy::write_through;
     const bool engine_ids = rng() % 2 == 0;                        // protocol version 3
-    controller_core a(cache, opts(backup_timing::in_step));
-    controller_core b(cache, opts(backup_timing::after_reply));
+    controller_core a(cache, opts(tree_work_timing::in_step));
+    controller_core b(cache, opts(tree_work_timing::after_reply));
     std::vector<request_id> running;
     std::vector<token_mark> computing;
     request_id next = 1;
@@ -211,21 +211,25 @@ TEST_CASE("controller: backups after the reply make the copies and the cache of 
       }
       CHECK(ga.available_blocks == gb.available_blocks);
       CHECK((ia.swap_in != 0) == (ib.swap_in != 0));
-      b.collect_deferred_backups(ob);  // the reply went out
+      b.collect_deferred_work(ob);  // the reply went out
       std::vector<copy> ca, cb;
       land_all(a, oa, ca);
       land_all(b, ob, cb);
       std::sort(ca.begin(), ca.end());
       std::sort(cb.begin(), cb.end());
       CHECK(ca == cb);
+      a.check(false);
+      b.check(false);
       check_same(a.report(), b.report());
       running = still;
       ++compared;
     }
     backups += b.report().backups;
     skipped += b.report().backups_skipped;
+    deferred += b.commits_after_reply();
   }
   CHECK(compared == 9000);
   CHECK(backups > 1000);  // the cases back blocks up, and some find the host tier full
   CHECK(skipped > 0);
+  CHECK(deferred > 1000);  // steps whose computed blocks joined the tree after the reply
 }
