@@ -166,18 +166,35 @@ TEST_CASE("controller: backups after the reply make the copies and the cache of 
     const bool engine_ids = rng() % 2 == 0;                        // protocol version 3
     controller_core a(cache, opts(tree_work_timing::in_step));
     controller_core b(cache, opts(tree_work_timing::after_reply));
-    std::vector<request_id> running;
-    std::vector<token_mark> computing;
+    // Admitted requests prefill in one chunk or in several (a block or two a step), and finish
+    // once computed, at times in the step that reports their last chunk.
+    struct live {
+      request_id id;
+      uint32_t total, done;
+    };
+    std::vector<live> running;
     request_id next = 1;
     uint32_t engine_next = 100;
     for (uint64_t step = 1; step <= 30; ++step) {
       commit c;
       c.step = step;
-      c.computed = computing;
-      computing.clear();
-      std::vector<request_id> still;
-      for (request_id r : running)
-        (rng() % 2 == 0 ? c.finished : still).push_back(r);
+      std::vector<live> still;
+      for (live r : running) {
+        if (r.done == r.total && rng() % 2 == 0) {
+          c.finished.push_back(r.id);
+          continue;
+        }
+        if (r.done < r.total) {
+          uint32_t chunk = rng() % 2 == 0 ? r.total : 16 * (1 + static_cast<uint32_t>(rng() % 2));
+          r.done = std::min(r.total, r.done + chunk);
+          c.computed.push_back({r.id, r.done});
+          if (r.done == r.total && rng() % 3 == 0) {
+            c.finished.push_back(r.id);
+            continue;
+          }
+        }
+        still.push_back(r);
+      }
       int arrivals = static_cast<int>(rng() % 3);
       for (int i = 0; i < arrivals; ++i, ++next) {
         std::vector<uint64_t> ids;
@@ -204,10 +221,8 @@ TEST_CASE("controller: backups after the reply make the copies and the cache of 
         CHECK(ga.admits[i].admitted == gb.admits[i].admitted);
         CHECK(ga.admits[i].device_blocks == gb.admits[i].device_blocks);
         CHECK(ga.admits[i].host_blocks == gb.admits[i].host_blocks);
-        if (ga.admits[i].admitted) {
-          still.push_back(ga.admits[i].req);
-          computing.push_back(c.admits[i]);
-        }
+        if (ga.admits[i].admitted)
+          still.push_back({ga.admits[i].req, c.admits[i].tokens, 0});
       }
       CHECK(ga.available_blocks == gb.available_blocks);
       CHECK((ia.swap_in != 0) == (ib.swap_in != 0));
