@@ -354,7 +354,7 @@ using cache_controller_actor = caf::typed_actor<
   caf::replies_to<report_atom>::with<controller_report>,  ///< runs every invariant check
   caf::replies_to<caf::get_atom>::with<bool>,             ///< idle: nothing held or moving
   caf::reacts_to<wake_atom, uint64_t>,  ///< a prefetch's deadline (storage.prefetch_policy)
-  caf::reacts_to<tree_work_atom>>;  ///< a live step's reply went out: its backups now
+  caf::reacts_to<tree_work_atom>>;  ///< a live step's reply went out: its tree work now
 
 using scheduler_actor = caf::typed_actor<
   caf::replies_to<request_arrival>::with<request_done>,

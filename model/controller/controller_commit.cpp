@@ -144,7 +144,7 @@ void controller_core::commit_grows_and_admits(const commit& c, grant& g,
 void controller_core::commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                                        std::vector<transfer>& out, step_inputs& inputs) {
   if (backups_wait_for_reply()) {
-    backups_deferred_ = true;
+    tree_work_deferred_ = true;
   } else {
     catch_up_commits(orders);
     model_.collect_backups(orders);
@@ -234,16 +234,16 @@ void controller_core::catch_up_commits(std::vector<transfer_order>& orders) {
 }
 
 void controller_core::collect_deferred_work(std::vector<transfer>& out) {
-  if (!backups_deferred_)
+  if (!tree_work_deferred_)
     return;
   block_event_batch batch(options_.events);
   take_deferred_work(out);
 }
 
 void controller_core::take_deferred_work(std::vector<transfer>& out) {
-  if (!backups_deferred_)
+  if (!tree_work_deferred_)
     return;
-  backups_deferred_ = false;
+  tree_work_deferred_ = false;
   std::vector<transfer_order>& orders = step_orders_;
   orders.clear();
   catch_up_commits(orders);

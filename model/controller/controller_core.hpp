@@ -41,9 +41,10 @@
 
 namespace kvtier {
 
-/// When a step's write-through backups are collected: within its commit (the replays: their
+/// When a step's tree work that no grant reads is done (its write-through backups, and the commits
+/// of computed blocks nothing before the grant sees): within its commit (the replays: their
 /// copies and timings are the goldens'), or after its grant went out (a live engine waits for
-/// the grant, not for the backups: docs/design.md, "Tree work after the reply").
+/// the grant alone: docs/design.md, "Tree work after the reply").
 enum class tree_work_timing { in_step, after_reply };
 
 struct controller_options {
@@ -122,8 +123,9 @@ class controller_core {
   /// Applies a commit: fills `g` (all but layer times), appends transfers to send, and says what
   /// the step must wait for.
   void on_commit(const commit& c, grant& g, std::vector<transfer>& out, step_inputs& inputs);
-  /// The backups the last commit left for after its reply (options.backups), if any: their
-  /// copies go to `out`. The next commit collects them first where this did not come before it.
+  /// The tree work the last commit left for after its reply (options.tree_work), if any: its
+  /// commits, then its backups, whose copies go to `out`. The next commit, a report and a grant
+  /// that waits for copies do it first where this did not come before them.
   void collect_deferred_work(std::vector<transfer>& out);
   /// Commits whose computed blocks joined the tree after their reply (options.tree_work).
   uint64_t commits_after_reply() const { return commits_after_reply_; }
@@ -212,11 +214,11 @@ class controller_core {
   void commit_preempted(const commit& c, grant& g, std::vector<transfer_order>& orders);
   void commit_grows_and_admits(const commit& c, grant& g, std::vector<transfer_order>& orders,
                                step_inputs& inputs);
-  /// The step's transfers (fills, then the batched orders) into `out`, and what it waits for.
   void take_deferred_work(std::vector<transfer>& out);
   bool commits_wait_for_reply(const commit& c) const;
   void catch_up_commits(std::vector<transfer_order>& orders);
   bool backups_wait_for_reply() const;
+  /// The step's transfers (fills, then the batched orders) into `out`, and what it waits for.
   void commit_transfers(const grant& g, std::vector<transfer_order>& orders,
                         std::vector<transfer>& out, step_inputs& inputs);
   uint32_t victim_frees(const request_state& r) const;
@@ -281,7 +283,7 @@ class controller_core {
   std::vector<token_mark> deferred_commits_;
   size_t deferred_commits_mark_ = 0;
   uint64_t commits_after_reply_ = 0;
-  bool backups_deferred_ = false;  ///< the last commit's backups wait for collect_deferred_work
+  bool tree_work_deferred_ = false;  ///< the last commit's backups wait for collect_deferred_work
 };
 
 }  // namespace kvtier

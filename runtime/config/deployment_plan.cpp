@@ -142,9 +142,10 @@ void plan_actors(const config& c, const run_choices& choices, deployment_plan& p
   p.front.pd.seed = choices.seed;
   for (instance_config& ic : p.instances) {
     ic.controller.check_every = choices.check_every;
-    // A live engine waits for its step's grant, not for the step's backups. In real mode a
-    // step's reads of what it computes are held for the next commit's fence (docs/protocol.md,
-    // "Saves"), which a second batch of the step's copies would pass: backups stay in the step.
+    // A live engine waits for its step's grant, not for the step's tree work (docs/design.md,
+    // "Tree work after the reply"). In real mode a step's reads of what it computes are held for
+    // the next commit's fence (docs/protocol.md, "Saves"), which a second batch of the step's
+    // copies would pass: its tree work stays in the step.
     if (p.scheduler == scheduling::engine && choices.backend == copy_backend_kind::modelled)
       ic.controller.tree_work = tree_work_timing::after_reply;
   }

@@ -322,7 +322,7 @@ cache_controller_actor::behavior_type remote_behavior(self_ptr self,
       else
         on_reply(self, call);
     },
-    // The server collects a step's backups itself once its reply went out.
+    // The server does a step's tree work itself once its reply went out.
     [=](tree_work_atom) {},
   };
 }

@@ -62,8 +62,8 @@ void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(con
   self->request(controller_of(self, stack), caf::infinite, std::move(c))
     .then([=](const grant& g) {
             then(g);
-            // The reply is on its way: the step's write-through backups now (docs/design.md,
-            // "Tree work after the reply").
+            // The reply is on its way: the step's tree work now (docs/design.md, "Tree work
+            // after the reply").
             self->send(controller_of(self, stack), tree_work_atom_v);
           },
           // No controller: the server cannot serve; it stops with it.

@@ -1,5 +1,6 @@
-// A live step's write-through backups collected after its grant (tree_work_timing::after_reply,
-// docs/design.md "Tree work after the reply") against the same steps with them in the step.
+// A live step's tree work (its computed blocks' commits and their write-through backups) done
+// after its grant (tree_work_timing::after_reply, docs/design.md "Tree work after the reply")
+// against the same steps with it in the step.
 
 #include <algorithm>
 #include <deque>
@@ -151,8 +152,8 @@ TEST_CASE("controller: a step naming again an engine id a backup reads keeps its
   CHECK(later.empty());
 }
 
-TEST_CASE("controller: backups after the reply make the copies and the cache of backups in the "
-          "step (random steps)",
+TEST_CASE("controller: tree work after the reply makes the copies and the cache of tree work in "
+          "the step (random steps)",
           "[actors][controller][write_policy][property]") {
   std::mt19937_64 rng(20261130);
   int compared = 0;
