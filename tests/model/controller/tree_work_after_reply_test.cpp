@@ -217,6 +217,7 @@ TEST_CASE("controller: tree work after the reply makes the copies and the cache 
       std::vector<transfer> oa, ob;
       a.on_commit(c, ga, oa, ia);
       b.on_commit(c, gb, ob, ib);
+      b.check(false);  // the invariants hold between the reply and its tree work too
       REQUIRE(ga.admits.size() == gb.admits.size());
       for (size_t i = 0; i < ga.admits.size(); ++i) {
         CHECK(ga.admits[i].admitted == gb.admits[i].admitted);
