@@ -179,8 +179,8 @@ caf::result<grant> handle_commit(self_ptr self, commit& c) {
     s.core->check_step_start(p.inputs);
     return std::move(p.g);
   }
-  // The reply waits for copies: the step's tree work need not wait with it.
-  out.clear();
+  // The reply waits for copies: the step's tree work need not wait with it (send_transfers
+  // emptied `out`).
   s.core->collect_deferred_work(out);
   send_transfers(self, out);
   p.promise = self->make_response_promise<grant>();
