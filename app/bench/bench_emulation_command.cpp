@@ -19,6 +19,7 @@
 #include "runtime/config/strict_json.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
+#include "core/build_info.hpp"
 #include "sim/report/atomic_file.hpp"
 #include "sim/report/emulation_check.hpp"
 
@@ -356,7 +357,8 @@ int run_bench_emulation(const bench_emulation_args& args) {
   if (!args.steps_out.empty())
     write_steps(args.steps_out, predicted, measured);
   if (!args.json_out.empty()) {
-    json out = {{"device", measured.engine.device}, {"calibration", args.calibration},
+    json out = {{"kvtier_version", build_line()}, {"device", measured.engine.device},
+                {"calibration", args.calibration},
                 {"requests", c.rows}, {"total_predicted_ms", c.total_p / 1e6},
                 {"total_measured_ms", c.total_q / 1e6}, {"error", err},
                 {"request_error", spread_json(spread)}, {"links", link_rows},

@@ -12,6 +12,7 @@
 #include "app/commands.hpp"
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
+#include "core/build_info.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "sim/full/full_replay.hpp"
 #include "sim/full/preloaded_trace.hpp"
@@ -226,13 +227,15 @@ int run_bench_replay(const bench_replay_args& args) {
   runs.push_back(time_replay("kvtier model, device only, unbounded", t, unbounded, args.repeat));
   runs.push_back(time_replay("kvtier model, configured tiers", t, rc, args.repeat));
 
+  std::printf("kvtier: %s\n", build_line().c_str());
   std::printf("trace: %zu requests, %llu blocks of %u tokens\n", t.requests.size(),
               static_cast<unsigned long long>(t.block_count), rc.block_size);
   std::printf("parse:   %8.3f s  (%.0f requests/s)\n", t.parse_s,
               static_cast<double>(t.requests.size()) / t.parse_s);
   std::printf("hashing: %8.3f s  (%.1f M blocks/s)\n", t.map_s,
               static_cast<double>(t.block_count) / t.map_s / 1e6);
-  json out = {{"requests", t.requests.size()}, {"blocks", t.block_count},
+  json out = {{"kvtier_version", build_line()},
+              {"requests", t.requests.size()}, {"blocks", t.block_count},
               {"block_size", rc.block_size}, {"parse_s", t.parse_s}, {"hash_s", t.map_s},
               {"cache", json::array()}};
   const cache_run& base = runs.front();

@@ -25,6 +25,7 @@
 #include "app/load_config.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "sim/full/preloaded_trace.hpp"
+#include "core/build_info.hpp"
 #include "sim/report/atomic_file.hpp"
 
 namespace kvtier {
@@ -429,7 +430,8 @@ int run_bench_serve(const bench_serve_args& args) {
   phase_result serve = serve_phase(args, rc, t);
   phase_result echoed = echo_phase(args, serve.logs);
   bench_totals totals = merge_logs(serve.logs, echoed.logs);
-  nlohmann::json j;
+  nlohmann::json j = {{"kvtier_version", build_line()}};
+  std::printf("kvtier: %s\n", build_line().c_str());
   report_bench(args, totals, serve.wall_s, echoed.wall_s, j);
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);

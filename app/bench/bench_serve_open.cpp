@@ -338,6 +338,7 @@ int run_open_loop(const bench_serve_args& args, const replay_config& rc, const p
   out["p99_bound_us"] = args.p99_bound_us;
   out["client_io_threads"] = args.io_threads;
   out["points"] = nlohmann::json::array();
+  std::printf("kvtier: %s\n", build_line().c_str());
   std::printf("open loop, %u engines, %u new requests per step, %.1f s per load; saturation: "
               "achieved >= 95%% of offered and verb p99 < %.0f us\n",
               args.clients, args.new_per_step, args.seconds, args.p99_bound_us);

@@ -43,6 +43,7 @@
 #include "app/load_config.hpp"
 #include "runtime/config/replay_config.hpp"
 #include "runtime/config/storage_calibration.hpp"
+#include "core/build_info.hpp"
 #include "sim/report/atomic_file.hpp"
 
 namespace kvtier {
@@ -255,8 +256,9 @@ int run_bench_storage(const bench_storage_args& args) {
   config cfg = load_config(args.config);
   replay_config rc = resolve(cfg);
   bench_plan p = make_plan(args, rc);
+  std::cout << "kvtier: " << build_line() << "\n";
   print_plan(p, rc);
-  nlohmann::json out = {{"block_bytes", p.bytes}, {"block_size", rc.block_size},
+  nlohmann::json out = {{"kvtier_version", build_line()}, {"block_bytes", p.bytes}, {"block_size", rc.block_size},
                         {"batch", args.batch}, {"batches", p.batches},
                         {"backends", nlohmann::json::object()}};
   bool failed = false, missed = false;

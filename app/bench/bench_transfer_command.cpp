@@ -10,6 +10,7 @@
 #include "app/load_config.hpp"
 #include "app/validators.hpp"
 #include "runtime/config/replay_config.hpp"
+#include "core/build_info.hpp"
 #include "sim/report/atomic_file.hpp"
 
 namespace kvtier {
@@ -102,7 +103,9 @@ int run_bench_transfer(const bench_transfer_args& args) {
     std::cout << "  " << m << "\n";
   if (!args.json_out.empty()) {
     atomic_file f(args.json_out);
-    f.out() << gpu::bench_to_json(report).dump(2) << '\n';
+    nlohmann::json j = gpu::bench_to_json(report);
+    j["kvtier_version"] = build_line();
+    f.out() << j.dump(2) << '\n';
     f.commit();
   }
   if (!args.calibration_out.empty()) {

@@ -168,6 +168,31 @@ TEST_CASE("hostile: a storage calibration's stream rates come as a pair of posit
   fs::remove_all(dir);
 }
 
+namespace {
+// What `kvtier --version` prints: the line every output names its figures by.
+std::string version_line() {
+  std::string v = kvtier("--version").out;
+  return v.substr(0, v.find('\n'));
+}
+}  // namespace
+
+TEST_CASE("cli: bench replay names the kvtier that made its figures, in its text and its JSON",
+          "[cli][bench]") {
+  fs::path dir = scratch("bench-replay-version");
+  fs::create_directories(dir);
+  const std::string version = version_line();
+  REQUIRE(contains(version, "kvtier"));
+  auto r = kvtier("bench replay --no-full --repeat 1 --trace " + sample + " --json " +
+                  (dir / "bench.json").string());
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "kvtier: " + version + "\n"));
+  json j = json::parse(slurp(dir / "bench.json"));
+  CHECK(j["kvtier_version"] == version);
+  CHECK(j["cache"].size() == 3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: bench storage's calibration carries each direction's op latency and loads",
           "[cli][storage][calibration]") {
   fs::path dir = scratch("bench-storage-calibration");
@@ -193,7 +218,9 @@ TEST_CASE("cli: bench storage's calibration carries each direction's op latency 
   }
   // The latencies and stream rates are the line through the lone 4 KiB and whole-block requests:
   // a lone block costs its latency plus its bytes at the stream rate, its measured time.
-  json lone = json::parse(slurp(dir / "bench.json"))["backends"]["file"]["batch_path"];
+  json bench = json::parse(slurp(dir / "bench.json"));
+  CHECK(bench["kvtier_version"] == version_line());
+  json lone = bench["backends"]["file"]["batch_path"];
   for (auto [latency, small, one, stream] :
        {std::tuple{"op_latency_us", "put_small_us", "put_one_ms", "stream_write_gbps"},
         std::tuple{"read_op_latency_us", "get_small_us", "get_one_ms", "stream_read_gbps"}}) {
