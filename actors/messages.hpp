@@ -369,6 +369,9 @@ using scheduler_actor = caf::typed_actor<
 using front_end_actor = caf::typed_actor<
   caf::replies_to<run_atom>::with<front_end_report>,
   caf::replies_to<report_atom>::with<front_end_report>,
+  /// A scheduler's answer to a request_arrival or kv_handoff the front end sent (not requested:
+  /// see front_end.cpp, "answers").
+  caf::reacts_to<request_done>,
   caf::reacts_to<wake_atom, uint64_t>,
   caf::reacts_to<handoff_atom, uint64_t>>;  ///< PD: ask D again for request n, or give up
 

@@ -1,6 +1,9 @@
 #include "actors/front_end/front_end.hpp"
 
 #include <deque>
+#include <string>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "core/check.hpp"
 #include "model/front_end/pd_handoffs.hpp"
@@ -9,6 +12,22 @@
 namespace kvtier {
 
 namespace {
+
+// Answers: the front end sends each request_arrival and kv_handoff instead of requesting it,
+// and the scheduler's request_done comes back as an ordinary message (CAF answers a message
+// that was sent, not requested, that way, in the same mailbox queue a response would take, so
+// the order of events is the same). A request's `.then` handler would sit in CAF 0.17's
+// response table, a vector searched and erased from linearly: with thousands of requests in
+// flight (the conversation trace's concurrent sessions) every answer walked thousands of entries,
+// 5% of a full replay's instructions (BENCHMARKS.md, "Answers as messages"). Each request
+// awaits one answer at a time.
+enum class answer_kind : uint8_t { mixed, prefill, decode };
+
+struct awaited_answer {
+  answer_kind kind = answer_kind::mixed;
+  size_t target = 0;   // mixed: the router's index of the instance
+  trace_request key;   // mixed: what the answer needs (session, turn, prompt size)
+};
 
 struct front_end_state {
   static inline const char* name = "front_end";
@@ -28,6 +47,7 @@ struct front_end_state {
   bool failed = false;
   caf::typed_response_promise<front_end_report> done;
   front_end_report report;
+  absl::flat_hash_map<request_id, awaited_answer> awaiting;  // by request id (answers, above)
 };
 
 using self_ptr = front_end_actor::stateful_pointer<front_end_state>;
@@ -90,6 +110,39 @@ void on_done(self_ptr self, size_t target, const trace_request& r, const request
   finish_if_done(self);
 }
 
+void await_answer(self_ptr self, request_id id, awaited_answer a) {
+  bool added = self->state.awaiting.emplace(id, std::move(a)).second;
+  KVTIER_ASSERT(added);  // one answer awaited per request at a time
+}
+
+void on_prefilled(self_ptr self, request_id id, const request_done& done);
+void on_decoded(self_ptr self, request_id id, const request_done& done);
+
+// A scheduler's request_done: to whoever awaits it (answers, above).
+void on_answer(self_ptr self, const request_done& d) {
+  auto& st = self->state;
+  auto it = st.awaiting.find(d.req);
+  if (it == st.awaiting.end()) {
+    fail(self, caf::make_error(caf::sec::runtime_error,
+                               "front end: an answer for request " + std::to_string(d.req)
+                                 + ", which awaits none"));
+    return;
+  }
+  awaited_answer a = std::move(it->second);
+  st.awaiting.erase(it);
+  switch (a.kind) {
+    case answer_kind::mixed:
+      on_done(self, a.target, a.key, d);
+      return;
+    case answer_kind::prefill:
+      on_prefilled(self, d.req, d);
+      return;
+    case answer_kind::decode:
+      on_decoded(self, d.req, d);
+      return;
+  }
+}
+
 // -- PD: a decode instance preallocates, the prefill instance prefills and hands off ---------------
 // (FastDeploy's splitwise flow, docs/fastdeploy.md §6; docs/cluster.md). model/front_end/
 // pd_handoffs.hpp keeps each request's stage and the counts; this shell sends what it asks for.
@@ -125,10 +178,8 @@ void on_prefilled(self_ptr self, request_id id, const request_done& done) {
   auto& st = self->state;
   prefill_step next = st.handoffs->on_prefilled(id, done, st.report);
   st.route->answered(next.answer.prefill, next.answer.prompt_tokens);
-  self->request(st.instances[st.handoffs->decoder_instance(next.decoder)].scheduler,
-                caf::infinite, next.handoff)
-    .then([=](const request_done& x) { on_decoded(self, id, x); },
-          [=](caf::error& e) { fail(self, std::move(e)); });
+  await_answer(self, id, {answer_kind::decode, 0, {}});
+  self->send(st.instances[st.handoffs->decoder_instance(next.decoder)].scheduler, next.handoff);
 }
 
 void ask_decoder(self_ptr self, request_id id, size_t d);
@@ -145,10 +196,8 @@ void on_preallocated(self_ptr self, request_id id, size_t d, const preallocate_r
                          handoff_atom_v, id);
       return;
     case allocation_step::next::prefill:
-      self->request(st.instances[next.instance].scheduler, caf::infinite,
-                    std::move(next.arrival))
-        .then([=](const request_done& x) { on_prefilled(self, id, x); },
-              [=](caf::error& e) { fail(self, std::move(e)); });
+      await_answer(self, id, {answer_kind::prefill, 0, {}});
+      self->send(st.instances[next.instance].scheduler, std::move(next.arrival));
       return;
   }
 }
@@ -189,13 +238,12 @@ void push(self_ptr self, size_t target, request_arrival a) {
     return;
   }
   ++st.report.per_instance[st.entry[target]];
-  trace_request key;  // what the answer needs: the session turn and the prompt size
-  key.session = a.req.session;
-  key.turn = a.req.turn;
-  key.input_tokens = a.req.input_tokens;
-  self->request(st.instances[st.entry[target]].scheduler, caf::infinite, std::move(a))
-    .then([=](const request_done& d) { on_done(self, target, key, d); },
-          [=](caf::error& e) { fail(self, std::move(e)); });
+  awaited_answer answer{answer_kind::mixed, target, {}};
+  answer.key.session = a.req.session;
+  answer.key.turn = a.req.turn;
+  answer.key.input_tokens = a.req.input_tokens;
+  await_answer(self, a.req.seq, std::move(answer));
+  self->send(st.instances[st.entry[target]].scheduler, std::move(a));
 }
 
 // Routes the waiting requests in order; a cache-aware choice waits for every instance's probe.
@@ -267,6 +315,9 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
     st.handoffs = std::make_unique<pd_handoffs>(config.pd, st.entry, std::move(decoders));
   st.route = std::make_unique<router>(config.router, st.entry.size());
   st.report.per_instance.assign(st.instances.size(), 0);
+  // A scheduler that refuses a sent message answers with an error message: the run fails, as
+  // a requested message's error handler made it.
+  self->set_error_handler([=](caf::error& e) { fail(self, std::move(e)); });
   auto* raw = st.feed.get();
   st.load = std::make_unique<workload>([raw](trace_request& r) { return raw->next(r); },
                                        config.time_scale);
@@ -283,6 +334,7 @@ front_end_actor::behavior_type front_end_behavior(self_ptr self, front_end_confi
       return promise;
     },
     [=](report_atom) -> front_end_report { return self->state.report; },
+    [=](request_done& d) { on_answer(self, d); },
     [=](wake_atom, uint64_t) { on_arrivals(self); },
     [=](handoff_atom, uint64_t id) { on_decoder_wait(self, id); },
   };

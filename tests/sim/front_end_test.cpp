@@ -1,9 +1,14 @@
 // The front end: requests pushed to instances by the router, answers counted, and bad input
-// returned as the run's error and raised where the replay was started.
+// returned as the run's error and raised where the replay was started; each answer routed to
+// the request that awaits it (front_end.cpp, "answers").
 
 #include <catch2/catch.hpp>
 
+#include <variant>
+
+#include "actors/front_end/front_end.hpp"
 #include "sim/trace/trace_reader.hpp"
+#include "tests/actors/det_fixture.hpp"
 #include "tests/sim/scenario.hpp"
 
 using namespace kvtier;
@@ -131,4 +136,103 @@ TEST_CASE("front end: an actor that stops on its own ends the run with what stop
       CHECK_THAT(e.what(), Catch::Contains("the front end actor stopped"));
     }
   }
+}
+
+// -- answers: each request is sent to its scheduler, whose request_done comes back as a message --
+
+namespace {
+
+// Gives `n` requests, one every microsecond, each in its own session.
+class listed_feed : public request_feed {
+ public:
+  explicit listed_feed(uint64_t n) : n_(n) {}
+  bool next(trace_request& out) override {
+    if (seq_ == n_)
+      return false;
+    out = request(seq_, static_cast<int64_t>(seq_) * 1000, {seq_ + 1}, 2);
+    out.session = seq_;
+    ++seq_;
+    return true;
+  }
+  bool blocks_of(const trace_request& r, std::vector<cache_block>& out) override {
+    out.assign(1, {r.ids[0] * 7919, 16});
+    return true;
+  }
+  std::optional<input_problem> problem() const override { return std::nullopt; }
+
+ private:
+  uint64_t n_;
+  uint64_t seq_ = 0;
+};
+
+// A scheduler that answers every arrival at once: with its request id, with another request's,
+// or with an error (as a scheduler refusing a message does).
+enum class answer_with { its_id, another_id, error };
+
+scheduler_actor::behavior_type answering_scheduler(scheduler_actor::pointer, answer_with how) {
+  auto refused = [] { return caf::make_error(caf::sec::runtime_error, "refused"); };
+  return {
+    [=](request_arrival& a) -> caf::result<request_done> {
+      if (how == answer_with::error)
+        return refused();
+      request_done d;
+      d.req = how == answer_with::its_id ? a.req.seq : a.req.seq + 1000;
+      return d;
+    },
+    [=](step_atom, uint64_t) {},
+    [=](report_atom) { return scheduler_report{}; },
+    [=](preallocate_request&) -> caf::result<preallocate_reply> { return refused(); },
+    [=](kv_handoff&) -> caf::result<request_done> { return refused(); },
+    [=](handoff_atom, uint64_t) {},
+  };
+}
+
+// Runs a front end over two such schedulers (round robin) and `n` requests: its run's reply, or
+// the error's text.
+std::variant<front_end_report, std::string> run_answers(answer_with how, uint64_t n) {
+  det_fixture fx;
+  std::vector<front_end_target> targets;
+  for (int i = 0; i < 2; ++i)
+    targets.push_back({fx.sys.spawn(answering_scheduler, how), cache_controller_actor{},
+                       pd_role::mixed});
+  front_end_config config;
+  config.clock = fx.clock;
+  config.router.policy = route_policy::round_robin;
+  auto fe = spawn_front_end(fx.sys, config, std::make_shared<listed_feed>(n), targets);
+  auto handle = fx.self->request(fe, caf::infinite, run_atom_v);
+  fx.run();
+  std::variant<front_end_report, std::string> out = std::string("no reply");
+  if (fx.self->mailbox().size() > 0)  // the system ran dry: a reply is there now or never
+    handle.receive([&](front_end_report& r) { out = std::move(r); },
+                   [&](const caf::error& e) { out = caf::to_string(e); });
+  for (auto& t : targets)
+    caf::anon_send_exit(t.scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(fe, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("front end: every answer reaches the request that awaits it, in any number",
+          "[actors][front_end]") {
+  for (uint64_t n : {1, 7, 2000}) {
+    INFO(n << " requests");
+    auto out = run_answers(answer_with::its_id, n);
+    REQUIRE(std::holds_alternative<front_end_report>(out));
+    const auto& r = std::get<front_end_report>(out);
+    CHECK(r.pushed == n);
+    CHECK(r.finished == n);
+    CHECK(r.exhausted);
+    CHECK(r.per_instance == std::vector<uint64_t>{(n + 1) / 2, n / 2});
+  }
+}
+
+TEST_CASE("front end: a scheduler's refusal, or an answer nobody awaits, ends the run with an "
+          "error", "[actors][front_end]") {
+  auto refused = run_answers(answer_with::error, 3);
+  REQUIRE(std::holds_alternative<std::string>(refused));
+  CHECK_THAT(std::get<std::string>(refused), Catch::Contains("refused"));
+  auto stray = run_answers(answer_with::another_id, 3);
+  REQUIRE(std::holds_alternative<std::string>(stray));
+  CHECK_THAT(std::get<std::string>(stray), Catch::Contains("an answer for request 1000"));
 }
