@@ -20,4 +20,10 @@ enum class clock_mode : uint8_t { virtual_time, wall };
 /// the real ones run on the wall clock.
 enum class copy_backend_kind : uint8_t { modelled, cuda, shm };
 
+/// When a controller does a step's tree work that no grant reads (its write-through backups,
+/// and the commits of computed blocks nothing before the grant sees): within its commit (the
+/// replays: their copies and timings are the goldens'), or after its grant went out (a live
+/// engine waits for the grant alone: docs/design.md, "Tree work after the reply").
+enum class tree_work_timing : uint8_t { in_step, after_reply };
+
 }  // namespace kvtier

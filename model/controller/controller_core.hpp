@@ -37,15 +37,10 @@
 #include "model/scheduler/preemption.hpp"
 #include "model/messages.hpp"
 #include "model/request_layout.hpp"
+#include "core/run_modes.hpp"
 #include "core/sim_clock.hpp"
 
 namespace kvtier {
-
-/// When a step's tree work that no grant reads is done (its write-through backups, and the commits
-/// of computed blocks nothing before the grant sees): within its commit (the replays: their
-/// copies and timings are the goldens'), or after its grant went out (a live engine waits for
-/// the grant alone: docs/design.md, "Tree work after the reply").
-enum class tree_work_timing { in_step, after_reply };
 
 struct controller_options {
   uint32_t block_size = 64;

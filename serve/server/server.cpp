@@ -90,6 +90,7 @@ server_settings settings_of(const serve_job& job, const server_plan& p, caf::act
   ss.gpu = p.gpu;
   ss.backend = job.backend;
   ss.verify = job.verify;
+  ss.tree_work = ic.controller.tree_work;
   ss.origins = events.origins();
   if (metrics)
     ss.observers.push_back(metrics->observer());

@@ -64,7 +64,8 @@ void send_commit(self_ptr self, uint32_t stack, commit c, std::function<void(con
             then(g);
             // The reply is on its way: the step's tree work now (docs/design.md, "Tree work
             // after the reply").
-            self->send(controller_of(self, stack), tree_work_atom_v);
+            if (self->state.settings.tree_work == tree_work_timing::after_reply)
+              self->send(controller_of(self, stack), tree_work_atom_v);
           },
           // No controller: the server cannot serve; it stops with it.
           [=](const caf::error& e) { self->quit(e); });

@@ -49,6 +49,9 @@ struct server_settings {
   std::shared_ptr<cuda_device> gpu;
   copy_backend_kind backend = copy_backend_kind::modelled;
   bool verify = false;  ///< real mode: computed blocks get their hash's pattern
+  /// When the stacks' controllers do a step's tree work (the plan's controller options): with
+  /// `after_reply`, each grant is followed by a tree_work message to its controller.
+  tree_work_timing tree_work = tree_work_timing::in_step;
   /// KV events on: where allocate remembers the engine's hashes of the blocks it names.
   block_origins* origins = nullptr;
   /// Lookups answered off the actor (serve.lookups=published): where engines are published.
